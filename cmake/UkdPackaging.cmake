@@ -1,0 +1,2 @@
+# UkdPackaging.cmake: ukdpack's public CMake API (filled in by the CMake and DVC work).
+include_guard(GLOBAL)

@@ -1,0 +1,79 @@
+# Finds ukdpack's C++ dependencies (never vendored) and defines the helpers that
+# apply ukdpack's own compile settings to ukdpack's own targets only.
+# Shared by the build and by the installed package config.
+include_guard(GLOBAL)
+
+find_package(nlohmann_json 3.10 REQUIRED)
+find_package(OpenSSL REQUIRED COMPONENTS Crypto)
+
+# zstd: the upstream config where there is one, else the library and header.
+find_package(zstd CONFIG QUIET)
+if(TARGET zstd::libzstd_shared)
+  set(UKDPACK_ZSTD_TARGET zstd::libzstd_shared)
+elseif(TARGET zstd::libzstd_static)
+  set(UKDPACK_ZSTD_TARGET zstd::libzstd_static)
+else()
+  find_path(UKDPACK_ZSTD_INCLUDE_DIR zstd.h)
+  find_library(UKDPACK_ZSTD_LIBRARY NAMES zstd)
+  if(NOT UKDPACK_ZSTD_INCLUDE_DIR OR NOT UKDPACK_ZSTD_LIBRARY)
+    message(FATAL_ERROR "ukdpack: zstd not found; install it (Debian: apt-get install libzstd-dev)")
+  endif()
+  add_library(ukdpack_zstd_imported UNKNOWN IMPORTED)
+  set_target_properties(ukdpack_zstd_imported PROPERTIES
+    IMPORTED_LOCATION "${UKDPACK_ZSTD_LIBRARY}"
+    INTERFACE_INCLUDE_DIRECTORIES "${UKDPACK_ZSTD_INCLUDE_DIR}")
+  set(UKDPACK_ZSTD_TARGET ukdpack_zstd_imported)
+endif()
+
+# msgpack-cxx is header-only and only used inside the runtime's sources; its
+# Boost dependency is not needed (MSGPACK_NO_BOOST), so only the header is looked up.
+if(NOT TARGET ukdpack_msgpack_headers)
+  find_path(UKDPACK_MSGPACK_INCLUDE_DIR msgpack.hpp)
+  if(NOT UKDPACK_MSGPACK_INCLUDE_DIR)
+    message(FATAL_ERROR "ukdpack: msgpack-cxx not found; install it (Debian: apt-get install libmsgpack-cxx-dev)")
+  endif()
+  add_library(ukdpack_msgpack_headers INTERFACE)
+  target_include_directories(ukdpack_msgpack_headers INTERFACE "${UKDPACK_MSGPACK_INCLUDE_DIR}")
+  target_compile_definitions(ukdpack_msgpack_headers INTERFACE MSGPACK_NO_BOOST MSGPACK_DEFAULT_API_VERSION=3)
+endif()
+set(UKDPACK_MSGPACK_TARGET ukdpack_msgpack_headers)
+
+# ukdpack_target_defaults(<target>): warnings and the UKDPACK_SANITIZE sanitizers,
+# on this target only, so a superbuild's flags are left as they are.
+function(ukdpack_target_defaults target)
+  if(CMAKE_CXX_COMPILER_ID MATCHES "GNU|Clang")
+    target_compile_options(${target} PRIVATE -Wall -Wextra -Wpedantic)
+  endif()
+  if(UKDPACK_SANITIZE)
+    string(REPLACE ";" "," _ukd_san "${UKDPACK_SANITIZE}")
+    target_compile_options(${target} PRIVATE -fsanitize=${_ukd_san} -fno-omit-frame-pointer -fno-sanitize-recover=all)
+    target_link_options(${target} PRIVATE -fsanitize=${_ukd_san})
+  endif()
+endfunction()
+
+# ukdpack_find_pybind11(): pybind11 through the chosen interpreter
+# (python -m pybind11 --cmakedir), else find_package(pybind11).
+macro(ukdpack_find_pybind11)
+  if(NOT TARGET pybind11::module)
+    find_package(Python3 REQUIRED COMPONENTS Interpreter Development.Module)
+    if(NOT pybind11_DIR)
+      execute_process(
+        COMMAND "${Python3_EXECUTABLE}" -m pybind11 --cmakedir
+        OUTPUT_VARIABLE _ukd_pybind11_dir
+        OUTPUT_STRIP_TRAILING_WHITESPACE
+        RESULT_VARIABLE _ukd_pybind11_rc
+        ERROR_QUIET)
+      if(_ukd_pybind11_rc EQUAL 0 AND EXISTS "${_ukd_pybind11_dir}")
+        set(pybind11_DIR "${_ukd_pybind11_dir}" CACHE PATH "pybind11 CMake directory")
+      endif()
+    endif()
+    set(PYBIND11_FINDPYTHON ON)
+    find_package(pybind11 CONFIG)
+    if(NOT pybind11_FOUND)
+      message(FATAL_ERROR
+        "ukdpack: pybind11 not found for ${Python3_EXECUTABLE}. Install it with\n"
+        "  ${Python3_EXECUTABLE} -m pip install pybind11\n"
+        "or configure with -DUKDPACK_BUILD_PYTHON=OFF.")
+    endif()
+  endif()
+endmacro()

@@ -1,0 +1,2 @@
+# Install rules for a plain (non-pip) install: library, headers, package config.
+include_guard(GLOBAL)

@@ -1,0 +1,7 @@
+#include "modules.hpp"
+
+namespace ukdpack::bindings {
+
+void bindRuntime(pybind11::module_& m) { (void)m; }
+
+}  // namespace ukdpack::bindings

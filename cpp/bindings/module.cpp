@@ -1,0 +1,13 @@
+// ukdpack._runtime: the C++ runtime, reached from Python so that pack-time
+// checks run the exact logic the runtime applies.
+#include <pybind11/pybind11.h>
+
+#include "modules.hpp"
+
+PYBIND11_MODULE(_runtime, m) {
+  m.doc() = "ukdpack's C++ runtime: launch helpers, kpack reader, loader, state manager";
+  ukdpack::bindings::bindArch(m);
+  ukdpack::bindings::bindDescriptors(m);
+  ukdpack::bindings::bindKpack(m);
+  ukdpack::bindings::bindRuntime(m);
+}

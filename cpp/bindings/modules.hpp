@@ -1,0 +1,13 @@
+// One registration function per area; module.cpp calls them all.
+#pragma once
+
+#include <pybind11/pybind11.h>
+
+namespace ukdpack::bindings {
+
+void bindDescriptors(pybind11::module_& m);
+void bindArch(pybind11::module_& m);
+void bindKpack(pybind11::module_& m);        // KpackArchive, code object symbols
+void bindRuntime(pybind11::module_& m);      // loader, state manager, integrity, revision
+
+}  // namespace ukdpack::bindings

@@ -1,0 +1,54 @@
+// Diagnostics and results: the runtime never throws through its public API;
+// every failure is a Diagnostic naming file, JSON path and finding.
+#pragma once
+
+#include <string>
+#include <utility>
+#include <variant>
+#include <vector>
+
+namespace ukdpack {
+
+enum class Severity { Note, Warning, Error };
+
+struct Diagnostic {
+  Severity severity = Severity::Error;
+  std::string code;      // stable machine-readable code, e.g. "DIGEST_MISMATCH"
+  std::string file;      // the file it concerns (as given to the loader)
+  std::string jsonPath;  // "$.kernelDescriptors[0].sources.produce", or empty
+  std::string message;   // a sentence: what was expected, what was found
+
+  // "<file>: <json path>: <message>", leaving out empty parts.
+  std::string str() const;
+};
+
+const char* severityName(Severity s);
+
+Diagnostic makeError(std::string code, std::string file, std::string jsonPath,
+                     std::string message);
+Diagnostic makeWarning(std::string code, std::string file, std::string jsonPath,
+                       std::string message);
+
+bool hasErrors(const std::vector<Diagnostic>& diags);
+
+// A value or the diagnostic that explains why there is none.
+template <class T>
+class Result {
+ public:
+  static Result success(T value) { return Result(std::move(value)); }
+  static Result failure(Diagnostic d) { return Result(std::move(d)); }
+
+  bool ok() const { return std::holds_alternative<T>(state_); }
+  explicit operator bool() const { return ok(); }
+  const T& value() const& { return std::get<T>(state_); }
+  T& value() & { return std::get<T>(state_); }
+  T&& value() && { return std::get<T>(std::move(state_)); }
+  const Diagnostic& error() const { return std::get<Diagnostic>(state_); }
+
+ private:
+  explicit Result(T v) : state_(std::move(v)) {}
+  explicit Result(Diagnostic d) : state_(std::move(d)) {}
+  std::variant<T, Diagnostic> state_;
+};
+
+}  // namespace ukdpack

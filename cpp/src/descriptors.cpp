@@ -1,0 +1,329 @@
+#include "ukdpack/descriptors.hpp"
+
+#include <algorithm>
+#include <cctype>
+#include <charconv>
+#include <regex>
+
+#include "json_reader.hpp"
+#include "ukdpack/arch.hpp"
+
+namespace ukdpack {
+
+using detail::describeFound;
+using detail::ObjectReader;
+
+std::optional<Version> Version::parse(std::string_view text) {
+  static const std::regex pattern(R"(^(0|[1-9][0-9]{0,5})\.(0|[1-9][0-9]{0,5})$)");
+  std::match_results<std::string_view::const_iterator> m;
+  if (!std::regex_match(text.begin(), text.end(), m, pattern)) return std::nullopt;
+  Version v;
+  std::from_chars(&*m[1].first, &*m[1].first + m[1].length(), v.major);
+  std::from_chars(&*m[2].first, &*m[2].first + m[2].length(), v.minor);
+  return v;
+}
+
+std::string Version::str() const { return std::to_string(major) + "." + std::to_string(minor); }
+
+std::string describeSignature(const Signature& sig) {
+  std::string out = "[";
+  for (std::size_t i = 0; i < sig.size(); ++i) {
+    if (i != 0) out += ", ";
+    out += sig[i].kind + "/" + std::to_string(sig[i].size) + "@" + std::to_string(sig[i].offset);
+    if (sig[i].name) out += " '" + *sig[i].name + "'";
+  }
+  return out + "]";
+}
+
+std::set<std::string> launchNamesOf(const Kernel& kernel) {
+  std::set<std::string> names;
+  for (const auto& entry : kernel.sources) names.insert(entry.first);
+  return names;
+}
+
+const KernelSource* singleLaunchSource(const Kernel& kernel) {
+  return kernel.sources.empty() ? &kernel.source : nullptr;
+}
+
+bool allLaunchSources(const Kernel& kernel,
+                      const std::function<bool(const KernelSource&)>& pred) {
+  if (kernel.sources.empty()) return pred(kernel.source);
+  return std::all_of(kernel.sources.begin(), kernel.sources.end(),
+                     [&](const auto& entry) { return pred(entry.second); });
+}
+
+std::string describeLaunchSet(const std::set<std::string>& names) {
+  std::string out = "{";
+  bool first = true;
+  for (const std::string& n : names) {
+    if (!first) out += ", ";
+    out += n;
+    first = false;
+  }
+  return out + "}";
+}
+
+bool isExtensionKey(std::string_view key) {
+  return key.substr(0, 2) == "x-" || key.substr(0, 1) == "_";
+}
+
+bool isLaunchName(std::string_view name) {
+  if (name.empty() || !std::isalpha(static_cast<unsigned char>(name.front()))) return false;
+  return std::all_of(name.begin(), name.end(), [](char c) {
+    return std::isalnum(static_cast<unsigned char>(c)) || c == '_';
+  });
+}
+
+std::string jsonPathKey(const std::string& base, std::string_view key) {
+  const bool plain =
+      !key.empty() && (std::isalpha(static_cast<unsigned char>(key.front())) || key.front() == '_') &&
+      std::all_of(key.begin(), key.end(), [](char c) {
+        return std::isalnum(static_cast<unsigned char>(c)) || c == '_';
+      });
+  if (plain) return base + "." + std::string(key);
+  return base + "[" + Json(std::string(key)).dump() + "]";
+}
+
+std::string jsonPathIndex(const std::string& base, std::size_t index) {
+  return base + "[" + std::to_string(index) + "]";
+}
+
+namespace {
+
+enum class SourceRole { Single, Launch };
+
+bool isSha256Hex(const std::string& s) {
+  return s.size() == 64 && std::all_of(s.begin(), s.end(), [](char c) {
+           return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f');
+         });
+}
+
+// A relative path without `..` segments: embedded_source identities.
+bool isPlainRelativePath(const std::string& p) {
+  if (p.empty() || p.front() == '/' || p.front() == '\\') return false;
+  if (p.size() > 1 && p[1] == ':') return false;
+  std::size_t start = 0;
+  while (start <= p.size()) {
+    const std::size_t end = p.find_first_of("/\\", start);
+    const std::string seg = p.substr(start, end == std::string::npos ? std::string::npos : end - start);
+    if (seg == "..") return false;
+    if (end == std::string::npos) break;
+    start = end + 1;
+  }
+  return true;
+}
+
+// build: {defines: {NAME: scalar}, flags: [string]}, both optional.
+void readBuild(ObjectReader& r) {
+  const Json* build = r.object("build", true);
+  if (build == nullptr) return;
+  ObjectReader b(*build, r.file(), r.pathOf("build"), r.diags());
+  if (const Json* defines = b.object("defines", false)) {
+    for (auto it = defines->begin(); it != defines->end(); ++it) {
+      const Json& v = it.value();
+      if (!(v.is_string() || v.is_number() || v.is_boolean())) {
+        b.error(jsonPathKey(b.pathOf("defines"), it.key()),
+                "expected a scalar define value (string, number or boolean), found " +
+                    describeFound(v));
+      }
+    }
+  }
+  b.stringList("flags", false, true);
+  b.finish();
+}
+
+Signature readSignature(ObjectReader& r) {
+  Signature sig;
+  const Json* list = r.array("signature", true);
+  if (list == nullptr) return sig;
+  for (std::size_t i = 0; i < list->size(); ++i) {
+    ObjectReader a((*list)[i], r.file(), jsonPathIndex(r.pathOf("signature"), i), r.diags());
+    if (!a.isObject()) continue;
+    SignatureArg arg;
+    arg.kind = a.string("kind", true).value_or("");
+    const auto size = a.integer("size", true);
+    const auto offset = a.integer("offset", true);
+    if (size && *size < 0) a.error(a.pathOf("size"), "expected a size >= 0, found " + std::to_string(*size));
+    if (offset && *offset < 0) a.error(a.pathOf("offset"), "expected an offset >= 0, found " + std::to_string(*offset));
+    arg.size = static_cast<std::uint64_t>(std::max<std::int64_t>(0, size.value_or(0)));
+    arg.offset = static_cast<std::uint64_t>(std::max<std::int64_t>(0, offset.value_or(0)));
+    arg.name = a.string("name", false);
+    a.finish();
+    sig.push_back(std::move(arg));
+  }
+  return sig;
+}
+
+std::optional<KernelSource> parseSource(const Json& value, const std::string& file,
+                                        const std::string& path, SourceRole role,
+                                        std::vector<Diagnostic>& diags) {
+  ObjectReader r(value, file, path, diags);
+  if (!r.isObject()) return std::nullopt;
+  KernelSource src;
+  const auto kind = r.string("kind", true);
+  if (!kind) return std::nullopt;
+  src.kind = *kind;
+  src.fields = value;
+  const std::string& k = src.kind;
+  if (k == "hip" || k == "cuda") {
+    r.string("source", true);
+    r.string("entry", true);
+    readBuild(r);
+  } else if (k == "hsaco") {
+    r.string("file", true);
+    r.string("symbol", true);
+  } else if (k == "embedded_source" && role == SourceRole::Single) {
+    if (auto f = r.string("source_file", true); f && !isPlainRelativePath(*f)) {
+      r.error(r.pathOf("source_file"),
+              "expected a relative path without '..' segments (it is an identity key), found '" +
+                  *f + "'");
+    }
+    r.string("entry_point", true);
+  } else if (k == "builder") {
+    r.string("module", true);
+    r.string("function", true);
+    r.object("spec", true);
+    r.string("entry", false);
+    r.string("role", false);
+  } else if (k == "kpack") {
+    src.library = r.string("library", true).value_or("");
+    src.tocKey = r.string("toc_key", true).value_or("");
+    src.symbol = r.string("symbol", true).value_or("");
+    if (auto sha = r.string("sha256", true)) {
+      if (isSha256Hex(*sha)) {
+        src.sha256 = *sha;
+      } else {
+        r.error(r.pathOf("sha256"), "expected 64 lowercase hex digits, found '" + *sha + "'");
+      }
+    }
+    src.signature = readSignature(r);
+  } else if (k == "embedded_source") {
+    r.error(r.pathOf("kind"),
+            "a sources launch cannot be embedded_source (it has no code object); launches "
+            "are hip, hsaco, cuda, builder or kpack");
+    return std::nullopt;
+  } else {
+    r.error(r.pathOf("kind"),
+            "expected one of 'hip', 'hsaco', 'embedded_source', 'cuda', 'builder', 'kpack', found '" +
+                k + "'");
+    return std::nullopt;
+  }
+  if (k != "builder" && r.has("role")) {
+    r.get("role");
+    r.error(r.pathOf("role"), "'role' is a builder-only field; a " + k + " source takes no role");
+  }
+  r.finish();
+  if (r.failed()) return std::nullopt;
+  return src;
+}
+
+}  // namespace
+
+std::optional<Kernel> parseKernel(const Json& ukd, const KernelContext& ctx,
+                                  std::vector<Diagnostic>& diags) {
+  const std::size_t before = diags.size();
+  ObjectReader r(ukd, ctx.file, ctx.jsonPath, diags);
+  if (!r.isObject()) return std::nullopt;
+  Kernel k;
+  k.file = ctx.file;
+  k.jsonPath = ctx.jsonPath;
+  k.baseDir = ctx.baseDir;
+  k.id = r.string("id", true).value_or("");
+  k.name = r.string("name", true).value_or("");
+  if (auto v = r.string("version", true)) {
+    if (auto parsed = Version::parse(*v)) {
+      k.version = *parsed;
+    } else {
+      r.error(r.pathOf("version"), "expected a version '<major>.<minor>', found '" + *v + "'");
+    }
+  }
+  if (const Json* md = r.object("metadata", true)) k.metadata = *md;
+  k.priority = r.integer("priority", true).value_or(0);
+  if (r.has("arch")) {
+    if (auto arch = r.stringList("arch", false)) {
+      std::set<std::string> seen;
+      for (std::size_t i = 0; i < arch->size(); ++i) {
+        const std::string& a = (*arch)[i];
+        const std::string p = jsonPathIndex(r.pathOf("arch"), i);
+        if (!isArchName(a)) {
+          r.error(p, "expected a bare arch id such as gfx90a or sm_90, found '" + a + "'");
+        } else if (!seen.insert(a).second) {
+          r.error(p, "arch '" + a + "' is listed twice");
+        }
+      }
+      k.arch = *arch;
+    }
+  }
+  if (const Json* prov = r.get("provenance")) {
+    if (prov->is_object()) {
+      k.provenance = *prov;
+    } else {
+      r.error(r.pathOf("provenance"), "expected object, found " + describeFound(*prov));
+    }
+  }
+
+  const bool hasSingle = r.has("kernel_source");
+  const bool hasMulti = r.has("sources");
+  if (hasSingle && hasMulti) {
+    r.get("kernel_source");
+    r.get("sources");
+    r.error(r.path(), "a kernel carries exactly one of 'kernel_source' and 'sources', found both");
+  } else if (!hasSingle && !hasMulti) {
+    r.error(r.path(),
+            "missing required field 'kernel_source' ('sources' for a multi-launch kernel)");
+  } else if (hasSingle) {
+    if (const Json* src = r.get("kernel_source")) {
+      if (auto parsed = parseSource(*src, ctx.file, r.pathOf("kernel_source"),
+                                    SourceRole::Single, diags)) {
+        k.source = std::move(*parsed);
+      }
+    }
+  } else if (const Json* map = r.object("sources", false)) {
+    const std::string mapPath = r.pathOf("sources");
+    if (k.version < Version{1, 1}) {
+      r.error(mapPath, "'sources' needs UKD version 1.1, found version " + k.version.str());
+    }
+    if (map->size() < 2) {
+      r.error(mapPath, "a sources map needs at least two launches, found " +
+                           std::to_string(map->size()) +
+                           "; a kernel with one launch uses kernel_source");
+    }
+    std::map<std::string, std::set<std::string>> kinds;  // kind -> launches
+    for (auto it = map->begin(); it != map->end(); ++it) {
+      const std::string& launch = it.key();
+      const std::string p = jsonPathKey(mapPath, launch);
+      if (!isLaunchName(launch)) {
+        r.error(p, "expected a launch name matching [A-Za-z][A-Za-z0-9_]*, found '" + launch + "'");
+        continue;
+      }
+      if (auto parsed = parseSource(it.value(), ctx.file, p, SourceRole::Launch, diags)) {
+        kinds[parsed->kind].insert(launch);
+        k.sources.emplace(launch, std::move(*parsed));
+      }
+    }
+    if (kinds.size() > 1) {
+      std::string found;
+      for (const auto& [kind, launches] : kinds) {
+        if (!found.empty()) found += ", ";
+        found += kind + " " + describeLaunchSet(launches);
+      }
+      r.error(mapPath, "all launches of a sources map take one kind, found " + found);
+    }
+  }
+
+  // A prebuilt object runs on the arches it was built for, so its kernel says which.
+  const bool prebuilt = allLaunchSources(k, [](const KernelSource& s) { return s.kind == "hsaco"; }) &&
+                        (!k.sources.empty() || k.source.kind == "hsaco");
+  if (prebuilt && (!k.arch || k.arch->empty())) {
+    r.error(r.pathOf("arch"),
+            "an hsaco kernel must name a non-empty arch (the arches its prebuilt objects were "
+            "built for)");
+  }
+  r.finish();
+  if (diags.size() != before && hasErrors({diags.begin() + static_cast<std::ptrdiff_t>(before), diags.end()})) {
+    return std::nullopt;
+  }
+  return k;
+}
+
+}  // namespace ukdpack

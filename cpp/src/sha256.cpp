@@ -1,0 +1,30 @@
+#include "ukdpack/sha256.hpp"
+
+#include <openssl/evp.h>
+
+#include <array>
+#include <memory>
+
+namespace ukdpack {
+
+std::string sha256Hex(const void* data, std::size_t size) {
+  std::array<unsigned char, EVP_MAX_MD_SIZE> digest{};
+  unsigned int len = 0;
+  const std::unique_ptr<EVP_MD_CTX, decltype(&EVP_MD_CTX_free)> ctx(EVP_MD_CTX_new(),
+                                                                    &EVP_MD_CTX_free);
+  if (!ctx || EVP_DigestInit_ex(ctx.get(), EVP_sha256(), nullptr) != 1 ||
+      EVP_DigestUpdate(ctx.get(), data, size) != 1 ||
+      EVP_DigestFinal_ex(ctx.get(), digest.data(), &len) != 1) {
+    return {};
+  }
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string out;
+  out.reserve(2 * len);
+  for (unsigned int i = 0; i < len; ++i) {
+    out.push_back(kHex[digest[i] >> 4]);
+    out.push_back(kHex[digest[i] & 0xf]);
+  }
+  return out;
+}
+
+}  // namespace ukdpack

@@ -1,0 +1,5 @@
+"""``python -m ukdpack``."""
+
+from ukdpack.cli import main
+
+raise SystemExit(main())

@@ -1,0 +1,52 @@
+"""Problems found in input, and the exception that carries them.
+
+Every refusal names the file (root-relative), the JSON path of the field, what
+was expected and what was found, so a kernel author can act on it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Literal
+
+Severity = Literal["error", "warning", "note"]
+
+
+@dataclass(frozen=True, order=True)
+class Problem:
+    """One finding: ``<file>: <json path>: <message>``."""
+
+    file: str
+    path: str
+    message: str
+    severity: Severity = "error"
+
+    def __str__(self) -> str:
+        parts = [p for p in (self.file, self.path) if p]
+        return ": ".join([*parts, self.message])
+
+    def line(self) -> str:
+        """The line printed for a person: ``ukdpack: error: <file>: <path>: <message>``."""
+        return f"ukdpack: {self.severity}: {self}"
+
+    def as_dict(self) -> dict[str, str]:
+        return {"severity": self.severity, "file": self.file, "path": self.path,
+                "message": self.message}
+
+
+class UkdError(Exception):
+    """Bad input: one or more problems, each already worded for a person."""
+
+    def __init__(self, problems: Iterable[Problem] | Problem | str) -> None:
+        if isinstance(problems, str):
+            problems = Problem("", "", problems)
+        if isinstance(problems, Problem):
+            problems = [problems]
+        self.problems: tuple[Problem, ...] = tuple(problems)
+        super().__init__("\n".join(str(p) for p in self.problems))
+
+
+def errors_only(problems: Iterable[Problem]) -> list[Problem]:
+    """The problems of severity ``error``."""
+    return [p for p in problems if p.severity == "error"]

@@ -1,0 +1,59 @@
+"""``ukdpack validate``: every authored-tree rule, no compile."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+from ukdpack import reach, rules
+from ukdpack.errors import Problem
+from ukdpack.model import Kdp
+from ukdpack.tree import Tree, load_tree
+
+
+@dataclass(frozen=True)
+class Validation:
+    """The verdict on a root: every problem, notes included."""
+
+    tree: Tree
+    problems: tuple[Problem, ...]
+
+    @property
+    def errors(self) -> list[Problem]:
+        return [p for p in self.problems if p.severity == "error"]
+
+    @property
+    def valid(self) -> bool:
+        return not self.errors
+
+    def summary(self) -> str:
+        kdps = self.tree.of_type(Kdp)
+        counts = (f"{len(self.tree.files)} descriptors, {len(kdps)} packs, "
+                  f"{len(self.tree.members)} kernels")
+        if self.valid:
+            return f"valid: {counts}"
+        n = len(self.errors)
+        return f"invalid: {n} error{'s' if n != 1 else ''} ({counts})"
+
+
+def check_tree(tree: Tree, arches: Iterable[str] | None = None) -> list[Problem]:
+    """Per-file problems of the tree plus every whole-set rule, sorted by file."""
+    problems = list(tree.problems)
+    problems += rules.check(tree, list(arches) if arches is not None else None)
+    order = {f.rel: i for i, f in enumerate(tree.files)}
+    return sorted(problems, key=lambda p: (order.get(p.file, -1), p.path))
+
+
+def validate(root: Path, exclude_folders: Iterable[str] = ()) -> Validation:
+    """Read ``root`` and check every rule of SPEC 2-4 over every arch it names."""
+    tree = load_tree(root, exclude_folders)
+    problems = check_tree(tree)
+    left = reach.unreachable(tree)
+    if left:
+        names = ", ".join(d.file for d in left)
+        problems.append(Problem("", "", f"{len(left)} generic descriptor"
+                                f"{'s are' if len(left) != 1 else ' is'} reachable from no KDP "
+                                f"and ship{'' if len(left) != 1 else 's'} in no shard: {names}",
+                                "note"))
+    return Validation(tree, tuple(problems))

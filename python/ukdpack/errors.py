@@ -50,3 +50,11 @@ class UkdError(Exception):
 def errors_only(problems: Iterable[Problem]) -> list[Problem]:
     """The problems of severity ``error``."""
     return [p for p in problems if p.severity == "error"]
+
+
+def from_runtime(diag: dict[str, str]) -> Problem:
+    """A Problem from a diagnostic of the C++ runtime (severity, file, path, message)."""
+    severity: Severity = "error"
+    if diag.get("severity") in ("warning", "note"):
+        severity = "warning" if diag["severity"] == "warning" else "note"
+    return Problem(diag.get("file", ""), diag.get("path", ""), diag.get("message", ""), severity)

@@ -63,7 +63,7 @@ def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
 
 
 def _refuse_constant(name: str) -> Any:
-    raise JsoncError(f"'{name}' is not JSON")
+    raise JsoncError(f"not valid JSON: '{name}' is not a JSON value")
 
 
 def loads(text: str) -> Any:

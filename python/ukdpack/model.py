@@ -156,8 +156,10 @@ def build_ukd(file: str, json_path: str, doc: Mapping[str, Any], inline: bool) -
                sources=_sources(doc, json_path), inline=inline)
 
 
-def build(dtype: str, file: str, doc: Mapping[str, Any]) -> Descriptor:
-    """The model of a schema-valid document of type ``dtype``."""
+def build(dtype: str, file: str, doc: Mapping[str, Any],
+          skip_kernels: frozenset[int] = frozenset()) -> Descriptor:
+    """The model of a schema-valid document of type ``dtype``; a KDP leaves out the
+    kernels at ``skip_kernels`` (ones that failed their own checks)."""
     common: dict[str, Any] = {"file": file, "json_path": "$", "id": doc["id"],
                               "version": doc["version"], "name": doc["name"], "raw": doc}
     if dtype == "ukd":
@@ -166,6 +168,8 @@ def build(dtype: str, file: str, doc: Mapping[str, Any]) -> Descriptor:
         refs = []
         for i, item in enumerate(doc["kernelDescriptors"]):
             path = f"$.kernelDescriptors[{i}]"
+            if i in skip_kernels:
+                continue
             if isinstance(item, str):
                 refs.append(KernelRef(path, ref=item))
             else:

@@ -94,7 +94,7 @@ def _ref_problem(tree: Tree, owner: Descriptor, path: str, ref: str,
                  cls: type[Descriptor]) -> Problem | None:
     found = tree.by_id.get(id_key(ref))
     want = _TYPE_NAMES[cls]
-    if isinstance(found, cls):
+    if isinstance(found, cls) or (found is None and id_key(ref) in tree.unread_ids):
         return None
     if found is not None:
         return Problem(owner.file, path, f"'{ref}' is a {_TYPE_NAMES[type(found)]} "

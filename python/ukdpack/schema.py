@@ -99,7 +99,7 @@ def _format(err: ValidationError, doc: Any) -> list[tuple[str, str]]:
     if override:
         return [(path, _fill(override, err, doc))]
     expect = schema.get("x-expect")
-    value = err.validator_value
+    value: Any = err.validator_value
     if kw == "required":
         m = re.match(r"^'(.*)' is a required property$", err.message)
         name = m.group(1) if m else str(value)

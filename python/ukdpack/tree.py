@@ -8,13 +8,14 @@ documents that pass their schema become models. Kernel rules beyond the schema
 from __future__ import annotations
 
 import functools
+import re
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
 from ukdpack import _runtime, jsonc, schema
-from ukdpack.errors import Problem
+from ukdpack.errors import Problem, from_runtime
 from ukdpack.model import Descriptor, Kdp, Kmd, Udd, Ued, Ukd, build, id_key
 from ukdpack.walk import DescriptorFile, Skipped, walk
 
@@ -48,6 +49,18 @@ class Tree:
     descriptors: tuple[Descriptor, ...]
     problems: tuple[Problem, ...]
     docs: Mapping[str, Any] = field(repr=False, default_factory=dict)
+
+    @functools.cached_property
+    def unread_ids(self) -> frozenset[str]:
+        """Id keys of documents that failed their checks: references to them are not
+        reported again (the document's own problems explain them)."""
+        read = {d.key for d in self.descriptors}
+        ids: set[str] = set()
+        for doc in self.docs.values():
+            if (isinstance(doc, Mapping) and isinstance(doc.get("id"), str)
+                    and id_key(doc["id"]) not in read):
+                ids.add(id_key(doc["id"]))
+        return frozenset(ids)
 
     def of_type(self, cls: type[D]) -> list[D]:
         return [d for d in self.descriptors if type(d) is cls]
@@ -99,11 +112,11 @@ class Tree:
 
 
 def _kernel_objects(dtype: str, doc: Any) -> Iterator[tuple[str, Mapping[str, Any]]]:
-    """(JSON path, UKD object) of each kernel a schema-valid document holds."""
+    """(JSON path, UKD object) of each kernel a (mostly) schema-valid document holds."""
     if dtype == "ukd":
         yield "$", doc
     elif dtype == "kdp":
-        for i, item in enumerate(doc["kernelDescriptors"]):
+        for i, item in enumerate(doc.get("kernelDescriptors", [])):
             if isinstance(item, Mapping):
                 yield f"$.kernelDescriptors[{i}]", item
 
@@ -122,7 +135,18 @@ def _authored_kernel_problems(rel: str, path: str, ukd: Mapping[str, Any]) -> li
     return problems
 
 
+_KERNEL_PATH = re.compile(r"^\$\.kernelDescriptors\[(\d+)\](?=$|[.\[])")
+
+
+def _kernel_index(path: str) -> int | None:
+    m = _KERNEL_PATH.match(path)
+    return int(m.group(1)) if m else None
+
+
 def _read(f: DescriptorFile, authored: bool) -> tuple[Any, Descriptor | None, list[Problem]]:
+    """Parse and check one file. A KDP whose only problems sit inside some of its
+    kernels still becomes a model without those kernels, so the rules can go on
+    to check the rest of the tree."""
     try:
         doc = jsonc.load_file(f.path.read_bytes())
     except OSError as e:
@@ -130,16 +154,26 @@ def _read(f: DescriptorFile, authored: bool) -> tuple[Any, Descriptor | None, li
     except jsonc.JsoncError as e:
         return None, None, [Problem(f.rel, "", str(e))]
     problems = [Problem(f.rel, p, m) for p, m in schema.check(doc, f.type)]
-    if problems:
+    if f.type == "kdp" and problems:
+        bad = {_kernel_index(p.path) for p in problems}
+        if None in bad or not isinstance(doc.get("kernelDescriptors"), list):
+            return doc, None, problems
+    elif problems:
         return doc, None, problems
+    bad_kernels = {i for p in problems if (i := _kernel_index(p.path)) is not None}
     for path, ukd in _kernel_objects(f.type, doc):
-        for d in _runtime.check_kernel(ukd, f.rel, path):
-            problems.append(Problem(d["file"], d["path"], d["message"], d["severity"]))
+        index = _kernel_index(path)
+        if index in bad_kernels:
+            continue
+        found = [from_runtime(d) for d in _runtime.check_kernel(ukd, f.rel, path)]
         if authored:
-            problems.extend(_authored_kernel_problems(f.rel, path, ukd))
-    if any(p.severity == "error" for p in problems):
-        return doc, None, problems
-    return doc, build(f.type, f.rel, doc), problems
+            found += _authored_kernel_problems(f.rel, path, ukd)
+        if any(p.severity == "error" for p in found):
+            if index is None:
+                return doc, None, problems + found
+            bad_kernels.add(index)
+        problems += found
+    return doc, build(f.type, f.rel, doc, frozenset(bad_kernels)), problems
 
 
 def load_tree(root: Path, exclude_folders: Iterable[str] = (), *, authored: bool = True) -> Tree:

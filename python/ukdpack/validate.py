@@ -49,7 +49,8 @@ def validate(root: Path, exclude_folders: Iterable[str] = ()) -> Validation:
     """Read ``root`` and check every rule of SPEC 2-4 over every arch it names."""
     tree = load_tree(root, exclude_folders)
     problems = check_tree(tree)
-    left = reach.unreachable(tree)
+    # Reachability means little while descriptors fail: say it of valid trees only.
+    left = [] if any(p.severity == "error" for p in problems) else reach.unreachable(tree)
     if left:
         names = ", ".join(d.file for d in left)
         problems.append(Problem("", "", f"{len(left)} generic descriptor"

@@ -1,0 +1,1 @@
+// at the root, not beside sub/

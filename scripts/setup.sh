@@ -27,9 +27,11 @@ if [ ! -x .venv/bin/python ]; then
 fi
 pip=(.venv/bin/python -m pip install -q --disable-pip-version-check)
 "${pip[@]}" setuptools wheel "scikit-build-core>=0.10" "pybind11>=2.12" "cmake>=3.20" ninja
-# Editable: Python sources are used in place; the extension and ukdpack-validate
-# build in build/py (incrementally), with the C++ tests for scripts/test.sh.
+# A regular (not editable) install, rebuilt incrementally in build/py with the C++
+# tests for scripts/test.sh. Not editable on purpose: an editable install's import
+# hook would shadow the extension a superbuild puts on PYTHONPATH.
+"${pip[@]}" --no-build-isolation --force-reinstall --no-deps \
+  -C build-dir=build/py -C cmake.define.UKDPACK_BUILD_TESTS=ON .
 "${pip[@]}" --no-build-isolation \
-  -C build-dir=build/py -C cmake.define.UKDPACK_BUILD_TESTS=ON \
-  -e ".[dvc,test]"
+  -C build-dir=build/py -C cmake.define.UKDPACK_BUILD_TESTS=ON ".[dvc,test]"
 echo "setup: ready (.venv/bin/ukdpack)"

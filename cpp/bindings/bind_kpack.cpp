@@ -1,7 +1,125 @@
+// KpackArchive and the code-object symbol reader, as ukdpack._runtime sees them.
+// Failures raise KpackError / CodeObjectError (both ValueError) with the C++ message.
+#include <pybind11/stl.h>
+
+#include <stdexcept>
+#include <string>
+
 #include "modules.hpp"
+#include "pyjson.hpp"
+#include "ukdpack/codeobject.hpp"
+#include "ukdpack/kpack.hpp"
 
 namespace ukdpack::bindings {
 
-void bindKpack(pybind11::module_& m) { (void)m; }
+namespace {
+
+struct KpackFailure : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+struct CodeObjectFailure : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+template <class T>
+T valueOr(Result<T>&& r) {
+  if (!r) throw KpackFailure(r.error().str());
+  return std::move(r).value();
+}
+
+template <class T>
+T codeValueOr(Result<T>&& r) {
+  if (!r) throw CodeObjectFailure(r.error().str());
+  return std::move(r).value();
+}
+
+KpackLimits limitsFor(std::uint64_t maxOriginalSize) {
+  KpackLimits limits;
+  limits.maxOriginalSize = maxOriginalSize;
+  return limits;
+}
+
+py::bytes toBytes(const std::vector<std::uint8_t>& v) {
+  return py::bytes(reinterpret_cast<const char*>(v.data()), v.size());
+}
+
+}  // namespace
+
+void bindKpack(py::module_& m) {
+  py::register_exception<KpackFailure>(m, "KpackError", PyExc_ValueError);
+  py::register_exception<CodeObjectFailure>(m, "CodeObjectError", PyExc_ValueError);
+
+  py::class_<KpackArchive>(m, "KpackArchive",
+                           "A kpack archive (KPAK v1) opened by the C++ runtime's reader.")
+      .def(py::init([](const std::string& path, std::uint64_t maxOriginalSize) {
+             Result<KpackArchive> r = [&] {
+               py::gil_scoped_release unlocked;
+               return KpackArchive::open(path, limitsFor(maxOriginalSize));
+             }();
+             return valueOr(std::move(r));
+           }),
+           py::arg("path"), py::arg("max_original_size") = KpackLimits{}.maxOriginalSize)
+      .def_static(
+          "from_bytes",
+          [](const py::bytes& data, const std::string& name, std::uint64_t maxOriginalSize) {
+            std::string copy = data;
+            Result<KpackArchive> r = [&] {
+              py::gil_scoped_release unlocked;
+              return KpackArchive::fromBytes(std::move(copy), name, limitsFor(maxOriginalSize));
+            }();
+            return valueOr(std::move(r));
+          },
+          py::arg("data"), py::arg("name") = "<memory>",
+          py::arg("max_original_size") = KpackLimits{}.maxOriginalSize)
+      .def("path", &KpackArchive::path)
+      .def("group", &KpackArchive::groupName)
+      .def("family", &KpackArchive::archFamily)
+      .def("arches", &KpackArchive::arches)
+      .def("scheme", &KpackArchive::compressionScheme)
+      .def("keys", &KpackArchive::keys, "Toc keys, sorted.")
+      .def(
+          "entry",
+          [](const KpackArchive& a, const std::string& key, const std::string& arch) -> py::object {
+            const KpackEntry* e = a.find(key, arch);
+            if (e == nullptr) return py::none();
+            py::dict d;
+            d["type"] = e->type;
+            d["ordinal"] = e->ordinal;
+            d["original_size"] = e->originalSize;
+            d["metadata"] = fromJson(e->metadata);
+            return std::move(d);
+          },
+          py::arg("toc_key"), py::arg("arch"),
+          "{type, ordinal, original_size, metadata} of one entry, or None.")
+      .def(
+          "get",
+          [](const KpackArchive& a, const std::string& key, const std::string& arch) {
+            Result<std::vector<std::uint8_t>> r = [&] {
+              py::gil_scoped_release unlocked;
+              return a.get(key, arch);
+            }();
+            return toBytes(valueOr(std::move(r)));
+          },
+          py::arg("toc_key"), py::arg("arch"), "The decompressed bytes of (toc key, arch).")
+      .def("__contains__",
+           [](const KpackArchive& a, const std::pair<std::string, std::string>& item) {
+             return a.find(item.first, item.second) != nullptr;
+           });
+
+  m.def(
+      "code_object_kernels",
+      [](const py::bytes& data) {
+        const std::string_view view = data;
+        return codeValueOr(codeObjectKernels(view));
+      },
+      py::arg("data"), "Sorted kernel symbols of a code object (bare AMDGPU ELF or bundle).");
+  m.def(
+      "code_object_has_kernel",
+      [](const py::bytes& data, const std::string& symbol) {
+        const std::string_view view = data;
+        return codeValueOr(codeObjectHasKernel(view, symbol));
+      },
+      py::arg("data"), py::arg("symbol"), "Whether the code object defines kernel `symbol`.");
+}
 
 }  // namespace ukdpack::bindings

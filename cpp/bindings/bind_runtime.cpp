@@ -1,7 +1,566 @@
+// The loader, state manager, integrity checks, selector revision, plan capture
+// and validator, reached from Python (SPEC 9.2): the packer's runtime check
+// runs this code, not a copy of it.
+#include <pybind11/stl.h>
+
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
 #include "modules.hpp"
+#include "pyjson.hpp"
+#include "ukdpack/integrity.hpp"
+#include "ukdpack/loader.hpp"
+#include "ukdpack/plan.hpp"
+#include "ukdpack/registry.hpp"
+#include "ukdpack/revision.hpp"
+#include "ukdpack/state_manager.hpp"
+#include "ukdpack/validate.hpp"
 
 namespace ukdpack::bindings {
 
-void bindRuntime(pybind11::module_& m) { (void)m; }
+namespace {
+
+// ukdpack._runtime.RuntimeCheckError(ValueError): set when the module loads.
+PyObject* gRuntimeCheckError = nullptr;
+
+py::dict diagnosticDict(const Diagnostic& d) {
+  py::dict out;
+  out["severity"] = severityName(d.severity);
+  out["code"] = d.code;
+  out["file"] = d.file;
+  out["path"] = d.jsonPath;
+  out["message"] = d.message;
+  return out;
+}
+
+py::list diagnosticList(const std::vector<Diagnostic>& diags) {
+  py::list out;
+  for (const Diagnostic& d : diags) out.append(diagnosticDict(d));
+  return out;
+}
+
+// Raises RuntimeCheckError("<CODE>: <file>: <path>: <message>") with .code
+// and .diagnostic set, so callers can both print and branch on it.
+[[noreturn]] void raise(const Diagnostic& d) {
+  const std::string text = (d.code.empty() ? std::string() : d.code + ": ") + d.str();
+  py::object type = py::reinterpret_borrow<py::object>(gRuntimeCheckError);
+  py::object err = type(text);
+  err.attr("code") = d.code;
+  err.attr("diagnostic") = diagnosticDict(d);
+  PyErr_SetObject(gRuntimeCheckError, err.ptr());
+  throw py::error_already_set();
+}
+
+template <class T>
+T valueOrRaise(Result<T> r) {
+  if (!r) raise(r.error());
+  return std::move(r).value();
+}
+
+py::object optionalList(const std::optional<std::vector<std::string>>& v) {
+  if (!v) return py::none();
+  return py::cast(*v);
+}
+
+std::vector<std::string> sortedLaunches(const Kernel& k) {
+  const std::set<std::string> names = launchNamesOf(k);
+  return std::vector<std::string>(names.begin(), names.end());
+}
+
+// Whether every launch has a packed code object (only those have launch code).
+bool isPacked(const Kernel& k) {
+  return allLaunchSources(k, [](const KernelSource& s) { return s.kind == "kpack"; });
+}
+
+std::vector<std::string> kindsOf(const Kernel& k) {
+  std::set<std::string> kinds;
+  allLaunchSources(k, [&](const KernelSource& s) {
+    kinds.insert(s.kind);
+    return true;
+  });
+  return std::vector<std::string>(kinds.begin(), kinds.end());
+}
+
+py::dict kernelDict(const DescriptorSet& set, const Pack& pack, const PackMember& m) {
+  const Kernel& k = m.kernel;
+  py::dict out;
+  out["id"] = k.id;
+  out["name"] = k.name;
+  out["version"] = k.version.str();
+  out["priority"] = k.priority;
+  out["arch"] = optionalList(k.arch);
+  out["arches"] = kernelArches(pack, k);  // its own, else its pack's; [] = every arch
+  out["launches"] = sortedLaunches(k);
+  out["packed"] = isPacked(k);
+  out["kinds"] = kindsOf(k);
+  out["metadata"] = fromJson(k.metadata);
+  out["completed_metadata"] = fromJson(m.completedMetadata);
+  out["file"] = k.file;
+  out["path"] = k.jsonPath;
+  out["base_dir"] = k.baseDir.string();
+  out["root"] = set.rootOf(m).string();
+  out["ref"] = m.ref.empty() ? py::object(py::none()) : py::object(py::str(m.ref));
+  if (const KernelSource* single = singleLaunchSource(k)) {
+    out["kernel_source"] = fromJson(single->fields);
+    out["sources"] = py::none();
+  } else {
+    py::dict sources;
+    for (const auto& [name, src] : k.sources) sources[py::str(name)] = fromJson(src.fields);
+    out["kernel_source"] = py::none();
+    out["sources"] = sources;
+  }
+  out["raw"] = fromJson(m.raw);
+  return out;
+}
+
+py::dict packDict(const DescriptorSet& set, const Pack& p) {
+  py::dict out;
+  out["id"] = p.id;
+  out["name"] = p.name;
+  out["version"] = p.version.str();
+  out["file"] = p.file;
+  out["root"] = set.rootOf(p).string();
+  out["arch"] = p.arch;
+  out["matchers"] = p.matchers;
+  out["engine"] = p.engine ? py::object(py::str(*p.engine)) : py::object(py::none());
+  const Engine* engine = set.engineOf(p);
+  out["engine_name"] = engine ? py::object(py::str(engine->name)) : py::object(py::none());
+  out["dispatch"] = p.dispatch ? py::object(py::str(*p.dispatch)) : py::object(py::none());
+  const Dispatch* dispatch = set.dispatchOf(p);
+  out["dispatch_symbol"] = dispatch ? py::object(py::str(dispatch->dispatchSymbol)) : py::object(py::none());
+  py::list kernels;
+  for (const PackMember& m : p.members) kernels.append(kernelDict(set, p, m));
+  out["kernels"] = kernels;
+  return out;
+}
+
+template <class T>
+py::dict infoDict(const DescriptorSet& set, const T& d) {
+  py::dict out;
+  out["id"] = d.id;
+  out["name"] = d.name;
+  out["version"] = d.version.str();
+  out["file"] = d.file;
+  out["root"] = set.rootOf(d).string();
+  out["raw"] = fromJson(d.raw);
+  return out;
+}
+
+// Python's view of a loaded set: the C++ set, shared with state managers.
+struct PySet {
+  std::shared_ptr<const DescriptorSet> set;
+};
+
+LoaderOptions loaderOptions(const std::optional<std::string>& maxUkd, const std::optional<py::dict>& maxVersions,
+                            const std::vector<std::string>& excludeFolders) {
+  LoaderOptions options;
+  auto version = [](const std::string& text, const std::string& what) {
+    const auto v = Version::parse(text);
+    if (!v) throw py::value_error(what + ": expected a version '<major>.<minor>', found '" + text + "'");
+    return *v;
+  };
+  if (maxVersions) {
+    for (const auto& item : *maxVersions) {
+      const std::string type = item.first.cast<std::string>();
+      const Version v = version(item.second.cast<std::string>(), "max_versions['" + type + "']");
+      Version* slot = nullptr;
+      VersionLimits& l = options.maxVersions;
+      if (type == "kdp") slot = &l.kdp;
+      if (type == "ukd") slot = &l.ukd;
+      if (type == "udd") slot = &l.udd;
+      if (type == "ued") slot = &l.ued;
+      if (type == "kmd") slot = &l.kmd;
+      if (type == "umd") slot = &l.umd;
+      if (type == "uhd") slot = &l.uhd;
+      if (slot == nullptr) {
+        throw py::value_error("max_versions: unknown descriptor type '" + type +
+                              "'; expected one of ukd, kdp, udd, ued, kmd, umd, uhd");
+      }
+      *slot = v;
+    }
+  }
+  if (maxUkd) options.maxVersions.ukd = version(*maxUkd, "max_ukd_version");
+  options.excludeFolders = excludeFolders;
+  return options;
+}
+
+Signature signatureFrom(const py::handle& obj, const std::string& where) {
+  const Json j = toJson(obj);
+  if (!j.is_array()) throw py::value_error(where + ": expected a list of {kind, size, offset, name?} dicts");
+  Signature sig;
+  for (const Json& a : j) {
+    auto count = [&](const char* key) {
+      return a.contains(key) && a[key].is_number_integer() && a[key].get<std::int64_t>() >= 0;
+    };
+    if (!a.is_object() || !a.contains("kind") || !a["kind"].is_string() || !count("size")) {
+      throw py::value_error(where + ": each argument is {kind: str, size: int, offset: int, name?: str}, found " +
+                            a.dump());
+    }
+    SignatureArg arg;
+    arg.kind = a["kind"].get<std::string>();
+    arg.size = static_cast<std::uint64_t>(a["size"].get<std::int64_t>());
+    if (count("offset")) arg.offset = static_cast<std::uint64_t>(a["offset"].get<std::int64_t>());
+    if (a.contains("name") && a["name"].is_string()) arg.name = a["name"].get<std::string>();
+    sig.push_back(std::move(arg));
+  }
+  return sig;
+}
+
+// A handler given from Python as an object: launch_names() read once, when
+// the state manager is built; expected_signature(launch) asked at each load.
+class PyDispatchHandler : public DispatchHandler {
+ public:
+  PyDispatchHandler(py::object obj, std::vector<std::string> launches)
+      : obj_(std::move(obj)), launches_(std::move(launches)) {}
+  ~PyDispatchHandler() override {
+    py::gil_scoped_acquire gil;
+    obj_ = py::object();
+  }
+  std::vector<std::string> launchNames() const override { return launches_; }
+  std::optional<Signature> expectedSignature(const std::string& launch) const override {
+    py::gil_scoped_acquire gil;
+    if (!py::hasattr(obj_, "expected_signature")) return std::nullopt;
+    py::object got = obj_.attr("expected_signature")(launch.empty() ? py::object(py::none()) : py::str(launch));
+    if (got.is_none()) return std::nullopt;
+    return signatureFrom(got, "expected_signature(" + (launch.empty() ? std::string("None") : launch) + ")");
+  }
+
+ private:
+  py::object obj_;
+  std::vector<std::string> launches_;
+};
+
+std::vector<std::string> launchNamesFrom(const py::handle& value, const std::string& symbol) {
+  std::vector<std::string> names;
+  for (const auto& item : value) {
+    if (!py::isinstance<py::str>(item)) {
+      throw py::value_error("handlers['" + symbol + "']: expected launch names (str), found " +
+                            std::string(py::str(py::type::of(item))));
+    }
+    const std::string name = item.cast<std::string>();
+    if (!isLaunchName(name)) {
+      throw py::value_error("handlers['" + symbol + "']: expected a launch name matching [A-Za-z][A-Za-z0-9_]*, found '" +
+                            name + "'");
+    }
+    names.push_back(name);
+  }
+  return names;
+}
+
+std::shared_ptr<const DispatchHandler> handlerFrom(const std::string& symbol, const py::handle& value) {
+  if (py::hasattr(value, "launch_names")) {
+    py::object names = value.attr("launch_names")();
+    return std::make_shared<PyDispatchHandler>(py::reinterpret_borrow<py::object>(value),
+                                               launchNamesFrom(names, symbol));
+  }
+  if (py::isinstance<py::list>(value) || py::isinstance<py::tuple>(value)) {
+    return std::make_shared<DeclaredDispatchHandler>(launchNamesFrom(value, symbol));
+  }
+  throw py::value_error("handlers['" + symbol +
+                        "']: expected a list of launch names or an object with launch_names()");
+}
+
+// Python's state manager: the C++ one, built over a copy of the set.
+struct PyStateManager {
+  std::unique_ptr<StateManager> manager;
+};
+
+py::dict keptDict(const KernelDefinition& d, const DescriptorSet& set) {
+  py::dict out;
+  out["kernel_id"] = d.kernel->id;
+  out["name"] = d.kernel->name;
+  out["pack"] = d.pack->id;
+  out["pack_name"] = d.pack->name;
+  out["pack_file"] = d.pack->file;
+  out["file"] = d.kernel->file;
+  out["path"] = d.kernel->jsonPath;
+  out["launches"] = sortedLaunches(*d.kernel);
+  out["handler_launches"] = d.handler->launchNames();
+  out["packed"] = isPacked(*d.kernel);  // False: no launch code to load (e.g. embedded_source)
+  out["kinds"] = kindsOf(*d.kernel);
+  out["dispatch_symbol"] = d.dispatchSymbol;
+  out["engine"] = d.engine ? py::object(py::str(d.engine->name)) : py::object(py::none());
+  out["arches"] = kernelArches(*d.pack, *d.kernel);
+  out["root"] = set.rootOf(*d.member).string();
+  return out;
+}
+
+py::dict droppedDict(const DroppedKernel& d) {
+  py::dict out;
+  out["kernel_id"] = d.kernelId;
+  out["name"] = d.kernelName;
+  out["pack"] = d.packId;
+  out["pack_name"] = d.packName;
+  out["file"] = d.file;
+  out["path"] = d.jsonPath;
+  out["dispatch_symbol"] = d.dispatchSymbol;
+  out["code"] = d.code;
+  out["reason"] = d.reason;
+  return out;
+}
+
+py::bytes toBytes(const std::vector<std::uint8_t>& v) {
+  return py::bytes(reinterpret_cast<const char*>(v.data()), v.size());
+}
+
+std::optional<std::string> launchArg(const std::optional<std::string>& launch) {
+  if (launch && launch->empty()) return std::nullopt;
+  return launch;
+}
+
+}  // namespace
+
+void bindRuntime(py::module_& m) {
+  gRuntimeCheckError = PyErr_NewExceptionWithDoc(
+      "ukdpack._runtime.RuntimeCheckError",
+      "A runtime check refused: str() is '<CODE>: <file>: <path>: <message>'; .code and .diagnostic "
+      "carry the parts.",
+      PyExc_ValueError, nullptr);
+  m.add_object("RuntimeCheckError", py::handle(gRuntimeCheckError));
+
+  py::class_<PySet>(m, "DescriptorSet", "Descriptors loaded by the C++ loader, with its diagnostics.")
+      .def_property_readonly("packs",
+                             [](const PySet& s) {
+                               py::list out;
+                               for (const Pack& p : s.set->packs) out.append(packDict(*s.set, p));
+                               return out;
+                             })
+      .def_property_readonly("diagnostics", [](const PySet& s) { return diagnosticList(s.set->diagnostics); })
+      .def_property_readonly("roots",
+                             [](const PySet& s) {
+                               std::vector<std::string> out;
+                               for (const auto& r : s.set->roots) out.push_back(r.string());
+                               return out;
+                             })
+      .def_property_readonly("ok", [](const PySet& s) { return s.set->ok(); })
+      .def_property_readonly("dispatches",
+                             [](const PySet& s) {
+                               py::list out;
+                               for (const Dispatch& d : s.set->dispatches) {
+                                 py::dict item = infoDict(*s.set, d);
+                                 item["dispatch_symbol"] = d.dispatchSymbol;
+                                 item["launches"] = optionalList(d.launches);
+                                 out.append(item);
+                               }
+                               return out;
+                             })
+      .def_property_readonly("engines",
+                             [](const PySet& s) {
+                               py::list out;
+                               for (const Engine& e : s.set->engines) {
+                                 py::dict item = infoDict(*s.set, e);
+                                 item["metadata"] = e.metadata;
+                                 out.append(item);
+                               }
+                               return out;
+                             })
+      .def_property_readonly("metadata_schemas",
+                             [](const PySet& s) {
+                               py::list out;
+                               for (const MetadataSchema& k : s.set->metadataSchemas) out.append(infoDict(*s.set, k));
+                               return out;
+                             })
+      .def_property_readonly("matchers",
+                             [](const PySet& s) {
+                               py::list out;
+                               for (const MatcherDescriptor& u : s.set->matchers) {
+                                 py::dict item = infoDict(*s.set, u);
+                                 item["scope"] = u.scope;
+                                 item["match_symbol"] = u.matchSymbol;
+                                 out.append(item);
+                               }
+                               return out;
+                             })
+      .def_property_readonly("heuristics",
+                             [](const PySet& s) {
+                               py::list out;
+                               for (const HeuristicDescriptor& h : s.set->heuristics) {
+                                 py::dict item = infoDict(*s.set, h);
+                                 item["adapter"] = h.adapter;
+                                 item["symbol"] = h.symbol ? py::object(py::str(*h.symbol)) : py::object(py::none());
+                                 item["artifact"] =
+                                     h.artifact ? py::object(py::str(*h.artifact)) : py::object(py::none());
+                                 out.append(item);
+                               }
+                               return out;
+                             })
+      .def(
+          "kernel",
+          [](const PySet& s, const std::string& id) -> py::object {
+            const Pack* pack = nullptr;
+            const PackMember* member = s.set->findKernel(id, &pack);
+            if (member == nullptr) return py::none();
+            return kernelDict(*s.set, *pack, *member);
+          },
+          py::arg("kernel_id"), "The kernel with this id (a dict), or None.")
+      .def(
+          "pack",
+          [](const PySet& s, const std::string& id) -> py::object {
+            const Pack* p = s.set->findPack(id);
+            if (p == nullptr) return py::none();
+            return packDict(*s.set, *p);
+          },
+          py::arg("pack_id"), "The pack with this id (a dict), or None.")
+      .def("__repr__", [](const PySet& s) {
+        std::size_t kernels = 0;
+        for (const Pack& p : s.set->packs) kernels += p.members.size();
+        return "<ukdpack DescriptorSet: " + std::to_string(s.set->packs.size()) + " packs, " +
+               std::to_string(kernels) + " kernels, " + std::to_string(s.set->diagnostics.size()) + " diagnostics>";
+      });
+
+  m.def(
+      "load_shard",
+      [](const std::string& path, const std::optional<std::string>& maxUkd, const std::optional<py::dict>& maxVersions,
+         const std::vector<std::string>& excludeFolders) {
+        const LoaderOptions options = loaderOptions(maxUkd, maxVersions, excludeFolders);
+        return PySet{std::make_shared<const DescriptorSet>(loadShard(path, options))};
+      },
+      py::arg("path"), py::arg("max_ukd_version") = py::none(), py::arg("max_versions") = py::none(),
+      py::arg("exclude_folders") = std::vector<std::string>{},
+      "Load one shard (or descriptor root) as the runtime does. max_ukd_version ('1.0') or "
+      "max_versions ({type: 'M.m'}) emulate an older reader. Never raises for bad input: see .diagnostics.");
+  m.def(
+      "load_roots",
+      [](const std::vector<std::string>& paths, const std::optional<std::string>& maxUkd,
+         const std::optional<py::dict>& maxVersions, const std::vector<std::string>& excludeFolders) {
+        const LoaderOptions options = loaderOptions(maxUkd, maxVersions, excludeFolders);
+        std::vector<std::filesystem::path> roots(paths.begin(), paths.end());
+        return PySet{std::make_shared<const DescriptorSet>(loadRoots(roots, options))};
+      },
+      py::arg("paths"), py::arg("max_ukd_version") = py::none(), py::arg("max_versions") = py::none(),
+      py::arg("exclude_folders") = std::vector<std::string>{},
+      "Load several roots into one set (ids unique across all of them).");
+
+  py::class_<PyStateManager>(m, "StateManager",
+                             "Which loaded kernels the given dispatch handlers serve on a device arch.")
+      .def(py::init([](const PySet& dset, const std::optional<py::dict>& handlers, const std::string& arch,
+                       const std::optional<std::vector<std::string>>& matchers,
+                       const std::optional<std::vector<std::string>>& heuristics) {
+             Registry registry;
+             if (handlers) {
+               for (const auto& item : *handlers) {
+                 const std::string symbol = item.first.cast<std::string>();
+                 auto added = registry.addDispatch(symbol, handlerFrom(symbol, item.second));
+                 if (!added) raise(added.error());
+               }
+             }
+             // Matchers and heuristics: every symbol the set names unless listed.
+             const auto matcher = std::make_shared<MatchHandler>();
+             const auto heuristic = std::make_shared<HeuristicHandler>();
+             if (matchers) {
+               for (const std::string& s : *matchers) registry.addMatcher(s, matcher);
+             } else {
+               for (const MatcherDescriptor& u : dset.set->matchers) registry.addMatcher(u.matchSymbol, matcher);
+               for (const Engine& e : dset.set->engines)
+                 if (e.graphMatchSymbol) registry.addMatcher(*e.graphMatchSymbol, matcher);
+             }
+             if (heuristics) {
+               for (const std::string& s : *heuristics) registry.addHeuristic(s, heuristic);
+             } else {
+               for (const HeuristicDescriptor& h : dset.set->heuristics)
+                 if (h.symbol) registry.addHeuristic(*h.symbol, heuristic);
+             }
+             return PyStateManager{std::make_unique<StateManager>(*dset.set, registry, arch)};
+           }),
+           py::arg("dset"), py::arg("handlers") = py::none(), py::arg("arch") = "",
+           py::arg("matchers") = py::none(), py::arg("heuristics") = py::none(),
+           "handlers: {dispatch_symbol: [launch names]} or {symbol: object with launch_names() and optionally "
+           "expected_signature(launch) -> [{kind, size, offset, name?}] or None}. arch '' keeps every arch. "
+           "matchers / heuristics: registered symbols (default: every symbol the set names).")
+      .def("kept",
+           [](const PyStateManager& s) {
+             py::list out;
+             for (const KernelDefinition& d : s.manager->kept()) out.append(keptDict(d, s.manager->descriptors()));
+             return out;
+           })
+      .def("dropped",
+           [](const PyStateManager& s) {
+             py::list out;
+             for (const DroppedKernel& d : s.manager->dropped()) out.append(droppedDict(d));
+             return out;
+           })
+      .def("filtered",
+           [](const PyStateManager& s) {
+             py::list out;
+             for (const DroppedKernel& d : s.manager->filtered()) out.append(droppedDict(d));
+             return out;
+           })
+      .def("log", [](const PyStateManager& s) { return s.manager->log(); })
+      .def("diagnostics", [](const PyStateManager& s) { return diagnosticList(s.manager->diagnostics()); })
+      .def_property_readonly("arch", [](const PyStateManager& s) { return s.manager->arch(); })
+      .def(
+          "load_launch_code",
+          [](const PyStateManager& s, const std::string& kernelId, const std::optional<std::string>& launch,
+             const std::string& arch) {
+            return toBytes(valueOrRaise(s.manager->loadLaunchCode(kernelId, launchArg(launch), arch)));
+          },
+          py::arg("kernel_id"), py::arg("launch") = py::none(), py::arg("arch") = "",
+          "The verified code object of one launch of a kept kernel (launch None for a single-launch kernel; "
+          "arch '' = the manager's). Raises RuntimeCheckError ('DIGEST_MISMATCH: ...', ...).")
+      .def(
+          "execution_plan",
+          [](const PyStateManager& s, const std::string& kernelId) {
+            const ExecutionPlan plan = valueOrRaise(makeExecutionPlan(*s.manager, kernelId));
+            py::dict out;
+            out["kernel_id"] = plan.definition->kernel->id;
+            out["launches"] = plan.launches;
+            out["workspace_size"] = plan.workspaceSize;
+            return out;
+          },
+          py::arg("kernel_id"), "The launches a plan runs, in the handler's order, and its workspace size.");
+
+  m.def(
+      "load_launch_code",
+      [](const PySet& dset, const std::string& kernelId, const std::optional<std::string>& launch,
+         const std::string& arch) {
+        return toBytes(valueOrRaise(loadLaunchCode(*dset.set, kernelId, launchArg(launch), arch)));
+      },
+      py::arg("dset"), py::arg("kernel_id"), py::arg("launch") = py::none(), py::arg("arch") = "",
+      "The verified code object of one launch (no handler signature check). Raises RuntimeCheckError.");
+  m.def(
+      "selector_revision",
+      [](const PySet& dset, const std::string& packId) {
+        return valueOrRaise(selectorRevision(*dset.set, packId));
+      },
+      py::arg("dset"), py::arg("pack_id"), "sha256 over the pack's engine-visible content.");
+  m.def(
+      "selector_revision_document",
+      [](const PySet& dset, const std::string& packId) {
+        const Pack* p = dset.set->findPack(packId);
+        if (p == nullptr) raise(makeError("PACK_UNKNOWN", "", "", "no loaded pack has id '" + packId + "'"));
+        return fromJson(selectorRevisionDocument(*dset.set, *p));
+      },
+      py::arg("dset"), py::arg("pack_id"), "The document selector_revision digests.");
+  m.def(
+      "stub_handlers", [](const PySet& dset, const std::string& arch) { return stubLaunchSets(*dset.set, arch); },
+      py::arg("dset"), py::arg("arch") = "",
+      "ukdpack-validate's stub rule: {dispatch_symbol: launch names} (the UDD's launches, else the first "
+      "kernel's launch set).");
+  m.def(
+      "capture_plan",
+      [](const PySet& dset, const std::string& kernelId) {
+        return fromJson(valueOrRaise(capturePlan(*dset.set, kernelId)).toJson());
+      },
+      py::arg("dset"), py::arg("kernel_id"),
+      "The saved plan of a single-launch packed kernel; RuntimeCheckError (PLAN_MULTI_LAUNCH) for a kernel "
+      "with several launches.");
+  m.def(
+      "validate_roots",
+      [](const std::vector<std::string>& paths, const std::optional<std::string>& expectEngine,
+         const std::optional<std::string>& maxUkd, const std::vector<std::string>& excludeFolders) {
+        ValidateOptions options;
+        options.loader = loaderOptions(maxUkd, std::nullopt, excludeFolders);
+        options.expectEngine = expectEngine;
+        std::vector<std::filesystem::path> roots(paths.begin(), paths.end());
+        return fromJson(validateRoots(roots, options).toJson());
+      },
+      py::arg("paths"), py::arg("expect_engine") = py::none(), py::arg("max_ukd_version") = py::none(),
+      py::arg("exclude_folders") = std::vector<std::string>{},
+      "What ukdpack-validate decides, as its --json verdict (a dict).");
+}
 
 }  // namespace ukdpack::bindings

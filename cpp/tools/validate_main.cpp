@@ -1,7 +1,78 @@
-// ukdpack-validate: placeholder until the loader lands (issue: C++ runtime).
+// ukdpack-validate ROOT... [--json] [--expect-engine NAME]: loads descriptor
+// roots (or shards) as the runtime does, with stub handlers for every symbol
+// they name, and verifies the code of every launch of every kept packed kernel.
+// Exit 0 ok, 1 any error or drop, 2 usage or internal failure.
 #include <cstdio>
+#include <exception>
+#include <iostream>
+#include <string>
+#include <vector>
 
-int main() {
-  std::fputs("ukdpack-validate: the loader is not built yet\n", stderr);
+#include "ukdpack/validate.hpp"
+
+namespace {
+
+constexpr const char* kUsage =
+    "usage: ukdpack-validate ROOT... [--json] [--expect-engine NAME] [--exclude-folder NAME]...\n"
+    "  ROOT               a descriptor root or packed shard (OUT_ROOT/<arch>/)\n"
+    "  --json             print the verdict as JSON on stdout\n"
+    "  --expect-engine N  fail unless engine N (UED name or id) loads with a kept kernel\n"
+    "  --exclude-folder X leave out folders named X (repeatable)\n";
+
+int usage(const std::string& why) {
+  std::cerr << "ukdpack-validate: error: " << why << "\n" << kUsage;
   return 2;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    std::vector<std::filesystem::path> roots;
+    ukdpack::ValidateOptions options;
+    bool json = false;
+    bool positionalOnly = false;
+    for (int i = 1; i < argc; ++i) {
+      const std::string arg = argv[i];
+      if (!positionalOnly && arg == "--") {
+        positionalOnly = true;
+      } else if (!positionalOnly && (arg == "-h" || arg == "--help")) {
+        std::cout << kUsage;
+        return 0;
+      } else if (!positionalOnly && arg == "--json") {
+        json = true;
+      } else if (!positionalOnly && arg == "--expect-engine") {
+        if (i + 1 >= argc) return usage("--expect-engine needs an engine name");
+        options.expectEngine = argv[++i];
+      } else if (!positionalOnly && arg.rfind("--expect-engine=", 0) == 0) {
+        options.expectEngine = arg.substr(16);
+      } else if (!positionalOnly && arg == "--exclude-folder") {
+        if (i + 1 >= argc) return usage("--exclude-folder needs a folder name");
+        options.loader.excludeFolders.emplace_back(argv[++i]);
+      } else if (!positionalOnly && arg.size() > 1 && arg[0] == '-') {
+        return usage("unknown option '" + arg + "'");
+      } else {
+        roots.emplace_back(arg);
+      }
+    }
+    if (roots.empty()) return usage("name at least one ROOT");
+    if (options.expectEngine && options.expectEngine->empty()) return usage("--expect-engine needs an engine name");
+
+    const ukdpack::ValidationReport report = ukdpack::validateRoots(roots, options);
+    if (json) {
+      std::cout << report.toJson().dump(2) << "\n";
+    } else {
+      for (const ukdpack::Diagnostic& d : report.diagnostics) {
+        std::cerr << "ukdpack-validate: " << ukdpack::severityName(d.severity) << ": " << d.str() << "\n";
+      }
+      std::cout << "ukdpack-validate: " << report.summary() << "\n";
+    }
+    return report.exitCode();
+  } catch (const std::exception& e) {
+    std::cerr << "ukdpack-validate: internal error: " << e.what() << "\n";
+    return 2;
+  } catch (...) {
+    std::cerr << "ukdpack-validate: internal error\n";
+    return 2;
+  }
 }

@@ -42,6 +42,29 @@ def cmd_validate(args: argparse.Namespace) -> int:
     return 0 if result.valid else 1
 
 
+def cmd_pack(args: argparse.Namespace) -> int:
+    from ukdpack.pack import PackOptions, default_jobs, normalize_arches, pack
+    from ukdpack.progress import Reporter
+
+    reporter = Reporter(args.label, live=False if args.plain else None)
+    opts = PackOptions(
+        source_root=Path(args.source_root), out_root=Path(args.out_root),
+        arches=tuple(normalize_arches(args.arch)), group=args.group,
+        jobs=args.jobs or default_jobs(), hipcc=args.hipcc,
+        handlers=Path(args.handlers) if args.handlers else None,
+        cache_dir=Path(args.cache_dir) if args.cache_dir else None,
+        depfile=Path(args.depfile) if args.depfile else None,
+        depfile_target=args.depfile_target, exclude_folders=tuple(args.exclude_folder),
+        required=args.required, lock_timeout=args.lock_timeout)
+    report = pack(opts, reporter)
+    if report.failed:
+        reporter.info(f"failed: {', '.join(report.failed)} ({len(report.failed)} of "
+                      f"{len(opts.arches)} arch{'es' if len(opts.arches) != 1 else ''})")
+    elif not report.ok:
+        reporter.info("failed: the tree breaks the rules above; nothing was packed")
+    return 0 if report.ok else 1
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="ukdpack",
@@ -56,6 +79,32 @@ def build_parser() -> argparse.ArgumentParser:
                    help="leave out folders with this name (repeatable)")
     p.add_argument("--json", action="store_true", help="print the verdict as JSON")
     p.set_defaults(handler=cmd_validate)
+
+    p = sub.add_parser("pack", help="pack one shard per arch from an authored tree")
+    p.add_argument("--source-root", required=True, metavar="R", help="authored descriptor root")
+    p.add_argument("--out-root", required=True, metavar="O", help="where OUT/<arch>/ shards go")
+    p.add_argument("--arch", action="append", required=True, metavar="A",
+                   help="target arch (repeatable; feature suffixes are stripped)")
+    p.add_argument("--group", default="kernels", metavar="G",
+                   help="archive group name: kpack/<group>_<arch>.kpack (default: kernels)")
+    p.add_argument("--jobs", type=int, default=0, metavar="N",
+                   help="parallel compiles (default: the CPUs this process may use)")
+    p.add_argument("--hipcc", metavar="PATH", help="HIP compiler (else $UKDPACK_HIPCC, PATH)")
+    p.add_argument("--handlers", metavar="F",
+                   help="handler manifest {dispatch_symbol: [launch names]} for the runtime check")
+    p.add_argument("--cache-dir", metavar="D", help="compile cache (default: ~/.cache/ukdpack)")
+    p.add_argument("--depfile", metavar="F", help="write a Makefile-style depfile of every file read")
+    p.add_argument("--depfile-target", metavar="T",
+                   help="the target named in the depfile (default: the out root)")
+    p.add_argument("--exclude-folder", action="append", default=[], metavar="X",
+                   help="leave out folders with this name (repeatable)")
+    p.add_argument("--label", metavar="L", help="prefix progress lines with this label")
+    p.add_argument("--required", action="store_true",
+                   help="a root with no kernels for any arch is an error, not dormant")
+    p.add_argument("--plain", action="store_true", help="plain lines even on a terminal")
+    p.add_argument("--lock-timeout", type=float, default=600.0, metavar="S",
+                   help="seconds to wait for another pack of the same shard (default 600)")
+    p.set_defaults(handler=cmd_pack)
     return parser
 
 

@@ -3,18 +3,12 @@ what determines the code object>``, stable across machines and checkouts."""
 
 from __future__ import annotations
 
-import hashlib
-import json
 import re
 from collections.abc import Mapping
 from pathlib import PurePosixPath
 from typing import Any
 
-
-def canonical_json(value: Any) -> bytes:
-    """Compact, key-sorted UTF-8 JSON: the form every digest in ukdpack is taken over."""
-    return json.dumps(value, sort_keys=True, separators=(",", ":"),
-                      ensure_ascii=False).encode("utf-8")
+from ukdpack.digest import canonical_json, sha256_hex
 
 
 def normalized_build(build: Mapping[str, Any] | None) -> dict[str, Any]:
@@ -43,5 +37,5 @@ def stem_of(kind: str, fields: Mapping[str, Any], rel: str | None) -> str:
 
 def toc_key(kind: str, fields: Mapping[str, Any], rel: str | None) -> str:
     """The toc key of a source whose file (if any) is ``rel`` under the root."""
-    digest = hashlib.sha256(canonical_json(identity(kind, fields, rel))).hexdigest()
+    digest = sha256_hex(canonical_json(identity(kind, fields, rel)))
     return f"{stem_of(kind, fields, rel)}_{digest[:12]}"

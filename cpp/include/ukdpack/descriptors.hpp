@@ -120,4 +120,175 @@ bool isLaunchName(std::string_view name);
 std::string jsonPathKey(const std::string& base, std::string_view key);
 std::string jsonPathIndex(const std::string& base, std::size_t index);
 
+// ---------------------------------------------------------------------------
+// The other descriptor types (SPEC 2.3). Each parser is strict in the way
+// parseKernel is: it reads exactly the fields the type's JSON Schema names,
+// words every refusal as the schema's `x-expect` / `x-message` texts do, and
+// refuses unknown keys except extension keys (`x-`, `_`).
+
+// A descriptor context names the file (root-relative), the JSON path of the
+// object and the folder relative paths in it are joined onto.
+using DescriptorContext = KernelContext;
+
+// The comparison key of an id: UUIDs compare case-insensitively (lowercased),
+// other ids verbatim.
+std::string idKey(std::string_view id);
+
+// The versions each descriptor type's reader reads: "<major>.<minor>" up to a
+// maximum minor within one major.
+struct VersionLimits {
+  Version kdp{1, 0};
+  Version ukd{1, 1};
+  Version udd{1, 1};
+  Version ued{1, 0};
+  Version kmd{1, 0};
+  Version umd{1, 0};
+  Version uhd{1, 0};
+
+  // The limit of a type token ("kdp", "ukd", ...); kdp's for an unknown token.
+  const Version& of(std::string_view type) const;
+};
+
+// "1.0, 1.1" for a limit of 1.1: every version a reader up to `max` reads.
+std::string readableVersions(const Version& max);
+
+// What a reader up to `max` does with a document's `version` (SPEC 2.2): read
+// it, skip it (a newer minor or another major: a warning), refuse it (not a
+// version at all: an error), or leave a missing version to the parser.
+enum class VersionGate { Read, Skip, Malformed, Missing };
+struct VersionCheck {
+  VersionGate gate = VersionGate::Missing;
+  Version version;      // when it parsed
+  std::string message;  // for Skip and Malformed: the sentence to report
+};
+// `type` is the token ("ukd"); messages name it upper-case ("UKD version 1.2").
+VersionCheck checkVersion(const Json& doc, std::string_view type, const Version& max);
+
+// Fields every file-backed descriptor has, plus where it was read from.
+struct DescriptorInfo {
+  std::string id;
+  Version version;
+  std::string name;
+  std::string file;               // root-relative path of the file holding it
+  std::string jsonPath = "$";
+  std::filesystem::path baseDir;  // the folder of that file
+  std::size_t root = 0;           // index into DescriptorSet::roots
+  Json raw;                       // the object as written, extension keys included
+};
+
+// One kernel of a pack: inline in the KDP, or a standalone UKD it names by id.
+struct PackMember {
+  std::size_t index = 0;  // position in the KDP's kernelDescriptors
+  std::string ref;        // the standalone UKD's id; empty for an inline kernel
+  Kernel kernel;
+  Json raw;               // the UKD object as written, extension keys included
+  std::size_t root = 0;   // root the UKD was read from (a standalone UKD's own)
+  // The metadata completed by the engine's KMD (defaults filled in); the
+  // metadata as written when the pack has no engine. Filled by the loader.
+  Json completedMetadata;
+};
+
+// A standalone UKD reference as written in kernelDescriptors.
+struct KernelRef {
+  std::size_t index = 0;
+  std::string id;
+  std::string jsonPath;
+};
+
+// KDP: binds kernels to one engine, one dispatch descriptor and matchers.
+struct Pack : DescriptorInfo {
+  std::vector<std::string> arch;  // empty: every arch
+  std::vector<std::string> matchers;
+  std::optional<std::string> engine;
+  std::optional<std::string> dispatch;
+  // Kernels in kernelDescriptors order. parsePack fills the inline ones; the
+  // loader adds the standalone ones it resolves from `refs`.
+  std::vector<PackMember> members;
+  std::vector<KernelRef> refs;
+  Json provenance;  // null when absent
+};
+
+// UDD: the native dispatch symbol and, from 1.1, the launches it runs.
+struct Dispatch : DescriptorInfo {
+  std::string dispatchSymbol;
+  std::optional<std::vector<std::string>> launches;  // in run order
+};
+
+// One heuristic role map entry: arch (or "default") -> UHD ids.
+using HeuristicRoleMap = std::map<std::string, std::vector<std::string>>;
+
+// UED: engine identity, its KMD, heuristics and knobs.
+struct Engine : DescriptorInfo {
+  std::string metadata;  // KMD id
+  std::optional<std::int64_t> revision;
+  std::optional<std::string> sdkVersion;
+  std::optional<std::string> graphMatchSymbol;  // graph_match.native
+  std::vector<std::string> knobs;
+  std::vector<std::string> behaviorNotes;
+  std::vector<std::string> numericalNotes;
+  // role ("sort_kernel_catalog", "predict_engine", "predict_applicable_kernels") -> map
+  std::map<std::string, HeuristicRoleMap> heuristics;
+  std::map<std::string, std::string> heuristicPaths;  // "role/arch" -> JSON path
+};
+
+// The heuristic roles of a UED, in schema order.
+const std::vector<std::string>& heuristicRoles();
+
+struct MetadataField {
+  std::string name;
+  std::string type;  // bool int float string int_list
+  std::optional<Json> defaultValue;  // absent: the field is mandatory
+};
+
+// KMD: the typed fields every kernel's metadata fills.
+struct MetadataSchema : DescriptorInfo {
+  std::optional<std::int64_t> revision;
+  std::vector<MetadataField> fields;
+  const MetadataField* field(const std::string& name) const;
+};
+
+// UMD: a native applicability check.
+struct MatcherDescriptor : DescriptorInfo {
+  std::string scope;  // graph | kernel
+  std::string matchSymbol;
+};
+
+// UHD: how kernels are ranked.
+struct HeuristicDescriptor : DescriptorInfo {
+  std::string adapter;  // native static_order tree_data table custom_library
+  Json body = Json::object();          // the object keyed by the adapter name
+  std::optional<std::string> symbol;    // native.symbol / custom_library.symbol
+  std::optional<std::string> artifact;  // a file shipped beside the UHD
+  std::optional<std::string> objective;
+};
+
+// Strict parsers; each appends every problem to `diags` and returns nothing
+// when the descriptor itself is malformed. parsePack gates each inline kernel
+// by `maxUkd` (a newer one is skipped with a VERSION_SKIPPED warning) and
+// leaves out a malformed inline kernel (its errors in `diags`) while keeping
+// the pack.
+std::optional<Pack> parsePack(const Json& kdp, const DescriptorContext& ctx,
+                              std::vector<Diagnostic>& diags,
+                              const Version& maxUkd = VersionLimits{}.ukd);
+std::optional<Dispatch> parseDispatch(const Json& udd, const DescriptorContext& ctx,
+                                      std::vector<Diagnostic>& diags);
+std::optional<Engine> parseEngine(const Json& ued, const DescriptorContext& ctx,
+                                  std::vector<Diagnostic>& diags);
+std::optional<MetadataSchema> parseMetadataSchema(const Json& kmd, const DescriptorContext& ctx,
+                                                  std::vector<Diagnostic>& diags);
+std::optional<MatcherDescriptor> parseMatcher(const Json& umd, const DescriptorContext& ctx,
+                                              std::vector<Diagnostic>& diags);
+std::optional<HeuristicDescriptor> parseHeuristic(const Json& uhd, const DescriptorContext& ctx,
+                                                  std::vector<Diagnostic>& diags);
+
+// A kernel's metadata completed by its engine's KMD (defaults filled in);
+// problems (unknown field, wrong type, missing mandatory field) go to `diags`
+// at the kernel's file and `<jsonPath>.metadata`. Nothing when any was found.
+std::optional<Json> completeMetadata(const MetadataSchema& kmd, const Kernel& kernel,
+                                     std::vector<Diagnostic>& diags);
+
+// Metadata as Python's json.dumps(sort_keys=True) spells it: messages and
+// digests quote it the same way on both sides.
+std::string canonicalMetadataText(const Json& metadata);
+
 }  // namespace ukdpack

@@ -1,0 +1,14 @@
+# A REQUIRED pack target: at least one arch must have produced a shard.
+# `cmake -DOUT_ROOT=<dir> -DARCHES=<a;b> -DNAME=<n> -DSTAMP=<file> -P UkdRequireShards.cmake`
+set(_found "")
+foreach(_a IN LISTS ARCHES)
+  if(IS_DIRECTORY "${OUT_ROOT}/${_a}")
+    list(APPEND _found "${_a}")
+  endif()
+endforeach()
+if(NOT _found)
+  string(REPLACE ";" ", " _list "${ARCHES}")
+  message(FATAL_ERROR "ukdpack: pack target '${NAME}' is REQUIRED but its root packed no kernels "
+                      "for any of ${_list}")
+endif()
+file(TOUCH "${STAMP}")

@@ -1,0 +1,23 @@
+# Runs one shard check: `cmake -DSHARD=<dir> -P UkdShardTest.cmake -- <command...>`.
+# A shard the build did not produce (a dormant arch) is reported, and the test is
+# marked skipped by its SKIP_REGULAR_EXPRESSION.
+set(_argv "")
+set(_after FALSE)
+foreach(_i RANGE 1 ${CMAKE_ARGC})
+  if(_i EQUAL CMAKE_ARGC)
+    break()
+  endif()
+  if(_after)
+    list(APPEND _argv "${CMAKE_ARGV${_i}}")
+  elseif("${CMAKE_ARGV${_i}}" STREQUAL "--")
+    set(_after TRUE)
+  endif()
+endforeach()
+if(NOT IS_DIRECTORY "${SHARD}")
+  message("ukdpack: no shard at ${SHARD} (dormant arch)")
+  return()
+endif()
+execute_process(COMMAND ${_argv} RESULT_VARIABLE _rc)
+if(NOT _rc EQUAL 0)
+  message(FATAL_ERROR "ukdpack: shard check failed (${_rc}): ${_argv}")
+endif()

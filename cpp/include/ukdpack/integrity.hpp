@@ -1,0 +1,65 @@
+// Integrity at launch-code load (SPEC 9.1): before any code object of a packed
+// launch is handed on, in this order: `library` containment (no escape from
+// the shard, no symlink hop), the signature the handler expects, the toc entry
+// for the arch, the sha256 of the decompressed bytes, the symbol in the object.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "ukdpack/descriptors.hpp"
+#include "ukdpack/diagnostics.hpp"
+#include "ukdpack/kpack.hpp"
+#include "ukdpack/loader.hpp"
+#include "ukdpack/registry.hpp"
+
+namespace ukdpack {
+
+// Opened archives, one per path, shared by every launch that names it.
+class ArchiveCache {
+ public:
+  Result<std::shared_ptr<const KpackArchive>> open(const std::filesystem::path& path);
+  std::size_t size() const;
+
+ private:
+  mutable std::mutex mutex_;
+  std::map<std::string, std::shared_ptr<const KpackArchive>> archives_;
+};
+
+struct LaunchCodeOptions {
+  const DispatchHandler* handler = nullptr;  // its expectedSignature() is checked
+  std::string dispatchSymbol;                // names the handler in messages
+  ArchiveCache* cache = nullptr;             // nullptr: a cache for this call only
+};
+
+// The signature refusal, or nullopt when `packed` satisfies `expected`: same
+// count, and per argument the same kind and size; names compared only when
+// both sides have one.
+std::optional<std::string> signatureMismatch(const Signature& packed, const Signature& expected);
+
+// The verified code object of one launch of `kernel`: `launch` is nullopt (or
+// "") for a single-launch kernel and names the launch of a multi-launch one;
+// `arch` is the device arch (bare or with features; "" takes the one arch the
+// archive holds for the toc key). `shardRoot` is the root the kernel came from.
+// Failures carry a code: LIBRARY_ESCAPES, LIBRARY_SYMLINK, SIGNATURE_MISMATCH,
+// ARCHIVE_MISSING, ARCHIVE_INVALID, TOC_MISSING, ARCH_REQUIRED, DIGEST_MISMATCH,
+// SYMBOL_MISSING, CODE_OBJECT_INVALID, NOT_PACKED, NO_SUCH_LAUNCH.
+Result<std::vector<std::uint8_t>> loadLaunchCode(const Kernel& kernel,
+                                                 const std::filesystem::path& shardRoot,
+                                                 const std::optional<std::string>& launch,
+                                                 const std::string& arch,
+                                                 const LaunchCodeOptions& options = {});
+
+// The same by kernel id over a loaded set (KERNEL_UNKNOWN when it is not there).
+Result<std::vector<std::uint8_t>> loadLaunchCode(const DescriptorSet& set, const std::string& kernelId,
+                                                 const std::optional<std::string>& launch,
+                                                 const std::string& arch,
+                                                 const LaunchCodeOptions& options = {});
+
+}  // namespace ukdpack

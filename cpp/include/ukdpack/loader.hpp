@@ -1,0 +1,92 @@
+// The descriptor loader (SPEC 2, 9.1): walks one shard (or several roots),
+// reads every descriptor strictly, gates versions per type, checks ids and
+// references, and returns what loads with a diagnostic for everything else.
+// It never throws through its API.
+#pragma once
+
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "ukdpack/descriptors.hpp"
+#include "ukdpack/diagnostics.hpp"
+
+namespace ukdpack {
+
+struct LoaderOptions {
+  // The newest version of each type this reader reads; a test can emulate an
+  // older reader (e.g. maxVersions.ukd = {1, 0}).
+  VersionLimits maxVersions;
+  // Folder names left out of the walk (a build that turns a family off).
+  std::vector<std::string> excludeFolders;
+};
+
+// Everything one load produced. Pointers returned by the finders point into
+// the set: valid while it lives and is not modified.
+struct DescriptorSet {
+  std::vector<std::filesystem::path> roots;  // absolute, in the order given
+  std::vector<Pack> packs;                   // each with its resolved kernels
+  std::vector<Dispatch> dispatches;
+  std::vector<Engine> engines;
+  std::vector<MetadataSchema> metadataSchemas;
+  std::vector<MatcherDescriptor> matchers;
+  std::vector<HeuristicDescriptor> heuristics;
+  std::vector<Diagnostic> diagnostics;
+
+  bool ok() const { return !hasErrors(diagnostics); }
+
+  // Lookup by id (UUIDs case-insensitively).
+  const Pack* findPack(std::string_view id) const;
+  const Dispatch* findDispatch(std::string_view id) const;
+  const Engine* findEngine(std::string_view id) const;
+  const MetadataSchema* findMetadataSchema(std::string_view id) const;
+  const MatcherDescriptor* findMatcher(std::string_view id) const;
+  const HeuristicDescriptor* findHeuristic(std::string_view id) const;
+  // A kernel of some pack; `pack` (when given) receives its pack.
+  const PackMember* findKernel(std::string_view id, const Pack** pack = nullptr) const;
+
+  // The references of a pack (nullptr when null or not loaded).
+  const Dispatch* dispatchOf(const Pack& pack) const;
+  const Engine* engineOf(const Pack& pack) const;
+  const MetadataSchema* metadataOf(const Engine& engine) const;
+
+  // The shard root a descriptor or kernel came from, for `library` containment.
+  const std::filesystem::path& rootOf(const DescriptorInfo& d) const;
+  const std::filesystem::path& rootOf(const PackMember& m) const;
+};
+
+// Loads one shard: the folder OUT_ROOT/<arch>/ (its top-level kpack/ folder is
+// the archive folder and is not walked).
+DescriptorSet loadShard(const std::filesystem::path& root, const LoaderOptions& options = {});
+
+// Loads several roots into one set: ids are unique across all of them and
+// references may cross them.
+DescriptorSet loadRoots(const std::vector<std::filesystem::path>& roots,
+                        const LoaderOptions& options = {});
+
+// ---------------------------------------------------------------------------
+// Pieces of the load, for tools and tests.
+
+// "foo.kdp.json" -> "kdp"; nullopt without a known type token.
+std::optional<std::string> descriptorType(std::string_view fileName);
+
+struct WalkedFile {
+  std::string rel;  // root-relative, '/'-separated
+  std::filesystem::path path;
+  std::string type;
+};
+
+// The descriptor files under `root`, sorted by rel; skipped paths add a note
+// to `diags` ("skipping <rel>: <why>"), unreadable folders an error. A
+// top-level kpack/ folder is not walked (an error when it holds descriptors).
+std::vector<WalkedFile> walkRoot(const std::filesystem::path& root, std::vector<Diagnostic>& diags,
+                                 const std::vector<std::string>& excludeFolders = {});
+
+// JSON text as descriptors are written: UTF-8 (a BOM is allowed), `//` and
+// `/* */` comments, no duplicate key in one object. A failure is a diagnostic
+// with an empty file (the caller fills it in).
+Result<Json> parseDescriptorText(std::string_view text);
+
+}  // namespace ukdpack

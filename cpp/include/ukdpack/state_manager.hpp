@@ -1,0 +1,110 @@
+// The state manager (SPEC 9.1): decides which loaded kernels a set of native
+// dispatch handlers can serve on a device, and says why it drops the others.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <set>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "ukdpack/descriptors.hpp"
+#include "ukdpack/diagnostics.hpp"
+#include "ukdpack/integrity.hpp"
+#include "ukdpack/loader.hpp"
+#include "ukdpack/registry.hpp"
+
+namespace ukdpack {
+
+// A kernel the state manager keeps. The pointers point into the state
+// manager's own copy of the descriptor set: valid while the manager lives.
+struct KernelDefinition {
+  const Kernel* kernel = nullptr;
+  const PackMember* member = nullptr;
+  const Pack* pack = nullptr;
+  const Dispatch* dispatch = nullptr;
+  const Engine* engine = nullptr;  // nullptr when the pack names none
+  std::shared_ptr<const DispatchHandler> handler;
+  std::string dispatchSymbol;
+};
+
+// A kernel left out, with a stable code and the reason.
+struct DroppedKernel {
+  std::string kernelId;
+  std::string kernelName;
+  std::string packId;
+  std::string packName;
+  std::string file;      // the kernel's file
+  std::string jsonPath;  // the kernel's JSON path
+  std::string dispatchSymbol;
+  // DISPATCH_UNKNOWN, NO_DISPATCH (a warning: the pack names no dispatch),
+  // LAUNCH_SET_MISMATCH; ARCH_FILTERED in filtered() only.
+  std::string code;
+  std::string reason;    // the sentence after "dropping kernel ... :"
+};
+
+class StateManager {
+ public:
+  // `arch` is the device arch; "" keeps every arch.
+  StateManager(DescriptorSet set, const Registry& registry, std::string arch = "");
+
+  const DescriptorSet& descriptors() const { return *set_; }
+  const std::string& arch() const { return arch_; }
+
+  const std::vector<KernelDefinition>& kept() const { return kept_; }
+  const std::vector<DroppedKernel>& dropped() const { return dropped_; }
+  // Kernels that do not run on the device arch: not a failure, not kept.
+  const std::vector<DroppedKernel>& filtered() const { return filtered_; }
+  // One line per drop: the kernel, its pack, the dispatch symbol and both sets.
+  const std::vector<std::string>& log() const { return log_; }
+  // Drops as errors, unknown matcher and heuristic symbols as warnings.
+  const std::vector<Diagnostic>& diagnostics() const { return diagnostics_; }
+
+  const KernelDefinition* find(std::string_view kernelId) const;
+
+  // The verified code of one launch of a kept kernel (integrity.hpp), with the
+  // kernel's handler's expected signature; `arch` "" means the manager's arch.
+  Result<std::vector<std::uint8_t>> loadLaunchCode(std::string_view kernelId,
+                                                   const std::optional<std::string>& launch,
+                                                   const std::string& arch = "") const;
+
+ private:
+  void build(const Registry& registry);
+  void drop(const Pack& pack, const PackMember& m, const std::string& symbol, const std::string& code,
+            const std::string& reason);
+
+  // On the heap, so that the pointers in kept_ survive moving the manager.
+  std::shared_ptr<const DescriptorSet> set_;
+  std::string arch_;
+  std::vector<KernelDefinition> kept_;
+  std::vector<DroppedKernel> dropped_;
+  std::vector<DroppedKernel> filtered_;
+  std::vector<std::string> log_;
+  std::vector<Diagnostic> diagnostics_;
+  std::unique_ptr<ArchiveCache> cache_;
+};
+
+// Whether a kernel of `pack` runs on the device `arch` (SPEC 9.1): its UKD
+// arch, else its pack's; an empty list is every arch; generic targets hold
+// their members. An empty `arch` matches every kernel.
+bool kernelRunsOn(const Pack& pack, const Kernel& kernel, const std::string& arch);
+
+// The arches a kernel names: its UKD arch, else its pack's (empty: every arch).
+std::vector<std::string> kernelArches(const Pack& pack, const Kernel& kernel);
+
+// The stub rule of ukdpack-validate (SPEC 9.1): per dispatch symbol, the
+// launches of the first UDD naming it that declares some, else the launch set
+// of the first kernel of the first pack (load order) naming it; [] otherwise.
+// With `arch`, only kernels that run on it count (one shard's view).
+std::map<std::string, std::vector<std::string>> stubLaunchSets(const DescriptorSet& set,
+                                                               const std::string& arch = "");
+
+// A registry of stubs for every symbol the set names: dispatch handlers by
+// stubLaunchSets, matchers (UMD match_symbol, UED graph_match.native) and
+// heuristics (UHD native / custom_library symbols) that only exist.
+Registry stubRegistry(const DescriptorSet& set, const std::string& arch = "");
+
+}  // namespace ukdpack

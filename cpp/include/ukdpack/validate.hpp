@@ -1,0 +1,44 @@
+// ukdpack-validate as a library (SPEC 9.1): load roots, register stubs for
+// every symbol they name, build a state manager and load the code of every
+// launch of every kept packed kernel. The tool prints what this returns.
+#pragma once
+
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "ukdpack/diagnostics.hpp"
+#include "ukdpack/loader.hpp"
+#include "ukdpack/state_manager.hpp"
+
+namespace ukdpack {
+
+struct ValidateOptions {
+  LoaderOptions loader;
+  // An engine (UED name or id) that must load with at least one kept kernel.
+  std::optional<std::string> expectEngine;
+};
+
+struct ValidationReport {
+  std::vector<std::filesystem::path> roots;
+  std::vector<Diagnostic> diagnostics;  // loader, stubs, state manager, integrity: in that order
+  std::size_t packs = 0;                // packs loaded
+  std::size_t kernels = 0;              // kernels loaded
+  std::size_t kept = 0;                 // kernels the state manager keeps
+  std::size_t launchesChecked = 0;      // launch code objects loaded and verified
+  std::size_t packsDropped = 0;         // packs the loader dropped
+  std::vector<DroppedKernel> dropped;   // kernels the state manager dropped
+  std::vector<std::string> log;         // its drop lines
+  std::vector<std::string> engines;     // names of engines with a kept kernel, sorted
+  bool ok = false;  // no error, no drop, and the expected engine (if any) loaded
+
+  int exitCode() const { return ok ? 0 : 1; }
+  std::string summary() const;  // one line
+  Json toJson() const;          // the --json verdict
+};
+
+ValidationReport validateRoots(const std::vector<std::filesystem::path>& roots,
+                               const ValidateOptions& options = {});
+
+}  // namespace ukdpack

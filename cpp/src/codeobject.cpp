@@ -1,0 +1,278 @@
+// Code objects (SPEC 6): bundle unwrapping and the ELF64 symbol reader. Every
+// offset, size and count read from the bytes is checked before it is used.
+#include "ukdpack/codeobject.hpp"
+
+#include <algorithm>
+#include <cstring>
+#include <optional>
+#include <set>
+
+namespace ukdpack {
+
+namespace {
+
+constexpr std::string_view kElfMagic("\x7f" "ELF", 4);
+constexpr std::string_view kBundleMagic = "__CLANG_OFFLOAD_BUNDLE__";
+constexpr std::string_view kCompressedBundleMagic = "CCOB";
+constexpr std::uint16_t kEmAmdgpu = 224;
+constexpr std::uint16_t kEmCuda = 190;
+constexpr std::uint32_t kShtSymtab = 2;
+constexpr std::uint32_t kShtStrtab = 3;
+constexpr std::uint32_t kShtDynsym = 11;
+constexpr std::uint64_t kEhdrSize = 64;
+constexpr std::uint64_t kShdrSize = 64;
+constexpr std::uint64_t kSymSize = 24;
+constexpr unsigned kSttObject = 1, kSttFunc = 2;
+constexpr unsigned kStbLocal = 0;
+constexpr const char* kNotAnObject =
+    "not a code object: expected an AMDGPU ELF or a clang offload bundle, found ";
+
+Diagnostic fail(const std::string& code, const std::string& message) {
+  return makeError(code, "", "", message);
+}
+
+// Little-endian reads that fail instead of running past the end.
+struct Bytes {
+  std::string_view data;
+  bool has(std::uint64_t off, std::uint64_t n) const {
+    return off <= data.size() && n <= data.size() - off;
+  }
+  std::uint64_t le(std::uint64_t off, int n) const {  // caller checked has(off, n)
+    std::uint64_t v = 0;
+    for (int i = n - 1; i >= 0; --i) v = v << 8 | static_cast<unsigned char>(data[off + i]);
+    return v;
+  }
+};
+
+std::string hexHead(std::string_view bytes) {
+  static const char* digits = "0123456789abcdef";
+  std::string out;
+  for (std::size_t i = 0; i < std::min<std::size_t>(bytes.size(), 8); ++i) {
+    const auto c = static_cast<unsigned char>(bytes[i]);
+    if (i) out += ' ';
+    out += digits[c >> 4];
+    out += digits[c & 15];
+  }
+  return out;
+}
+
+std::string describe(std::string_view bytes) {
+  if (bytes.empty()) return "an empty file";
+  if (bytes.substr(0, kCompressedBundleMagic.size()) == kCompressedBundleMagic)
+    return "a compressed offload bundle (CCOB), which ukdpack does not read; build without "
+           "--offload-compress";
+  return std::to_string(bytes.size()) + " bytes starting with " + hexHead(bytes);
+}
+
+// The machine of an ELF64 little-endian image, or a diagnostic.
+Result<std::uint16_t> elfMachine(std::string_view elf) {
+  const Bytes b{elf};
+  if (!b.has(0, kEhdrSize))
+    return Result<std::uint16_t>::failure(fail(
+        "CODEOBJECT_MALFORMED", "malformed ELF: " + std::to_string(elf.size()) +
+                                    " bytes, shorter than an ELF64 header"));
+  if (elf[4] != 2 || elf[5] != 1)
+    return Result<std::uint16_t>::failure(
+        fail("CODEOBJECT_MALFORMED", "malformed ELF: expected a 64-bit little-endian ELF"));
+  return Result<std::uint16_t>::success(static_cast<std::uint16_t>(b.le(18, 2)));
+}
+
+struct BundleEntry {
+  std::string triple;
+  std::uint64_t offset, size;
+};
+
+Result<std::vector<BundleEntry>> bundleEntries(std::string_view data) {
+  using R = Result<std::vector<BundleEntry>>;
+  const Bytes b{data};
+  std::uint64_t pos = kBundleMagic.size();
+  if (!b.has(pos, 8))
+    return R::failure(fail("CODEOBJECT_MALFORMED",
+                           "truncated offload bundle: the entry count runs past the end"));
+  const std::uint64_t count = b.le(pos, 8);
+  pos += 8;
+  if (count > (data.size() - pos) / 24)
+    return R::failure(fail("CODEOBJECT_MALFORMED",
+                           "corrupt offload bundle: " + std::to_string(count) +
+                               " entries cannot fit in " + std::to_string(data.size()) +
+                               " bytes"));
+  std::vector<BundleEntry> out;
+  for (std::uint64_t i = 0; i < count; ++i) {
+    if (!b.has(pos, 24))
+      return R::failure(fail("CODEOBJECT_MALFORMED", "truncated offload bundle: entry " +
+                                                         std::to_string(i) +
+                                                         " runs past the end"));
+    BundleEntry e{{}, b.le(pos, 8), b.le(pos + 8, 8)};
+    const std::uint64_t tlen = b.le(pos + 16, 8);
+    pos += 24;
+    if (!b.has(pos, tlen))
+      return R::failure(fail("CODEOBJECT_MALFORMED", "truncated offload bundle: entry " +
+                                                         std::to_string(i) +
+                                                         " triple runs past the end"));
+    e.triple.assign(data.substr(pos, tlen));
+    pos += tlen;
+    if (!b.has(e.offset, e.size))
+      return R::failure(fail("CODEOBJECT_MALFORMED",
+                             "corrupt offload bundle: entry '" + e.triple + "' at " +
+                                 std::to_string(e.offset) + "+" + std::to_string(e.size) +
+                                 " lies outside the " + std::to_string(data.size()) +
+                                 "-byte file"));
+    out.push_back(std::move(e));
+  }
+  return R::success(std::move(out));
+}
+
+struct Section {
+  std::uint32_t type;
+  std::uint32_t link;
+  std::uint64_t offset, size, entsize;
+};
+
+struct Symbol {
+  std::string name;
+  unsigned type, bind;
+  std::uint16_t shndx;
+};
+
+// The symbols of .symtab (or .dynsym when the object is stripped), bounds-checked.
+Result<std::vector<Symbol>> elfSymbols(std::string_view elf) {
+  using R = Result<std::vector<Symbol>>;
+  const Bytes b{elf};
+  auto bad = [](const std::string& m) { return R::failure(fail("CODEOBJECT_MALFORMED", "malformed ELF: " + m)); };
+  const std::uint64_t shoff = b.le(0x28, 8);
+  const std::uint64_t shentsize = b.le(0x3a, 2);
+  std::uint64_t shnum = b.le(0x3c, 2);
+  if (shoff == 0) return bad("it has no section headers");
+  if (shentsize < kShdrSize) return bad("section header size " + std::to_string(shentsize) + " is below 64");
+  if (!b.has(shoff, shentsize)) return bad("the section headers lie outside the file");
+  if (shnum == 0) shnum = b.le(shoff + 0x20, 8);  // extended numbering: section 0 holds the count
+  if (shnum > (elf.size() - shoff) / shentsize)
+    return bad(std::to_string(shnum) + " section headers at " + std::to_string(shoff) +
+               " run past the end of the file");
+  std::vector<Section> sections;
+  sections.reserve(static_cast<std::size_t>(shnum));
+  for (std::uint64_t i = 0; i < shnum; ++i) {
+    const std::uint64_t h = shoff + i * shentsize;
+    sections.push_back({static_cast<std::uint32_t>(b.le(h + 4, 4)),
+                        static_cast<std::uint32_t>(b.le(h + 0x28, 4)), b.le(h + 0x18, 8),
+                        b.le(h + 0x20, 8), b.le(h + 0x38, 8)});
+  }
+  const Section* symtab = nullptr;
+  for (std::uint32_t want : {kShtSymtab, kShtDynsym}) {
+    const auto it = std::find_if(sections.begin(), sections.end(),
+                                 [&](const Section& s) { return s.type == want; });
+    if (it != sections.end()) {
+      symtab = &*it;
+      break;
+    }
+  }
+  if (symtab == nullptr) return bad("it has no symbol table");
+  const std::uint64_t entsize = symtab->entsize == 0 ? kSymSize : symtab->entsize;
+  if (entsize < kSymSize) return bad("symbol size " + std::to_string(entsize) + " is below 24");
+  if (!b.has(symtab->offset, symtab->size)) return bad("the symbol table lies outside the file");
+  if (symtab->link >= sections.size() || sections[symtab->link].type != kShtStrtab)
+    return bad("the symbol table links to no string table");
+  const Section& strtab = sections[symtab->link];
+  if (!b.has(strtab.offset, strtab.size)) return bad("the string table lies outside the file");
+  const std::string_view strings = elf.substr(strtab.offset, strtab.size);
+  std::vector<Symbol> out;
+  const std::uint64_t count = symtab->size / entsize;
+  out.reserve(static_cast<std::size_t>(count));
+  for (std::uint64_t i = 0; i < count; ++i) {
+    const std::uint64_t s = symtab->offset + i * entsize;
+    const std::uint64_t nameOff = b.le(s, 4);
+    const unsigned info = static_cast<unsigned char>(elf[s + 4]);
+    const auto shndx = static_cast<std::uint16_t>(b.le(s + 6, 2));
+    if (nameOff >= strings.size()) {
+      if (nameOff == 0) continue;  // the null symbol of an empty string table
+      return bad("symbol " + std::to_string(i) + " names a string outside the string table");
+    }
+    const std::size_t end = strings.find('\0', nameOff);
+    if (end == std::string_view::npos)
+      return bad("symbol " + std::to_string(i) + " has a name that runs past the string table");
+    out.push_back({std::string(strings.substr(nameOff, end - nameOff)), info & 0xf, info >> 4, shndx});
+  }
+  return R::success(std::move(out));
+}
+
+}  // namespace
+
+Result<CodeObjectView> inspectCodeObject(std::string_view bytes) {
+  using R = Result<CodeObjectView>;
+  CodeObjectView view;
+  if (bytes.substr(0, kElfMagic.size()) == kElfMagic) {
+    view.elf = bytes;
+  } else if (bytes.substr(0, kBundleMagic.size()) == kBundleMagic) {
+    auto entries = bundleEntries(bytes);
+    if (!entries) return R::failure(entries.error());
+    std::vector<const BundleEntry*> amdgcn;
+    std::string held;
+    for (const BundleEntry& e : entries.value()) {
+      held += (held.empty() ? "" : ", ") + e.triple;
+      if (e.triple.find("-amdgcn-") != std::string::npos) amdgcn.push_back(&e);
+    }
+    if (amdgcn.empty())
+      return R::failure(fail("CODEOBJECT_NO_AMDGCN",
+                             "offload bundle holds no amdgcn entry (it holds: " +
+                                 (held.empty() ? std::string("no entries") : held) + ")"));
+    if (amdgcn.size() > 1) {
+      std::string names;
+      for (const BundleEntry* e : amdgcn) names += (names.empty() ? "" : ", ") + e->triple;
+      return R::failure(fail("CODEOBJECT_SEVERAL_AMDGCN",
+                             "offload bundle holds several amdgcn entries (" + names +
+                                 "); expected one per code object: compile with one "
+                                 "--offload-arch"));
+    }
+    view.format = CodeObjectFormat::OffloadBundle;
+    view.elf = bytes.substr(amdgcn[0]->offset, amdgcn[0]->size);
+    if (view.elf.substr(0, kElfMagic.size()) != kElfMagic)
+      return R::failure(fail("CODEOBJECT_MALFORMED",
+                             "offload bundle entry '" + amdgcn[0]->triple + "' is not an ELF"));
+  } else {
+    return R::failure(fail("CODEOBJECT_NOT_OBJECT", kNotAnObject + describe(bytes)));
+  }
+  auto machine = elfMachine(view.elf);
+  if (!machine) return R::failure(machine.error());
+  if (machine.value() == kEmCuda && view.format == CodeObjectFormat::AmdgpuElf) {
+    view.format = CodeObjectFormat::CudaElf;
+  } else if (machine.value() != kEmAmdgpu) {
+    return R::failure(fail("CODEOBJECT_NOT_OBJECT", std::string(kNotAnObject) +
+                                                        "an ELF for machine " +
+                                                        std::to_string(machine.value())));
+  }
+  return R::success(view);
+}
+
+Result<std::vector<std::string>> codeObjectKernels(std::string_view bytes) {
+  using R = Result<std::vector<std::string>>;
+  auto view = inspectCodeObject(bytes);
+  if (!view) return R::failure(view.error());
+  if (view.value().format == CodeObjectFormat::CudaElf)
+    return R::failure(fail("CODEOBJECT_UNSUPPORTED",
+                           "NVIDIA cubin symbol reading is not supported yet"));
+  auto symbols = elfSymbols(view.value().elf);
+  if (!symbols) return R::failure(symbols.error());
+  // An AMDGPU kernel is a defined, non-local function with a `<name>.kd` descriptor
+  // object beside it; other functions are device functions.
+  std::set<std::string> descriptors, functions;
+  for (const Symbol& s : symbols.value()) {
+    if (s.shndx == 0 || s.bind == kStbLocal) continue;
+    if (s.type == kSttFunc) functions.insert(s.name);
+    if (s.type == kSttObject && s.name.size() > 3 &&
+        s.name.compare(s.name.size() - 3, 3, ".kd") == 0)
+      descriptors.insert(s.name.substr(0, s.name.size() - 3));
+  }
+  std::vector<std::string> out;
+  std::set_intersection(functions.begin(), functions.end(), descriptors.begin(),
+                        descriptors.end(), std::back_inserter(out));
+  return R::success(std::move(out));
+}
+
+Result<bool> codeObjectHasKernel(std::string_view bytes, const std::string& symbol) {
+  auto names = codeObjectKernels(bytes);
+  if (!names) return Result<bool>::failure(names.error());
+  return Result<bool>::success(
+      std::binary_search(names.value().begin(), names.value().end(), symbol));
+}
+
+}  // namespace ukdpack

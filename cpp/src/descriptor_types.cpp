@@ -1,0 +1,646 @@
+// Strict parsers of KDP, UDD, UED, KMD, UMD and UHD (SPEC 2.3). The wording of
+// every refusal follows the JSON Schemas under python/ukdpack/schemas (their
+// x-expect / x-message texts), so the packer and the runtime read alike.
+#include <algorithm>
+#include <cctype>
+#include <regex>
+#include <utility>
+
+#include "json_reader.hpp"
+#include "ukdpack/arch.hpp"
+#include "ukdpack/descriptors.hpp"
+
+namespace ukdpack {
+
+using detail::describeFound;
+using detail::ObjectReader;
+
+namespace {
+
+const std::regex& uuidPattern() {
+  static const std::regex re(
+      "^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$");
+  return re;
+}
+
+std::string upper(std::string_view s) {
+  std::string out(s);
+  for (char& c : out) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  return out;
+}
+
+// id, version, name and the context every file-backed descriptor carries.
+void readCommon(ObjectReader& r, const Json& doc, const DescriptorContext& ctx,
+                DescriptorInfo& info) {
+  info.file = ctx.file;
+  info.jsonPath = ctx.jsonPath;
+  info.baseDir = ctx.baseDir;
+  info.raw = doc;
+  info.id = r.string("id", true).value_or("");
+  if (const Json* v = r.get("version")) {
+    const auto parsed = v->is_string() ? Version::parse(v->get<std::string>()) : std::nullopt;
+    if (parsed) {
+      info.version = *parsed;
+    } else {
+      r.error(r.pathOf("version"), "expected a version '<major>.<minor>', found " + describeFound(*v));
+    }
+  } else {
+    r.error(r.path(), "missing required field 'version'");
+  }
+}
+
+// A list of bare arch ids, each once (common.schema.json#/$defs/archList).
+std::optional<std::vector<std::string>> readArchList(ObjectReader& r, std::string_view key,
+                                                     bool required) {
+  const Json* list = r.array(key, required);
+  if (list == nullptr) return std::nullopt;
+  std::vector<std::string> out;
+  bool ok = true;
+  std::set<std::string> seen;
+  bool repeated = false;
+  for (std::size_t i = 0; i < list->size(); ++i) {
+    const Json& item = (*list)[i];
+    if (!item.is_string() || !isArchName(item.get<std::string>())) {
+      r.error(jsonPathIndex(r.pathOf(key), i),
+              "expected a bare arch id such as gfx90a or sm_90, found " + describeFound(item));
+      ok = false;
+      continue;
+    }
+    if (!seen.insert(item.get<std::string>()).second) repeated = true;
+    out.push_back(item.get<std::string>());
+  }
+  if (repeated) {
+    r.error(r.pathOf(key), "expected each arch once, found a repeated arch");
+    ok = false;
+  }
+  if (!ok) return std::nullopt;
+  return out;
+}
+
+// A list of non-empty strings; `unique` refuses repeats ("expected unique items").
+std::optional<std::vector<std::string>> readStrings(ObjectReader& r, std::string_view key,
+                                                    bool required, bool nonEmpty, bool unique) {
+  const Json* list = r.array(key, required);
+  if (list == nullptr) return std::nullopt;
+  std::vector<std::string> out;
+  bool ok = true;
+  for (std::size_t i = 0; i < list->size(); ++i) {
+    const Json& item = (*list)[i];
+    const std::string p = jsonPathIndex(r.pathOf(key), i);
+    if (!item.is_string()) {
+      r.error(p, "expected string, found " + describeFound(item));
+      ok = false;
+    } else if (nonEmpty && item.get<std::string>().empty()) {
+      r.error(p, "expected a non-empty string, found ''");
+      ok = false;
+    } else {
+      out.push_back(item.get<std::string>());
+    }
+  }
+  if (unique && ok) {
+    std::set<std::string> seen(out.begin(), out.end());
+    if (seen.size() != out.size()) {
+      r.error(r.pathOf(key), "expected unique items, found a repeated item");
+      ok = false;
+    }
+  }
+  if (!ok) return std::nullopt;
+  return out;
+}
+
+// A required member that is an id or null; `what` is "UED" or "UDD".
+std::optional<std::string> readIdOrNull(ObjectReader& r, std::string_view key,
+                                        const std::string& what) {
+  if (!r.has(key)) {
+    r.error(r.path(), "missing required field '" + std::string(key) + "'");
+    return std::nullopt;
+  }
+  const Json* v = r.get(key);
+  if (v->is_null()) return std::nullopt;
+  if (!v->is_string() || v->get<std::string>().empty()) {
+    r.error(r.pathOf(key), "expected a " + what + " id or null, found " + describeFound(*v));
+    return std::nullopt;
+  }
+  return v->get<std::string>();
+}
+
+// A string member that must match `pattern`; `expect` words the refusal.
+std::optional<std::string> readPatterned(ObjectReader& r, std::string_view key, bool required,
+                                         const std::regex& pattern, const std::string& expect) {
+  if (!r.has(key)) {
+    if (required) r.error(r.path(), "missing required field '" + std::string(key) + "'");
+    return std::nullopt;
+  }
+  const Json* v = r.get(key);
+  if (!v->is_string() || !std::regex_match(v->get_ref<const std::string&>(), pattern)) {
+    r.error(r.pathOf(key), "expected " + expect + ", found " + describeFound(*v));
+    return std::nullopt;
+  }
+  return v->get<std::string>();
+}
+
+// A string member from a fixed set (schema `enum`).
+std::optional<std::string> readEnum(ObjectReader& r, std::string_view key, bool required,
+                                    const std::vector<std::string>& options) {
+  if (!r.has(key)) {
+    if (required) r.error(r.path(), "missing required field '" + std::string(key) + "'");
+    return std::nullopt;
+  }
+  const Json* v = r.get(key);
+  if (v->is_string() &&
+      std::find(options.begin(), options.end(), v->get<std::string>()) != options.end()) {
+    return v->get<std::string>();
+  }
+  std::string listed;
+  for (const std::string& o : options) listed += (listed.empty() ? "'" : ", '") + o + "'";
+  r.error(r.pathOf(key), "expected one of " + listed + ", found " + describeFound(*v));
+  return std::nullopt;
+}
+
+// An optional integer >= 0 (`revision`).
+std::optional<std::int64_t> readCount(ObjectReader& r, std::string_view key) {
+  if (!r.has(key)) return std::nullopt;
+  const auto v = r.integer(key, false);
+  if (v && *v < 0) {
+    r.error(r.pathOf(key), "expected a value >= 0, found integer " + std::to_string(*v));
+    return std::nullopt;
+  }
+  return v;
+}
+
+// Python's json.dumps(sort_keys=True) spelling, so messages quoting metadata read alike.
+std::string pythonDump(const Json& v) {
+  if (v.is_object()) {
+    std::string out = "{";
+    bool first = true;
+    for (auto it = v.begin(); it != v.end(); ++it) {
+      out += (first ? "" : ", ") + Json(it.key()).dump(-1, ' ', true) + ": " + pythonDump(it.value());
+      first = false;
+    }
+    return out + "}";
+  }
+  if (v.is_array()) {
+    std::string out = "[";
+    for (std::size_t i = 0; i < v.size(); ++i) out += (i ? ", " : "") + pythonDump(v[i]);
+    return out + "]";
+  }
+  return v.dump(-1, ' ', true);
+}
+
+}  // namespace
+
+std::string canonicalMetadataText(const Json& metadata) { return pythonDump(metadata); }
+
+std::string idKey(std::string_view id) {
+  std::string s(id);
+  if (std::regex_match(s, uuidPattern())) {
+    for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  }
+  return s;
+}
+
+const Version& VersionLimits::of(std::string_view type) const {
+  if (type == "ukd") return ukd;
+  if (type == "udd") return udd;
+  if (type == "ued") return ued;
+  if (type == "kmd") return kmd;
+  if (type == "umd") return umd;
+  if (type == "uhd") return uhd;
+  return kdp;
+}
+
+std::string readableVersions(const Version& max) {
+  std::string out;
+  for (int minor = 0; minor <= max.minor; ++minor) {
+    if (!out.empty()) out += ", ";
+    out += Version{max.major, minor}.str();
+  }
+  return out;
+}
+
+VersionCheck checkVersion(const Json& doc, std::string_view type, const Version& max) {
+  VersionCheck check;
+  if (!doc.is_object()) return check;  // the parser refuses a non-object
+  const auto it = doc.find("version");
+  if (it == doc.end()) return check;
+  const std::string T = upper(type);
+  const auto parsed = it->is_string() ? Version::parse(it->get<std::string>()) : std::nullopt;
+  if (!parsed) {
+    check.gate = VersionGate::Malformed;
+    check.message = "expected a " + T + " version this ukdpack reads (" + readableVersions(max) +
+                    "), found " + describeFound(*it);
+    return check;
+  }
+  check.version = *parsed;
+  if (parsed->major == max.major && parsed->minor <= max.minor) {
+    check.gate = VersionGate::Read;
+    return check;
+  }
+  check.gate = VersionGate::Skip;
+  check.message = T + " version " + parsed->str() +
+                  (parsed->major == max.major ? " is newer than this build reads ("
+                                              : " is another major version than this build reads (") +
+                  T + " " + readableVersions(max) + ")";
+  return check;
+}
+
+const std::vector<std::string>& heuristicRoles() {
+  static const std::vector<std::string> roles{"sort_kernel_catalog", "predict_engine",
+                                              "predict_applicable_kernels"};
+  return roles;
+}
+
+const MetadataField* MetadataSchema::field(const std::string& name) const {
+  for (const MetadataField& f : fields)
+    if (f.name == name) return &f;
+  return nullptr;
+}
+
+// --------------------------------------------------------------------------- KDP
+
+std::optional<Pack> parsePack(const Json& kdp, const DescriptorContext& ctx,
+                              std::vector<Diagnostic>& diags, const Version& maxUkd) {
+  ObjectReader r(kdp, ctx.file, ctx.jsonPath, diags);
+  if (!r.isObject()) return std::nullopt;
+  Pack p;
+  readCommon(r, kdp, ctx, p);
+  p.name = r.string("name", true).value_or("");
+  p.arch = readArchList(r, "arch", true).value_or(std::vector<std::string>{});
+  p.matchers = readStrings(r, "matchers", true, true, false).value_or(std::vector<std::string>{});
+  p.engine = readIdOrNull(r, "engine", "UED");
+  p.dispatch = readIdOrNull(r, "dispatch", "UDD");
+  if (const Json* prov = r.get("provenance")) {
+    if (prov->is_object()) {
+      p.provenance = *prov;
+    } else {
+      r.error(r.pathOf("provenance"), "expected object, found " + describeFound(*prov));
+    }
+  }
+  // The pack's own fields decide whether it loads; a bad kernelDescriptors
+  // element only leaves that kernel out, so its errors do not fail the pack.
+  if (const Json* list = r.array("kernelDescriptors", true)) {
+    const std::string listPath = r.pathOf("kernelDescriptors");
+    if (list->empty()) {
+      r.error(listPath, "expected at least one kernel, found an empty list");
+    }
+    for (std::size_t i = 0; i < list->size(); ++i) {
+      const Json& item = (*list)[i];
+      const std::string path = jsonPathIndex(listPath, i);
+      if (item.is_string()) {
+        if (item.get<std::string>().empty()) {
+          diags.push_back(makeError("SCHEMA", ctx.file, path, "expected a non-empty string, found ''"));
+          continue;
+        }
+        p.refs.push_back(KernelRef{i, item.get<std::string>(), path});
+        continue;
+      }
+      if (!item.is_object()) {
+        diags.push_back(makeError("SCHEMA", ctx.file, path,
+                                  "expected an inline UKD object or the id string of a standalone "
+                                  "UKD, found " + describeFound(item)));
+        continue;
+      }
+      const VersionCheck vc = checkVersion(item, "ukd", maxUkd);
+      if (vc.gate == VersionGate::Skip) {
+        const auto name = item.find("name");
+        const std::string label =
+            name != item.end() && name->is_string() ? "kernel '" + name->get<std::string>() + "'"
+                                                    : "this kernel";
+        diags.push_back(makeWarning("VERSION_SKIPPED", ctx.file, path,
+                                    "skipping " + label + ": " + vc.message));
+        continue;
+      }
+      if (vc.gate == VersionGate::Malformed) {
+        diags.push_back(makeError("SCHEMA", ctx.file, jsonPathKey(path, "version"), vc.message));
+        continue;
+      }
+      if (auto k = parseKernel(item, KernelContext{ctx.file, path, ctx.baseDir}, diags)) {
+        PackMember m;
+        m.index = i;
+        m.kernel = std::move(*k);
+        m.raw = item;
+        p.members.push_back(std::move(m));
+      }
+    }
+  }
+  r.finish();
+  if (r.failed()) return std::nullopt;
+  return p;
+}
+
+// --------------------------------------------------------------------------- UDD
+
+std::optional<Dispatch> parseDispatch(const Json& udd, const DescriptorContext& ctx,
+                                      std::vector<Diagnostic>& diags) {
+  ObjectReader r(udd, ctx.file, ctx.jsonPath, diags);
+  if (!r.isObject()) return std::nullopt;
+  Dispatch d;
+  readCommon(r, udd, ctx, d);
+  d.name = r.string("name", true).value_or("");
+  d.dispatchSymbol = r.string("dispatch_symbol", true).value_or("");
+  if (r.has("launches")) {
+    const Json* v = r.get("launches");
+    const std::string path = r.pathOf("launches");
+    if (d.version < Version{1, 1}) {
+      r.error(path, "'launches' needs UDD version 1.1, found version " + d.version.str());
+    } else if (!v->is_array()) {
+      r.error(path, "expected array, found " + describeFound(*v));
+    } else {
+      std::vector<std::string> names;
+      bool ok = true;
+      for (std::size_t i = 0; i < v->size(); ++i) {
+        const Json& item = (*v)[i];
+        if (!item.is_string() || !isLaunchName(item.get<std::string>())) {
+          r.error(jsonPathIndex(path, i),
+                  "expected a launch name matching [A-Za-z][A-Za-z0-9_]*, found " + describeFound(item));
+          ok = false;
+          continue;
+        }
+        names.push_back(item.get<std::string>());
+      }
+      if (v->size() < 2) {
+        r.error(path, "a handler that declares launches runs at least two, found " +
+                          std::to_string(v->size()));
+        ok = false;
+      }
+      if (std::set<std::string>(names.begin(), names.end()).size() != names.size()) {
+        r.error(path, "expected each launch name once, found a repeated name");
+        ok = false;
+      }
+      if (ok) d.launches = std::move(names);
+    }
+  }
+  r.finish();
+  if (r.failed()) return std::nullopt;
+  return d;
+}
+
+// --------------------------------------------------------------------------- UED
+
+namespace {
+
+void readRoleMap(ObjectReader& r, const std::string& role, Engine& e) {
+  const Json* map = r.object(role, false);
+  if (map == nullptr) return;
+  const std::string rolePath = r.pathOf(role);
+  if (map->empty()) {
+    r.error(rolePath, "expected at least 1 entries, found 0");
+    return;
+  }
+  HeuristicRoleMap out;
+  for (auto it = map->begin(); it != map->end(); ++it) {
+    const std::string& arch = it.key();
+    const std::string p = jsonPathKey(rolePath, arch);
+    if (arch != "default" && !isArchName(arch)) {
+      r.error(p, "expected an arch id or 'default', found '" + arch + "'");
+      continue;
+    }
+    const Json& v = it.value();
+    std::vector<std::string> ids;
+    bool ok = true;
+    if (v.is_string() && !v.get<std::string>().empty()) {
+      ids.push_back(v.get<std::string>());
+    } else if (v.is_array() && !v.empty()) {
+      for (const Json& item : v) {
+        if (!item.is_string() || item.get<std::string>().empty()) ok = false;
+        else ids.push_back(item.get<std::string>());
+      }
+    } else {
+      ok = false;
+    }
+    if (!ok) {
+      r.error(p, "expected a UHD id or a non-empty list of UHD ids (one per metric), found " +
+                     describeFound(v));
+      continue;
+    }
+    out[arch] = std::move(ids);
+    e.heuristicPaths[role + "/" + arch] = p;
+  }
+  e.heuristics[role] = std::move(out);
+}
+
+}  // namespace
+
+std::optional<Engine> parseEngine(const Json& ued, const DescriptorContext& ctx,
+                                  std::vector<Diagnostic>& diags) {
+  ObjectReader r(ued, ctx.file, ctx.jsonPath, diags);
+  if (!r.isObject()) return std::nullopt;
+  Engine e;
+  readCommon(r, ued, ctx, e);
+  static const std::regex scoped("^[A-Za-z0-9_.-]+:[A-Za-z0-9_.-]+$");
+  e.name = readPatterned(r, "name", true, scoped, "a scoped engine name 'namespace:local'").value_or("");
+  e.metadata = r.string("metadata", true).value_or("");
+  e.revision = readCount(r, "revision");
+  static const std::regex semver("^[0-9]+\\.[0-9]+\\.[0-9]+$");
+  e.sdkVersion = readPatterned(r, "sdk_version", false, semver, "a version 'MAJOR.MINOR.PATCH'");
+  bool ok = true;
+  if (const Json* gm = r.object("graph_match", false)) {
+    ObjectReader g(*gm, r.file(), r.pathOf("graph_match"), r.diags());
+    e.graphMatchSymbol = g.string("native", true);
+    g.finish();
+    ok = !g.failed();
+  }
+  e.knobs = readStrings(r, "knobs", false, true, true).value_or(std::vector<std::string>{});
+  e.behaviorNotes = readStrings(r, "behavior_notes", false, false, false).value_or(std::vector<std::string>{});
+  e.numericalNotes = readStrings(r, "numerical_notes", false, false, false).value_or(std::vector<std::string>{});
+  for (const std::string& role : heuristicRoles()) readRoleMap(r, role, e);
+  r.finish();
+  if (r.failed() || !ok) return std::nullopt;
+  return e;
+}
+
+// --------------------------------------------------------------------------- KMD
+
+std::optional<MetadataSchema> parseMetadataSchema(const Json& kmd, const DescriptorContext& ctx,
+                                                  std::vector<Diagnostic>& diags) {
+  ObjectReader r(kmd, ctx.file, ctx.jsonPath, diags);
+  if (!r.isObject()) return std::nullopt;
+  MetadataSchema m;
+  readCommon(r, kmd, ctx, m);
+  m.name = r.string("name", true).value_or("");
+  m.revision = readCount(r, "revision");
+  bool ok = true;
+  if (const Json* list = r.array("fields", true)) {
+    std::set<std::string> seen;
+    static const std::regex fieldName("^[A-Za-z_][A-Za-z0-9_]*$");
+    static const std::vector<std::string> types{"bool", "int", "float", "string", "int_list"};
+    for (std::size_t i = 0; i < list->size(); ++i) {
+      ObjectReader f((*list)[i], r.file(), jsonPathIndex(r.pathOf("fields"), i), r.diags());
+      if (!f.isObject()) {
+        ok = false;
+        continue;
+      }
+      MetadataField field;
+      field.name = readPatterned(f, "name", true, fieldName,
+                                 "a field name matching [A-Za-z_][A-Za-z0-9_]*").value_or("");
+      field.type = readEnum(f, "type", true, types).value_or("");
+      if (const Json* dv = f.get("default_value")) {
+        const std::string p = f.pathOf("default_value");
+        const std::string& t = field.type;
+        auto refuse = [&](const std::string& path, const std::string& want, const Json& found) {
+          f.error(path, "expected " + want + ", found " + describeFound(found));
+        };
+        if (t == "bool" && !dv->is_boolean()) refuse(p, "boolean", *dv);
+        if (t == "int" && !dv->is_number_integer()) refuse(p, "integer", *dv);
+        if (t == "float" && !dv->is_number()) refuse(p, "number", *dv);
+        if (t == "string" && !dv->is_string()) refuse(p, "string", *dv);
+        if (t == "int_list") {
+          if (!dv->is_array()) {
+            refuse(p, "array", *dv);
+          } else {
+            for (std::size_t j = 0; j < dv->size(); ++j)
+              if (!(*dv)[j].is_number_integer()) refuse(jsonPathIndex(p, j), "integer", (*dv)[j]);
+          }
+        }
+        field.defaultValue = *dv;
+      }
+      if (const Json* d = f.get("description"); d != nullptr && !d->is_string()) {
+        f.error(f.pathOf("description"), "expected string, found " + describeFound(*d));
+      }
+      f.finish();
+      if (f.failed()) {
+        ok = false;
+        continue;
+      }
+      if (!seen.insert(field.name).second) {
+        r.error(jsonPathKey(f.path(), "name"), "field '" + field.name + "' is defined twice");
+        continue;
+      }
+      m.fields.push_back(std::move(field));
+    }
+  }
+  r.finish();
+  if (r.failed() || !ok) return std::nullopt;
+  return m;
+}
+
+// --------------------------------------------------------------------------- UMD
+
+std::optional<MatcherDescriptor> parseMatcher(const Json& umd, const DescriptorContext& ctx,
+                                              std::vector<Diagnostic>& diags) {
+  ObjectReader r(umd, ctx.file, ctx.jsonPath, diags);
+  if (!r.isObject()) return std::nullopt;
+  MatcherDescriptor m;
+  readCommon(r, umd, ctx, m);
+  m.name = r.string("name", true).value_or("");
+  m.scope = readEnum(r, "scope", true, {"graph", "kernel"}).value_or("");
+  m.matchSymbol = r.string("match_symbol", true).value_or("");
+  r.finish();
+  if (r.failed()) return std::nullopt;
+  return m;
+}
+
+// --------------------------------------------------------------------------- UHD
+
+std::optional<HeuristicDescriptor> parseHeuristic(const Json& uhd, const DescriptorContext& ctx,
+                                                  std::vector<Diagnostic>& diags) {
+  ObjectReader r(uhd, ctx.file, ctx.jsonPath, diags);
+  if (!r.isObject()) return std::nullopt;
+  HeuristicDescriptor h;
+  readCommon(r, uhd, ctx, h);
+  h.name = r.string("name", true).value_or("");
+  static const std::vector<std::string> adapters{"native", "static_order", "tree_data", "table",
+                                                 "custom_library"};
+  h.adapter = readEnum(r, "adapter", true, adapters).value_or("");
+  h.objective = readEnum(r, "objective", false, {"max", "min"});
+  r.string("score", false, false);
+  readStrings(r, "features_signature", false, false, false);
+  static const std::regex hex("^[0-9a-f]+$");
+  readPatterned(r, "features_hash", false, hex, "a lowercase hex digest");
+  r.object("trained_against", false);
+  r.object("categorical_encoding", false);
+  // Every body present is checked for shape; only the adapter's one is used.
+  bool bodiesOk = true;
+  for (const std::string& name : adapters) {
+    const Json* body = r.object(name, false);
+    if (body == nullptr) continue;
+    ObjectReader b(*body, r.file(), r.pathOf(name), r.diags());
+    std::optional<std::string> symbol, artifact;
+    if (name == "native") {
+      symbol = b.string("symbol", true);
+    } else if (name == "static_order") {
+      readStrings(b, "order", true, true, false);
+    } else if (name == "tree_data" || name == "table") {
+      artifact = b.string("artifact", true);
+      b.string("format", false, false);
+    } else {
+      artifact = b.string("artifact", true);
+      symbol = b.string("symbol", true);
+    }
+    b.finish();
+    if (b.failed()) {
+      bodiesOk = false;
+      continue;
+    }
+    if (name == h.adapter) {
+      h.body = *body;
+      h.symbol = symbol;
+      h.artifact = artifact;
+    } else if (!h.adapter.empty()) {
+      r.error(r.pathOf(name), "adapter '" + h.adapter + "' takes exactly one body, '" + h.adapter +
+                                  "', found '" + name + "' too");
+    }
+  }
+  if (!h.adapter.empty() && !r.has(h.adapter)) {
+    r.error(r.path(), "missing required field '" + h.adapter + "' (the body of adapter '" +
+                          h.adapter + "')");
+  }
+  r.finish();
+  if (r.failed() || !bodiesOk) return std::nullopt;
+  return h;
+}
+
+// --------------------------------------------------------------------------- metadata
+
+std::optional<Json> completeMetadata(const MetadataSchema& kmd, const Kernel& kernel,
+                                     std::vector<Diagnostic>& diags) {
+  const std::string mdPath = jsonPathKey(kernel.jsonPath, "metadata");
+  bool ok = true;
+  auto error = [&](const std::string& path, const std::string& message) {
+    diags.push_back(makeError("METADATA", kernel.file, path, message));
+    ok = false;
+  };
+  std::string known;
+  {
+    std::set<std::string> names;
+    for (const MetadataField& f : kmd.fields) names.insert(f.name);
+    for (const std::string& n : names) known += (known.empty() ? "'" : ", '") + n + "'";
+    if (known.empty()) known = "(none)";
+  }
+  for (auto it = kernel.metadata.begin(); it != kernel.metadata.end(); ++it) {
+    if (kmd.field(it.key()) == nullptr) {
+      error(jsonPathKey(mdPath, it.key()), "unknown metadata field '" + it.key() + "'; KMD '" +
+                                               kmd.name + "' (" + kmd.file + ") has " + known);
+    }
+  }
+  Json out = Json::object();
+  for (const MetadataField& f : kmd.fields) {
+    const auto it = kernel.metadata.find(f.name);
+    if (it != kernel.metadata.end()) {
+      const Json& v = *it;
+      bool typed = false;
+      if (f.type == "bool") typed = v.is_boolean();
+      if (f.type == "int") typed = v.is_number_integer();
+      if (f.type == "float") typed = v.is_number();
+      if (f.type == "string") typed = v.is_string();
+      if (f.type == "int_list") {
+        typed = v.is_array() &&
+                std::all_of(v.begin(), v.end(), [](const Json& x) { return x.is_number_integer(); });
+      }
+      if (!typed) {
+        error(jsonPathKey(mdPath, f.name), "expected " + f.type + " (KMD '" + kmd.name +
+                                               "' field), found " + describeFound(v));
+      }
+      out[f.name] = v;
+    } else if (f.defaultValue) {
+      out[f.name] = *f.defaultValue;
+    } else {
+      error(mdPath, "missing metadata field '" + f.name + "' (" + f.type + "), which KMD '" +
+                        kmd.name + "' (" + kmd.file + ") gives no default");
+    }
+  }
+  if (!ok) return std::nullopt;
+  return out;
+}
+
+}  // namespace ukdpack

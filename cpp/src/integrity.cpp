@@ -1,0 +1,217 @@
+#include "ukdpack/integrity.hpp"
+
+#include <system_error>
+#include <utility>
+
+#include "paths.hpp"
+#include "ukdpack/arch.hpp"
+#include "ukdpack/codeobject.hpp"
+#include "ukdpack/sha256.hpp"
+
+namespace ukdpack {
+
+namespace fs = std::filesystem;
+
+Result<std::shared_ptr<const KpackArchive>> ArchiveCache::open(const fs::path& path) {
+  using R = Result<std::shared_ptr<const KpackArchive>>;
+  const std::string key = path.lexically_normal().string();
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (const auto it = archives_.find(key); it != archives_.end()) return R::success(it->second);
+  auto opened = KpackArchive::open(path);
+  if (!opened) return R::failure(opened.error());
+  auto shared = std::make_shared<const KpackArchive>(std::move(opened).value());
+  archives_.emplace(key, shared);
+  return R::success(std::move(shared));
+}
+
+std::size_t ArchiveCache::size() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return archives_.size();
+}
+
+namespace {
+
+std::string argText(const SignatureArg& a) {
+  std::string out = a.kind + "/" + std::to_string(a.size);
+  if (a.name) out += " '" + *a.name + "'";
+  return out;
+}
+
+}  // namespace
+
+std::optional<std::string> signatureMismatch(const Signature& packed, const Signature& expected) {
+  if (packed.size() != expected.size()) {
+    return "the handler passes " + std::to_string(expected.size()) + " argument" +
+           (expected.size() == 1 ? "" : "s") + ", the kernel takes " + std::to_string(packed.size());
+  }
+  for (std::size_t i = 0; i < packed.size(); ++i) {
+    const SignatureArg& p = packed[i];
+    const SignatureArg& e = expected[i];
+    const bool namesDiffer = p.name && e.name && *p.name != *e.name;
+    if (p.kind != e.kind || p.size != e.size || namesDiffer) {
+      return "argument " + std::to_string(i) + " is " + argText(p) + " in the kernel, the handler passes " +
+             argText(e);
+    }
+  }
+  return std::nullopt;
+}
+
+Result<std::vector<std::uint8_t>> loadLaunchCode(const Kernel& kernel, const fs::path& shardRoot,
+                                                 const std::optional<std::string>& launch,
+                                                 const std::string& arch,
+                                                 const LaunchCodeOptions& options) {
+  using R = Result<std::vector<std::uint8_t>>;
+  const std::string name = launch.value_or("");
+
+  // Which source: the one reader of a kernel's launches decides the shape.
+  const KernelSource* src = singleLaunchSource(kernel);
+  std::string label = "kernel '" + kernel.name + "'";
+  std::string path = jsonPathKey(kernel.jsonPath, "kernel_source");
+  if (src != nullptr) {
+    if (!name.empty()) {
+      return R::failure(makeError("NO_SUCH_LAUNCH", kernel.file, kernel.jsonPath,
+                                  label + " has a single launch, not launch '" + name +
+                                      "'; load it without a launch name"));
+    }
+    label += " (single launch)";
+  } else {
+    const std::set<std::string> names = launchNamesOf(kernel);
+    const auto it = kernel.sources.find(name);
+    if (name.empty() || it == kernel.sources.end()) {
+      return R::failure(makeError(
+          "NO_SUCH_LAUNCH", kernel.file, kernel.jsonPath,
+          label + " has launches " + describeLaunchSet(names) +
+              (name.empty() ? std::string("; name the launch to load")
+                            : ", not launch '" + name + "'")));
+    }
+    src = &it->second;
+    label += " launch '" + name + "'";
+    path = jsonPathKey(jsonPathKey(kernel.jsonPath, "sources"), name);
+  }
+  auto fail = [&](const char* code, const std::string& at, const std::string& message) {
+    return R::failure(makeError(code, kernel.file, at, label + ": " + message));
+  };
+  if (src->kind != "kpack") {
+    return fail("NOT_PACKED", jsonPathKey(path, "kind"),
+                "the source is kind '" + src->kind +
+                    "', not the packed kind 'kpack'; code is loaded from a packed shard");
+  }
+
+  // 1. library: inside the shard, lexically and with no link on the way.
+  const std::string libPath = jsonPathKey(path, "library");
+  const fs::path root = shardRoot.lexically_normal();
+  const auto where = detail::checkContained(root, kernel.baseDir, src->library, true);
+  switch (where.problem) {
+    case detail::PathProblem::None:
+      break;
+    case detail::PathProblem::Absolute:
+      return fail("LIBRARY_ESCAPES", libPath,
+                  "library '" + src->library + "' is not a path relative to the descriptor's folder");
+    case detail::PathProblem::Escapes:
+      return fail("LIBRARY_ESCAPES", libPath,
+                  "library '" + src->library + "' leaves the shard root " + root.string());
+    case detail::PathProblem::SymlinkHop:
+    case detail::PathProblem::LinkEscapes:
+      return fail("LIBRARY_SYMLINK", libPath,
+                  "library '" + src->library + "' goes through the symbolic link '" + where.hop +
+                      "'; the runtime follows no link inside a shard");
+  }
+
+  // 2. signature, before the archive is opened.
+  if (options.handler != nullptr) {
+    if (auto expected = options.handler->expectedSignature(name)) {
+      if (auto why = signatureMismatch(src->signature, *expected)) {
+        const std::string who = options.dispatchSymbol.empty()
+                                    ? std::string("its dispatch handler")
+                                    : "dispatch symbol '" + options.dispatchSymbol + "'";
+        return fail("SIGNATURE_MISMATCH", jsonPathKey(path, "signature"),
+                    "signature " + describeSignature(src->signature) + " does not match what " + who +
+                        " passes " + describeSignature(*expected) + ": " + *why);
+      }
+    }
+  }
+
+  // 3. the archive and its toc entry for the arch.
+  std::error_code ec;
+  if (!fs::is_regular_file(where.joined, ec)) {
+    return fail("ARCHIVE_MISSING", libPath,
+                "archive '" + src->library + "' not found: expected " + where.rootRel + " in the shard");
+  }
+  ArchiveCache local;
+  ArchiveCache& cache = options.cache != nullptr ? *options.cache : local;
+  auto archive = cache.open(where.joined);
+  if (!archive) {
+    return fail("ARCHIVE_INVALID", libPath, "cannot read archive '" + src->library + "': " + archive.error().str());
+  }
+  const KpackArchive& ar = *archive.value();
+  std::string useArch = bareArch(arch);
+  if (useArch.empty()) {
+    std::vector<std::string> holding;
+    for (const std::string& a : ar.arches())
+      if (ar.find(src->tocKey, a) != nullptr) holding.push_back(a);
+    if (holding.size() > 1) {
+      std::string listed;
+      for (const std::string& a : holding) listed += (listed.empty() ? "" : ", ") + a;
+      return fail("ARCH_REQUIRED", jsonPathKey(path, "toc_key"),
+                  "toc key '" + src->tocKey + "' has code for several arches (" + listed +
+                      "); name the device arch");
+    }
+    if (holding.size() == 1) useArch = holding.front();
+  }
+  if (useArch.empty() || ar.find(src->tocKey, useArch) == nullptr) {
+    std::string listed;
+    for (const std::string& a : ar.arches()) listed += (listed.empty() ? "" : ", ") + a;
+    return fail("TOC_MISSING", jsonPathKey(path, "toc_key"),
+                "archive '" + src->library + "' has no entry for toc key '" + src->tocKey + "'" +
+                    (useArch.empty() ? std::string() : " and arch " + useArch) + " (it holds arches " +
+                    (listed.empty() ? std::string("none") : listed) + ")");
+  }
+  auto bytes = ar.get(src->tocKey, useArch);
+  if (!bytes) {
+    return fail("ARCHIVE_INVALID", jsonPathKey(path, "toc_key"),
+                "cannot read toc entry '" + src->tocKey + "' for " + useArch + " from '" + src->library +
+                    "': " + bytes.error().str());
+  }
+
+  // 4. the digest binds the bytes to the descriptor; nothing uses them before.
+  const std::string digest = sha256Hex(bytes.value());
+  if (digest != src->sha256) {
+    return fail("DIGEST_MISMATCH", jsonPathKey(path, "sha256"),
+                "the code object for " + useArch + " (toc key '" + src->tocKey + "' in " + src->library +
+                    ") has sha256 " + digest + ", the descriptor says " + src->sha256 +
+                    "; the archive does not hold what this kernel was packed with");
+  }
+
+  // 5. the symbol is a kernel of the object.
+  const std::string_view view(reinterpret_cast<const char*>(bytes.value().data()), bytes.value().size());
+  auto has = codeObjectHasKernel(view, src->symbol);
+  if (!has) {
+    return fail("CODE_OBJECT_INVALID", jsonPathKey(path, "toc_key"),
+                "the code object for " + useArch + " (toc key '" + src->tocKey + "') is not readable: " +
+                    has.error().message);
+  }
+  if (!has.value()) {
+    std::string held;
+    if (auto kernels = codeObjectKernels(view)) {
+      for (const std::string& k : kernels.value()) held += (held.empty() ? "" : ", ") + k;
+    }
+    return fail("SYMBOL_MISSING", jsonPathKey(path, "symbol"),
+                "symbol '" + src->symbol + "' is not a kernel of the code object for " + useArch +
+                    " (toc key '" + src->tocKey + "'); it holds " + (held.empty() ? std::string("no kernel") : held));
+  }
+  return R::success(std::move(bytes).value());
+}
+
+Result<std::vector<std::uint8_t>> loadLaunchCode(const DescriptorSet& set, const std::string& kernelId,
+                                                 const std::optional<std::string>& launch,
+                                                 const std::string& arch,
+                                                 const LaunchCodeOptions& options) {
+  const PackMember* m = set.findKernel(kernelId);
+  if (m == nullptr) {
+    return Result<std::vector<std::uint8_t>>::failure(
+        makeError("KERNEL_UNKNOWN", "", "", "no loaded kernel has id '" + kernelId + "'"));
+  }
+  return loadLaunchCode(m->kernel, set.rootOf(*m), launch, arch, options);
+}
+
+}  // namespace ukdpack

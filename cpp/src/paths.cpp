@@ -1,0 +1,59 @@
+#include "paths.hpp"
+
+#include <system_error>
+
+namespace ukdpack::detail {
+
+namespace fs = std::filesystem;
+
+std::string relativeTo(const fs::path& root, const fs::path& p) {
+  const fs::path rel = p.lexically_relative(root);
+  std::string out = rel.generic_string();
+  return out == "." ? "" : out;
+}
+
+PathVerdict checkContained(const fs::path& root, const fs::path& baseDir, const std::string& name,
+                           bool noSymlinkHop) {
+  PathVerdict v;
+  std::string n = name;
+  for (char& c : n)
+    if (c == '\\') c = '/';
+  if (n.empty() || n.front() == '/' || (n.size() > 1 && n[1] == ':')) {
+    v.problem = PathProblem::Absolute;
+    return v;
+  }
+  const fs::path normRoot = root.lexically_normal();
+  v.joined = (baseDir / fs::path(n)).lexically_normal();
+  const fs::path rel = v.joined.lexically_relative(normRoot);
+  if (rel.empty() || *rel.begin() == "..") {
+    v.problem = PathProblem::Escapes;
+    return v;
+  }
+  v.rootRel = relativeTo(normRoot, v.joined);
+  std::error_code ec;
+  if (noSymlinkHop) {
+    // Each component below the root, outermost first: a link anywhere is a hop.
+    fs::path at = normRoot;
+    for (const fs::path& part : rel) {
+      if (part == ".") continue;
+      at /= part;
+      const fs::file_status st = fs::symlink_status(at, ec);
+      if (ec || !fs::exists(st)) break;  // a missing component fails later, when opened
+      if (fs::is_symlink(st)) {
+        v.problem = PathProblem::SymlinkHop;
+        v.hop = relativeTo(normRoot, at);
+        return v;
+      }
+    }
+    return v;
+  }
+  const fs::path realRoot = fs::weakly_canonical(normRoot, ec);
+  if (ec) return v;
+  const fs::path real = fs::weakly_canonical(v.joined, ec);
+  if (ec) return v;
+  const fs::path realRel = real.lexically_relative(realRoot);
+  if (realRel.empty() || *realRel.begin() == "..") v.problem = PathProblem::LinkEscapes;
+  return v;
+}
+
+}  // namespace ukdpack::detail

@@ -1,0 +1,29 @@
+// Paths named by descriptors: joined onto the descriptor's folder, never
+// leaving the root, lexically or through a symbolic link.
+#pragma once
+
+#include <filesystem>
+#include <string>
+
+namespace ukdpack::detail {
+
+enum class PathProblem { None, Absolute, Escapes, SymlinkHop, LinkEscapes };
+
+struct PathVerdict {
+  PathProblem problem = PathProblem::None;
+  std::filesystem::path joined;  // baseDir / name, normalized
+  std::string rootRel;           // joined relative to the root, '/'-separated
+  std::string hop;               // SymlinkHop: the root-relative component that is a link
+};
+
+// `root` and `baseDir` are absolute and normalized. With `noSymlinkHop`, every
+// existing component below the root is lstat'ed and none may be a link (the
+// runtime's `library` rule); otherwise links are allowed while the resolved
+// path stays inside the resolved root (the packer's rule for shipped files).
+PathVerdict checkContained(const std::filesystem::path& root, const std::filesystem::path& baseDir,
+                           const std::string& name, bool noSymlinkHop);
+
+// A '/'-separated root-relative rendering of `p` (which lies inside `root`).
+std::string relativeTo(const std::filesystem::path& root, const std::filesystem::path& p);
+
+}  // namespace ukdpack::detail

@@ -1,0 +1,201 @@
+#include "ukdpack/state_manager.hpp"
+
+#include <algorithm>
+#include <utility>
+
+#include "ukdpack/arch.hpp"
+
+namespace ukdpack {
+
+namespace {
+
+bool listRunsOn(const std::vector<std::string>& list, const std::string& arch) {
+  return list.empty() || std::any_of(list.begin(), list.end(),
+                                     [&](const std::string& a) { return targetRunsOn(a, arch); });
+}
+
+}  // namespace
+
+bool kernelRunsOn(const Pack& pack, const Kernel& kernel, const std::string& arch) {
+  if (arch.empty()) return true;
+  const std::string bare = bareArch(arch);
+  return listRunsOn(pack.arch, bare) &&
+         listRunsOn(kernel.arch.value_or(std::vector<std::string>{}), bare);
+}
+
+std::vector<std::string> kernelArches(const Pack& pack, const Kernel& kernel) {
+  if (kernel.arch && !kernel.arch->empty()) return *kernel.arch;
+  return pack.arch;
+}
+
+StateManager::StateManager(DescriptorSet set, const Registry& registry, std::string arch)
+    : set_(std::make_shared<const DescriptorSet>(std::move(set))),
+      arch_(std::move(arch)),
+      cache_(std::make_unique<ArchiveCache>()) {
+  build(registry);
+}
+
+void StateManager::drop(const Pack& pack, const PackMember& m, const std::string& symbol,
+                        const std::string& code, const std::string& reason) {
+  const std::string line = "dropping kernel '" + m.kernel.name + "' of pack '" + pack.name + "' (" +
+                           pack.file + "): " + reason;
+  dropped_.push_back(DroppedKernel{m.kernel.id, m.kernel.name, pack.id, pack.name, m.kernel.file,
+                                   m.kernel.jsonPath, symbol, code, reason});
+  log_.push_back(line);
+  // A pack without a dispatch is served by nothing native, by its author's
+  // choice (SPEC 4.3 allows it): a warning. Every other drop is an error.
+  diagnostics_.push_back(code == "NO_DISPATCH" ? makeWarning(code, m.kernel.file, m.kernel.jsonPath, line)
+                                               : makeError(code, m.kernel.file, m.kernel.jsonPath, line));
+}
+
+void StateManager::build(const Registry& registry) {
+  std::set<std::string> warned;
+  auto warnOnce = [&](const std::string& code, const std::string& symbol, const std::string& file,
+                      const std::string& path, const std::string& message) {
+    if (!warned.insert(code + "\n" + symbol).second) return;
+    diagnostics_.push_back(makeWarning(code, file, path, message));
+  };
+  for (const Pack& pack : set_->packs) {
+    std::vector<const PackMember*> members;
+    for (const PackMember& m : pack.members) {
+      if (kernelRunsOn(pack, m.kernel, arch_)) {
+        members.push_back(&m);
+      } else {
+        filtered_.push_back(DroppedKernel{m.kernel.id, m.kernel.name, pack.id, pack.name, m.kernel.file,
+                                          m.kernel.jsonPath, "", "ARCH_FILTERED",
+                                          "it does not run on " + bareArch(arch_)});
+      }
+    }
+    if (members.empty()) continue;
+    const Dispatch* dispatch = set_->dispatchOf(pack);
+    if (dispatch == nullptr) {
+      for (const PackMember* m : members) {
+        drop(pack, *m, "", "NO_DISPATCH",
+             "its pack names no dispatch (\"dispatch\": null), so no handler can launch it");
+      }
+      continue;
+    }
+    const std::string& symbol = dispatch->dispatchSymbol;
+    std::shared_ptr<const DispatchHandler> handler = registry.dispatch(symbol);
+    if (!handler) {
+      for (const PackMember* m : members) {
+        drop(pack, *m, symbol, "DISPATCH_UNKNOWN",
+             "no dispatch handler is registered for dispatch symbol '" + symbol + "' (" + dispatch->file + ")");
+      }
+      continue;
+    }
+    const std::vector<std::string> declaredList = handler->launchNames();
+    const std::set<std::string> declared(declaredList.begin(), declaredList.end());
+    bool anyKept = false;
+    for (const PackMember* m : members) {
+      const std::set<std::string> has = launchNamesOf(m->kernel);
+      if (has != declared) {
+        drop(pack, *m, symbol, "LAUNCH_SET_MISMATCH",
+             "dispatch symbol '" + symbol + "' declares launches " + describeLaunchSet(declared) +
+                 ", the kernel has " + describeLaunchSet(has));
+        continue;
+      }
+      kept_.push_back(KernelDefinition{&m->kernel, m, &pack, dispatch, set_->engineOf(pack), handler, symbol});
+      anyKept = true;
+    }
+    if (!anyKept) continue;
+    // Matchers and heuristics are looked up, not required: a missing one is a warning.
+    for (const std::string& id : pack.matchers) {
+      const MatcherDescriptor* umd = set_->findMatcher(id);
+      if (umd != nullptr && !registry.matcher(umd->matchSymbol)) {
+        warnOnce("MATCHER_UNKNOWN", umd->matchSymbol, umd->file, "$.match_symbol",
+                 "no matcher is registered for match symbol '" + umd->matchSymbol + "' (UMD '" + umd->name +
+                     "'); pack '" + pack.name + "' is served without it");
+      }
+    }
+    if (const Engine* engine = set_->engineOf(pack)) {
+      if (engine->graphMatchSymbol && !registry.matcher(*engine->graphMatchSymbol)) {
+        warnOnce("MATCHER_UNKNOWN", *engine->graphMatchSymbol, engine->file, "$.graph_match.native",
+                 "no matcher is registered for graph match symbol '" + *engine->graphMatchSymbol +
+                     "' of engine '" + engine->name + "'");
+      }
+      for (const auto& [role, table] : engine->heuristics) {
+        for (const auto& [arch, ids] : table) {
+          for (const std::string& id : ids) {
+            const HeuristicDescriptor* uhd = set_->findHeuristic(id);
+            if (uhd == nullptr || !uhd->symbol || registry.heuristic(*uhd->symbol)) continue;
+            warnOnce("HEURISTIC_UNKNOWN", *uhd->symbol, uhd->file, "$." + uhd->adapter + ".symbol",
+                     "no heuristic is registered for symbol '" + *uhd->symbol + "' (UHD '" + uhd->name +
+                         "', " + role + " of engine '" + engine->name + "')");
+          }
+        }
+      }
+    }
+  }
+}
+
+const KernelDefinition* StateManager::find(std::string_view kernelId) const {
+  const std::string key = idKey(kernelId);
+  for (const KernelDefinition& d : kept_)
+    if (idKey(d.kernel->id) == key) return &d;
+  return nullptr;
+}
+
+Result<std::vector<std::uint8_t>> StateManager::loadLaunchCode(std::string_view kernelId,
+                                                               const std::optional<std::string>& launch,
+                                                               const std::string& arch) const {
+  const KernelDefinition* def = find(kernelId);
+  if (def == nullptr) {
+    std::string why = "no kept kernel has id '" + std::string(kernelId) + "'";
+    const std::string key = idKey(kernelId);
+    for (const DroppedKernel& d : dropped_) {
+      if (idKey(d.kernelId) == key) why = "kernel '" + d.kernelName + "' was dropped: " + d.reason;
+    }
+    for (const DroppedKernel& d : filtered_) {
+      if (idKey(d.kernelId) == key) why = "kernel '" + d.kernelName + "' is not kept: " + d.reason;
+    }
+    return Result<std::vector<std::uint8_t>>::failure(makeError("KERNEL_UNKNOWN", "", "", why));
+  }
+  LaunchCodeOptions options;
+  options.handler = def->handler.get();
+  options.dispatchSymbol = def->dispatchSymbol;
+  options.cache = cache_.get();
+  return ukdpack::loadLaunchCode(*def->kernel, set_->rootOf(*def->member),
+                                 launch, arch.empty() ? arch_ : arch, options);
+}
+
+// --------------------------------------------------------------------------- stubs
+
+std::map<std::string, std::vector<std::string>> stubLaunchSets(const DescriptorSet& set,
+                                                               const std::string& arch) {
+  std::map<std::string, std::vector<std::string>> out;
+  for (const Dispatch& d : set.dispatches) {
+    if (d.launches) out.emplace(d.dispatchSymbol, *d.launches);
+  }
+  for (const Pack& p : set.packs) {
+    const Dispatch* d = set.dispatchOf(p);
+    if (d == nullptr) continue;
+    const auto first = std::find_if(p.members.begin(), p.members.end(), [&](const PackMember& m) {
+      return kernelRunsOn(p, m.kernel, arch);
+    });
+    if (first == p.members.end()) continue;
+    const std::set<std::string> names = launchNamesOf(first->kernel);
+    out.emplace(d->dispatchSymbol, std::vector<std::string>(names.begin(), names.end()));
+  }
+  for (const Dispatch& d : set.dispatches) out.emplace(d.dispatchSymbol, std::vector<std::string>{});
+  return out;
+}
+
+Registry stubRegistry(const DescriptorSet& set, const std::string& arch) {
+  Registry registry;
+  for (const auto& [symbol, launches] : stubLaunchSets(set, arch)) {
+    registry.addDispatch(symbol, std::make_shared<DeclaredDispatchHandler>(launches));
+  }
+  const auto matcher = std::make_shared<MatchHandler>();
+  for (const MatcherDescriptor& m : set.matchers) registry.addMatcher(m.matchSymbol, matcher);
+  for (const Engine& e : set.engines) {
+    if (e.graphMatchSymbol) registry.addMatcher(*e.graphMatchSymbol, matcher);
+  }
+  const auto heuristic = std::make_shared<HeuristicHandler>();
+  for (const HeuristicDescriptor& h : set.heuristics) {
+    if (h.symbol) registry.addHeuristic(*h.symbol, heuristic);
+  }
+  return registry;
+}
+
+}  // namespace ukdpack

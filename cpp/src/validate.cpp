@@ -1,0 +1,310 @@
+#include "ukdpack/validate.hpp"
+
+#include <algorithm>
+#include <system_error>
+#include <map>
+#include <set>
+
+#include "paths.hpp"
+
+namespace ukdpack {
+
+namespace {
+
+std::string plural(std::size_t n, const std::string& one, const std::string& many) {
+  return std::to_string(n) + " " + (n == 1 ? one : many);
+}
+
+// One handler runs one launch set: UDDs naming one symbol must declare the same.
+void checkDeclaredLaunches(const DescriptorSet& set, std::vector<Diagnostic>& diags) {
+  std::map<std::string, std::vector<const Dispatch*>> bySymbol;
+  for (const Dispatch& d : set.dispatches)
+    if (d.launches) bySymbol[d.dispatchSymbol].push_back(&d);
+  for (const auto& [symbol, udds] : bySymbol) {
+    std::set<std::set<std::string>> sets;
+    for (const Dispatch* d : udds) sets.insert(std::set<std::string>(d->launches->begin(), d->launches->end()));
+    if (sets.size() < 2) continue;
+    std::vector<const Dispatch*> sorted = udds;
+    std::sort(sorted.begin(), sorted.end(), [](const Dispatch* a, const Dispatch* b) { return a->file < b->file; });
+    std::string listed;
+    for (const Dispatch* d : sorted) {
+      listed += (listed.empty() ? "" : "; ") + d->file + " " +
+                describeLaunchSet(std::set<std::string>(d->launches->begin(), d->launches->end()));
+    }
+    diags.push_back(makeError("LAUNCHES_DISAGREE", sorted.back()->file, "$.launches",
+                              "UDDs naming dispatch symbol '" + symbol + "' declare different launches: " +
+                                  listed + "; one handler runs one set"));
+  }
+}
+
+// An authored tree names files to build from: they exist inside the root
+// (paths are relative to the descriptor's folder, never the root).
+void checkSourcePaths(const DescriptorSet& set, std::vector<Diagnostic>& diags) {
+  for (const Pack& p : set.packs) {
+    for (const PackMember& m : p.members) {
+      const Kernel& k = m.kernel;
+      auto check = [&](const KernelSource& src, const std::string& srcPath) {
+        std::string field, what;
+        if (src.kind == "hip" || src.kind == "cuda") {
+          field = "source";
+          what = "source";
+        } else if (src.kind == "hsaco") {
+          field = "file";
+          what = "prebuilt object";
+        } else {
+          return true;
+        }
+        const auto it = src.fields.find(field);
+        if (it == src.fields.end() || !it->is_string()) return true;
+        const std::string name = it->get<std::string>();
+        const auto v = detail::checkContained(set.rootOf(m), k.baseDir, name, false);
+        std::string msg;
+        if (v.problem == detail::PathProblem::Absolute) {
+          msg = "expected a path relative to the descriptor's folder, found an absolute path '" + name + "'";
+        } else if (v.problem == detail::PathProblem::Escapes) {
+          msg = "path '" + name + "' leaves the descriptor root";
+        } else if (v.problem != detail::PathProblem::None) {
+          msg = "path '" + name + "' leaves the descriptor root through a symbolic link";
+        } else {
+          std::error_code ec;
+          if (!std::filesystem::is_regular_file(v.joined, ec)) {
+            const std::string folder = std::filesystem::path(k.file).parent_path().generic_string();
+            msg = what + " '" + name + "' not found: expected " + v.rootRel +
+                  " (paths are relative to the descriptor's folder, " +
+                  (folder.empty() ? std::string("the root") : "'" + folder + "'") + "), found " +
+                  (std::filesystem::is_directory(v.joined, ec) ? "a folder" : "nothing") + " there";
+          }
+        }
+        if (!msg.empty()) diags.push_back(makeError("SOURCE_PATH", k.file, jsonPathKey(srcPath, field), msg));
+        return true;
+      };
+      if (const KernelSource* single = singleLaunchSource(k)) {
+        check(*single, jsonPathKey(k.jsonPath, "kernel_source"));
+      } else {
+        for (const auto& [name, src] : k.sources) check(src, jsonPathKey(jsonPathKey(k.jsonPath, "sources"), name));
+      }
+    }
+  }
+}
+
+// Generic descriptors no loaded pack reaches ship in no shard (SPEC 2.4): a note.
+void noteUnreachable(const DescriptorSet& set, std::vector<Diagnostic>& diags) {
+  std::set<std::string> reached;
+  for (const Pack& p : set.packs) {
+    for (const std::string& m : p.matchers) reached.insert(idKey(m));
+    if (p.dispatch) reached.insert(idKey(*p.dispatch));
+    if (const Engine* e = set.engineOf(p)) {
+      reached.insert(idKey(e->id));
+      reached.insert(idKey(e->metadata));
+      for (const auto& [role, table] : e->heuristics)
+        for (const auto& [arch, ids] : table)
+          for (const std::string& id : ids) reached.insert(idKey(id));
+    }
+  }
+  std::vector<std::string> left;
+  auto scan = [&](const auto& items) {
+    for (const auto& d : items)
+      if (reached.count(idKey(d.id)) == 0) left.push_back(d.file);
+  };
+  scan(set.dispatches);
+  scan(set.engines);
+  scan(set.metadataSchemas);
+  scan(set.matchers);
+  scan(set.heuristics);
+  if (left.empty()) return;
+  std::sort(left.begin(), left.end());
+  std::string names;
+  for (const std::string& f : left) names += (names.empty() ? "" : ", ") + f;
+  const bool one = left.size() == 1;
+  diags.push_back(Diagnostic{Severity::Note, "UNREACHABLE", "", "",
+                             std::to_string(left.size()) + " generic descriptor" + (one ? " is" : "s are") +
+                                 " reachable from no KDP and ship" + (one ? "s" : "") + " in no shard: " + names});
+}
+
+// Every arch some pack or kernel names, sorted; {""} when none does. Each is
+// one shard's view, as the packer checks launch sets per arch shard.
+std::vector<std::string> passArches(const DescriptorSet& set) {
+  std::set<std::string> named;
+  for (const Pack& p : set.packs) {
+    named.insert(p.arch.begin(), p.arch.end());
+    for (const PackMember& m : p.members)
+      if (m.kernel.arch) named.insert(m.kernel.arch->begin(), m.kernel.arch->end());
+  }
+  if (named.empty()) return {""};
+  return std::vector<std::string>(named.begin(), named.end());
+}
+
+}  // namespace
+
+ValidationReport validateRoots(const std::vector<std::filesystem::path>& roots, const ValidateOptions& options) {
+  ValidationReport report;
+  const DescriptorSet set = loadRoots(roots, options.loader);
+  report.roots = set.roots;
+  report.diagnostics = set.diagnostics;
+  for (const Diagnostic& d : set.diagnostics)
+    if (d.code == "PACK_DROPPED" || d.code == "ENGINE_DROPPED") ++report.packsDropped;
+  report.packs = set.packs.size();
+  for (const Pack& p : set.packs) report.kernels += p.members.size();
+  checkDeclaredLaunches(set, report.diagnostics);
+  checkSourcePaths(set, report.diagnostics);
+  noteUnreachable(set, report.diagnostics);
+
+  const std::vector<std::string> arches = passArches(set);
+  const bool perArch = arches.size() > 1 || !arches.front().empty();
+  // Findings of several passes merge: one line, the arches it holds on.
+  std::vector<std::pair<Diagnostic, std::vector<std::string>>> found;
+  auto note = [&](const Diagnostic& d, const std::string& arch) {
+    for (auto& [have, on] : found) {
+      if (have.code == d.code && have.file == d.file && have.jsonPath == d.jsonPath && have.message == d.message) {
+        on.push_back(arch);
+        return false;
+      }
+    }
+    found.emplace_back(d, std::vector<std::string>{arch});
+    return true;
+  };
+  std::set<std::string> engines;
+  std::set<std::string> keptIds;
+  std::set<std::string> dropKeys;  // kernel id, code, reason
+  bool expectedFound = false;
+  for (const std::string& arch : arches) {
+    const Registry registry = stubRegistry(set, arch);
+    const StateManager manager(set, registry, arch);
+    for (const Diagnostic& d : manager.diagnostics()) note(d, arch);
+    for (const DroppedKernel& d : manager.dropped()) {
+      if (dropKeys.insert(d.kernelId + "\n" + d.code + "\n" + d.reason).second) report.dropped.push_back(d);
+    }
+    for (const std::string& line : manager.log())
+      if (std::find(report.log.begin(), report.log.end(), line) == report.log.end()) report.log.push_back(line);
+
+    // A pack without a dispatch has no handler to share, but its own kernels
+    // share one launch set (SPEC 4.3): the first one's, as the stub rule says.
+    for (const Pack& p : manager.descriptors().packs) {
+      if (p.dispatch) continue;
+      const PackMember* first = nullptr;
+      for (const PackMember& m : p.members) {
+        if (!kernelRunsOn(p, m.kernel, arch)) continue;
+        if (first == nullptr) {
+          first = &m;
+          continue;
+        }
+        const auto want = launchNamesOf(first->kernel);
+        const auto has = launchNamesOf(m.kernel);
+        if (want == has) continue;
+        DroppedKernel d{m.kernel.id, m.kernel.name, p.id, p.name, m.kernel.file, m.kernel.jsonPath, "",
+                        "LAUNCH_SET_MISMATCH",
+                        "pack '" + p.name + "' names no dispatch, so its kernels share one launch set: its first "
+                        "kernel '" + first->kernel.name + "' has " + describeLaunchSet(want) +
+                        ", the kernel has " + describeLaunchSet(has)};
+        const std::string line = "dropping kernel '" + d.kernelName + "' of pack '" + p.name + "' (" + p.file +
+                                 "): " + d.reason;
+        note(makeError(d.code, d.file, d.jsonPath, line), arch);
+        if (dropKeys.insert(d.kernelId + "\n" + d.code + "\n" + d.reason).second) {
+          report.dropped.push_back(d);
+          report.log.push_back(line);
+        }
+      }
+    }
+
+    for (const KernelDefinition& def : manager.kept()) {
+      keptIds.insert(idKey(def.kernel->id));
+      if (def.engine != nullptr) {
+        engines.insert(def.engine->name);
+        if (options.expectEngine &&
+            (def.engine->name == *options.expectEngine || idKey(def.engine->id) == idKey(*options.expectEngine))) {
+          expectedFound = true;
+        }
+      }
+      // Only packed kernels have code to check; an authored tree has none yet.
+      const bool packed = allLaunchSources(*def.kernel, [](const KernelSource& s) { return s.kind == "kpack"; });
+      if (!packed) continue;
+      const std::set<std::string> names = launchNamesOf(*def.kernel);
+      std::vector<std::optional<std::string>> launches(names.begin(), names.end());
+      if (launches.empty()) launches.push_back(std::nullopt);
+      for (const auto& launch : launches) {
+        auto code = manager.loadLaunchCode(def.kernel->id, launch, arch);
+        if (code) {
+          ++report.launchesChecked;
+        } else {
+          note(code.error(), arch);
+        }
+      }
+    }
+  }
+  for (auto& [d, on] : found) {
+    Diagnostic out = d;
+    if (perArch && on.size() < arches.size()) {
+      std::string listed;
+      for (const std::string& a : on) listed += (listed.empty() ? "" : ", ") + a;
+      out.message += " (on " + listed + ")";
+    }
+    report.diagnostics.push_back(std::move(out));
+  }
+  // A kernel is kept when some shard keeps it and none drops it.
+  std::set<std::string> droppedIds;
+  for (const DroppedKernel& d : report.dropped) droppedIds.insert(idKey(d.kernelId));
+  for (const std::string& id : keptIds) report.kept += droppedIds.count(id) == 0 ? 1 : 0;
+  report.engines.assign(engines.begin(), engines.end());
+  if (options.expectEngine && !expectedFound) {
+    std::string loaded;
+    for (const std::string& e : report.engines) loaded += (loaded.empty() ? "'" : ", '") + e + "'";
+    report.diagnostics.push_back(makeError(
+        "ENGINE_MISSING", "", "",
+        "expected engine '" + *options.expectEngine + "' to load with at least one kept kernel; " +
+            (loaded.empty() ? std::string("no engine has a kept kernel") : "engines with kept kernels: " + loaded)));
+  }
+  // A pack without a dispatch is dropped by the runtime by design: not a failure here.
+  const bool failingDrop = std::any_of(report.dropped.begin(), report.dropped.end(),
+                                       [](const DroppedKernel& d) { return d.code != "NO_DISPATCH"; });
+  report.ok = !hasErrors(report.diagnostics) && !failingDrop && report.packsDropped == 0;
+  return report;
+}
+
+std::string ValidationReport::summary() const {
+  std::size_t errors = 0;
+  for (const Diagnostic& d : diagnostics)
+    if (d.severity == Severity::Error) ++errors;
+  const std::string counts = plural(roots.size(), "root", "roots") + ", " + plural(packs, "pack", "packs") + ", " +
+                             plural(kernels, "kernel", "kernels") + " (" + std::to_string(kept) + " kept, " +
+                             plural(launchesChecked, "launch", "launches") + " verified)";
+  if (ok) return "ok: " + counts;
+  std::string out = "failed: " + plural(errors, "error", "errors");
+  const auto failing = static_cast<std::size_t>(std::count_if(
+      dropped.begin(), dropped.end(), [](const DroppedKernel& d) { return d.code != "NO_DISPATCH"; }));
+  if (failing != 0) out += ", " + plural(failing, "kernel dropped", "kernels dropped");
+  if (packsDropped != 0) out += ", " + plural(packsDropped, "pack dropped", "packs dropped");
+  return out + " (" + counts + ")";
+}
+
+Json ValidationReport::toJson() const {
+  Json diags = Json::array();
+  for (const Diagnostic& d : diagnostics) {
+    diags.push_back({{"severity", severityName(d.severity)},
+                     {"code", d.code},
+                     {"file", d.file},
+                     {"path", d.jsonPath},
+                     {"message", d.message}});
+  }
+  Json drops = Json::array();
+  for (const DroppedKernel& d : dropped) {
+    drops.push_back({{"kernel_id", d.kernelId}, {"name", d.kernelName}, {"pack", d.packId},
+                     {"pack_name", d.packName}, {"file", d.file}, {"path", d.jsonPath},
+                     {"dispatch_symbol", d.dispatchSymbol}, {"code", d.code}, {"reason", d.reason}});
+  }
+  Json rootList = Json::array();
+  for (const auto& r : roots) rootList.push_back(r.string());
+  return {{"ok", ok},
+          {"roots", rootList},
+          {"packs", packs},
+          {"kernels", kernels},
+          {"kept", kept},
+          {"launches_verified", launchesChecked},
+          {"packs_dropped", packsDropped},
+          {"engines", engines},
+          {"dropped", drops},
+          {"log", log},
+          {"diagnostics", diags},
+          {"summary", summary()}};
+}
+
+}  // namespace ukdpack

@@ -1,0 +1,251 @@
+"""Code objects and their signatures (SPEC 6).
+
+A code object is a bare AMDGPU ELF or a clang offload bundle holding exactly one
+amdgcn entry. Kernel names, the target and argument signatures come from the
+AMDGPU metadata note (owner ``AMDGPU``, type 32, a msgpack document).
+
+Format dispatch goes through ``_READERS`` keyed by the ELF machine, so an NVIDIA
+cubin reader (EM_CUDA) can be added beside the AMDGPU one.
+"""
+
+from __future__ import annotations
+
+import io
+import struct
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Any
+
+import msgpack  # type: ignore[import-untyped]
+from elftools.common.exceptions import ELFError
+from elftools.construct import ConstructError
+from elftools.elf.elffile import ELFFile
+from elftools.elf.sections import NoteSection
+
+from ukdpack import _runtime
+
+ELF_MAGIC = b"\x7fELF"
+BUNDLE_MAGIC = b"__CLANG_OFFLOAD_BUNDLE__"
+COMPRESSED_BUNDLE_MAGIC = b"CCOB"
+EM_AMDGPU = 224
+NT_AMDGPU_METADATA = 32
+_NOT_AN_OBJECT = "not a code object: expected an AMDGPU ELF or a clang offload bundle, found"
+# A bundle entry header is three u64 plus the triple; more entries than fit is corrupt.
+_BUNDLE_ENTRY_MIN = 24
+
+
+class CodeObjectError(ValueError):
+    """Bytes that are no code object, or a code object without what was asked for."""
+
+
+@dataclass(frozen=True)
+class Arg:
+    """One explicit kernel argument as the metadata records it."""
+
+    kind: str
+    size: int
+    offset: int
+    name: str | None
+
+
+@dataclass(frozen=True)
+class Metadata:
+    """What ukdpack reads from a code object's metadata; immutable so it can be cached."""
+
+    target: str | None
+    kernels: tuple[tuple[str, tuple[Arg, ...]], ...]
+
+
+def _describe(data: bytes) -> str:
+    if not data:
+        return "an empty file"
+    if data.startswith(COMPRESSED_BUNDLE_MAGIC):
+        return ("a compressed offload bundle (CCOB), which ukdpack does not read; "
+                "build without --offload-compress")
+    head = data[:8]
+    return f"{len(data)} bytes starting with {head.hex(' ')}"
+
+
+def _u64(data: bytes, pos: int, what: str) -> int:
+    if pos + 8 > len(data):
+        raise CodeObjectError(
+            f"truncated offload bundle: {what} at byte {pos} runs past the end ({len(data)} bytes)")
+    value: int = struct.unpack_from("<Q", data, pos)[0]
+    return value
+
+
+def _bundle_entries(data: bytes) -> list[tuple[str, int, int]]:
+    """(triple, offset, size) of every entry of a clang offload bundle, bounds-checked."""
+    pos = len(BUNDLE_MAGIC)
+    count = _u64(data, pos, "the entry count")
+    pos += 8
+    if count > (len(data) - pos) // _BUNDLE_ENTRY_MIN:
+        raise CodeObjectError(
+            f"corrupt offload bundle: {count} entries cannot fit in {len(data)} bytes")
+    entries = []
+    for i in range(count):
+        offset = _u64(data, pos, f"entry {i} offset")
+        size = _u64(data, pos + 8, f"entry {i} size")
+        tlen = _u64(data, pos + 16, f"entry {i} triple length")
+        pos += 24
+        if tlen > len(data) - pos:
+            raise CodeObjectError(
+                f"truncated offload bundle: entry {i} triple of {tlen} bytes runs past the end")
+        triple = data[pos:pos + tlen].decode("utf-8", "replace")
+        pos += tlen
+        if offset > len(data) or size > len(data) - offset:
+            raise CodeObjectError(
+                f"corrupt offload bundle: entry {triple!r} at {offset}+{size} lies outside "
+                f"the {len(data)}-byte file")
+        entries.append((triple, offset, size))
+    return entries
+
+
+def elf_image(data: bytes) -> bytes:
+    """The ELF of a code object: all of ``data``, or the one amdgcn entry of a bundle."""
+    if data.startswith(ELF_MAGIC):
+        return data
+    if not data.startswith(BUNDLE_MAGIC):
+        raise CodeObjectError(f"{_NOT_AN_OBJECT} {_describe(data)}")
+    entries = _bundle_entries(data)
+    amdgcn = [e for e in entries if "-amdgcn-" in e[0]]
+    if not amdgcn:
+        held = ", ".join(e[0] for e in entries) or "no entries"
+        raise CodeObjectError(f"offload bundle holds no amdgcn entry (it holds: {held})")
+    if len(amdgcn) > 1:
+        held = ", ".join(e[0] for e in amdgcn)
+        raise CodeObjectError(
+            f"offload bundle holds several amdgcn entries ({held}); expected one per "
+            f"code object: compile with one --offload-arch")
+    triple, offset, size = amdgcn[0]
+    image = data[offset:offset + size]
+    if not image.startswith(ELF_MAGIC):
+        raise CodeObjectError(f"offload bundle entry {triple!r} is not an ELF")
+    return image
+
+
+def _field(obj: dict[Any, Any], key: str, typ: type, where: str) -> Any:
+    value = obj.get(key)
+    if not isinstance(value, typ) or (typ is int and isinstance(value, bool)):
+        raise CodeObjectError(
+            f"bad AMDGPU metadata: {where} field {key!r} should be {typ.__name__}, "
+            f"found {type(value).__name__}")
+    return value
+
+
+def _parse_amdgpu_document(doc: Any) -> Metadata:
+    if not isinstance(doc, dict):
+        raise CodeObjectError("bad AMDGPU metadata: the document is not a map")
+    target = doc.get("amdhsa.target")
+    if target is not None and not isinstance(target, str):
+        raise CodeObjectError("bad AMDGPU metadata: amdhsa.target is not a string")
+    raw_kernels = doc.get("amdhsa.kernels", [])
+    if not isinstance(raw_kernels, list):
+        raise CodeObjectError("bad AMDGPU metadata: amdhsa.kernels is not a list")
+    kernels: list[tuple[str, tuple[Arg, ...]]] = []
+    for i, k in enumerate(raw_kernels):
+        if not isinstance(k, dict):
+            raise CodeObjectError(f"bad AMDGPU metadata: amdhsa.kernels[{i}] is not a map")
+        name = _field(k, ".name", str, f"amdhsa.kernels[{i}]")
+        raw_args = k.get(".args", [])
+        if not isinstance(raw_args, list):
+            raise CodeObjectError(f"bad AMDGPU metadata: kernel {name!r}: .args is not a list")
+        args: list[Arg] = []
+        for j, a in enumerate(raw_args):
+            where = f"kernel {name!r} .args[{j}]"
+            if not isinstance(a, dict):
+                raise CodeObjectError(f"bad AMDGPU metadata: {where} is not a map")
+            kind = _field(a, ".value_kind", str, where)
+            if kind.startswith("hidden_"):
+                continue
+            arg_name = a.get(".name")
+            args.append(Arg(kind, _field(a, ".size", int, where), _field(a, ".offset", int, where),
+                            arg_name if isinstance(arg_name, str) else None))
+        kernels.append((name, tuple(args)))
+    return Metadata(target, tuple(kernels))
+
+
+def _amdgpu_metadata(elf: ELFFile) -> Metadata:
+    for section in elf.iter_sections():
+        if not isinstance(section, NoteSection):
+            continue
+        for note in section.iter_notes():
+            if note["n_name"] != "AMDGPU" or note["n_type"] not in (
+                    NT_AMDGPU_METADATA, "NT_AMDGPU_METADATA"):
+                continue
+            desc = note["n_desc"]
+            if isinstance(desc, str):  # pyelftools decodes some descriptors as text
+                desc = desc.encode("latin-1")
+            try:
+                doc = msgpack.unpackb(desc, raw=False, strict_map_key=False)
+            except (ValueError, msgpack.UnpackException) as e:
+                raise CodeObjectError(f"bad AMDGPU metadata: not a msgpack document ({e})") from e
+            return _parse_amdgpu_document(doc)
+    raise CodeObjectError(
+        "AMDGPU ELF has no metadata note (owner AMDGPU, type 32); code object v2 "
+        "and older are not supported: rebuild with a current compiler")
+
+
+# ELF machine -> metadata reader. An NVIDIA cubin reader (EM_CUDA = 190) goes here.
+_READERS: dict[int, Callable[[ELFFile], Metadata]] = {EM_AMDGPU: _amdgpu_metadata}
+# pyelftools names the machines it knows; map those back to their numbers.
+_MACHINE_CODES = {"EM_AMDGPU": EM_AMDGPU}
+
+
+@lru_cache(maxsize=64)
+def metadata(data: bytes) -> Metadata:
+    """The parsed metadata of a code object (cached: the packer asks several questions)."""
+    image = elf_image(data)
+    try:
+        elf = ELFFile(io.BytesIO(image))
+        machine = elf.header["e_machine"]
+        code = machine if isinstance(machine, int) else _MACHINE_CODES.get(machine, -1)
+        reader = _READERS.get(code)
+        if reader is None:
+            raise CodeObjectError(f"{_NOT_AN_OBJECT} an ELF for machine {machine}")
+        return reader(elf)
+    except CodeObjectError:
+        raise
+    except (ELFError, ConstructError, ValueError, IndexError, KeyError, AttributeError,
+            TypeError, struct.error, UnicodeDecodeError, EOFError, OverflowError) as e:
+        # pyelftools reports malformed headers with several exception types.
+        raise CodeObjectError(f"malformed ELF: {e}") from e
+
+
+
+def kernels(data: bytes) -> list[str]:
+    """Sorted names of the kernels the code object's metadata lists."""
+    return sorted(name for name, _ in metadata(data).kernels)
+
+
+def target(data: bytes) -> str:
+    """The ``amdhsa.target`` string, e.g. ``amdgcn-amd-amdhsa--gfx90a:xnack-``."""
+    value = metadata(data).target
+    if value is None:
+        raise CodeObjectError("AMDGPU metadata has no amdhsa.target")
+    return value
+
+
+def target_arch(data: bytes) -> str:
+    """The processor the object is built for, bare (``gfx90a``), feature suffixes stripped."""
+    full = target(data)
+    processor = full.rpartition("--")[2] if "--" in full else full.rpartition("-")[2]
+    if not processor:
+        raise CodeObjectError(f"amdhsa.target {full!r} names no processor")
+    return str(_runtime.bare_arch(processor))
+
+
+def read_signature(data: bytes, symbol: str) -> list[dict[str, Any]]:
+    """The explicit arguments of kernel ``symbol``: ``{kind, size, offset[, name]}`` in order."""
+    for name, args in metadata(data).kernels:
+        if name == symbol:
+            out: list[dict[str, Any]] = []
+            for a in args:
+                entry: dict[str, Any] = {"kind": a.kind, "size": a.size, "offset": a.offset}
+                if a.name is not None:
+                    entry["name"] = a.name
+                out.append(entry)
+            return out
+    held = ", ".join(kernels(data)) or "no kernels"
+    raise CodeObjectError(f"code object has no kernel {symbol!r}; it holds: {held}")

@@ -1,0 +1,17 @@
+"""The canonical JSON form and the sha256 digests ukdpack takes over it."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Any
+
+
+def canonical_json(value: Any) -> bytes:
+    """Compact, key-sorted UTF-8 JSON: the form every digest in ukdpack is taken over."""
+    return json.dumps(value, sort_keys=True, separators=(",", ":"),
+                      ensure_ascii=False).encode("utf-8")
+
+
+def sha256_hex(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()

@@ -1,0 +1,370 @@
+"""``ukdpack pack``: one shard per arch from an authored tree (SPEC 8).
+
+Data flows one way: walk -> validate (every rule, all arches; a tree that fails
+packs nothing) -> plan (per arch: kernels, launches, distinct code objects) ->
+produce (all arches' jobs in one pool) -> per arch: pack the archive, rewrite the
+descriptors, move provenance out, check the staged shard with the C++ runtime,
+publish. A failing arch leaves no shard and does not stop the others.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import time
+from collections.abc import Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ukdpack import _runtime, kpack, packed, provenance, publish, reach, tockey
+from ukdpack.cache import CompileCache, default_cache_dir
+from ukdpack.depfile import write_depfile
+from ukdpack.errors import Problem, UkdError
+from ukdpack.model import Uhd, Ukd
+from ukdpack.paths import resolve
+from ukdpack.plan import ArchPlan, Job, Launch, plan_arch
+from ukdpack.produce import Producer, Product
+from ukdpack.progress import Reporter
+from ukdpack.rules import source_file
+from ukdpack.runtime_check import check_shard, load_handler_manifest
+from ukdpack.tree import Member, Tree, load_tree
+from ukdpack.validate import check_tree
+
+DEFAULT_GROUP = "kernels"
+#: Archive entry type of each kind's objects (SPEC 7); AMD objects are "hsaco".
+ENTRY_TYPES = {"cuda": "cubin"}
+
+
+def normalize_arches(names: Sequence[str]) -> list[str]:
+    """Feature suffixes stripped, duplicates dropped, order kept; refuses non-arches."""
+    out: list[str] = []
+    for name in names:
+        bare = _runtime.bare_arch(name.strip())
+        if not _runtime.is_arch_name(bare):
+            raise UkdError(f"--arch {name}: expected a GPU arch such as gfx90a or sm_90")
+        if bare not in out:
+            out.append(bare)
+    return out
+
+
+def default_jobs() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        return os.cpu_count() or 1
+
+
+@dataclass(frozen=True)
+class PackOptions:
+    source_root: Path
+    out_root: Path
+    arches: tuple[str, ...]
+    group: str = DEFAULT_GROUP
+    jobs: int = 1
+    hipcc: str | None = None
+    handlers: Path | None = None
+    cache_dir: Path | None = None
+    depfile: Path | None = None
+    depfile_target: str | None = None
+    exclude_folders: tuple[str, ...] = ()
+    required: bool = False
+    lock_timeout: float = 600.0
+
+
+@dataclass
+class ArchResult:
+    arch: str
+    ok: bool
+    published: Path | None = None
+    kernels: int = 0
+    launches: int = 0
+    objects: int = 0
+    archive_bytes: int = 0
+    seconds: float = 0.0
+    problems: list[Problem] = field(default_factory=list)
+
+
+@dataclass
+class PackReport:
+    arches: list[ArchResult] = field(default_factory=list)
+    problems: list[Problem] = field(default_factory=list)  # tree-level
+    dormant: bool = False
+    compiles: int = 0
+
+    @property
+    def failed(self) -> list[str]:
+        return [r.arch for r in self.arches if not r.ok]
+
+    @property
+    def ok(self) -> bool:
+        return not self.failed and not any(p.severity == "error" for p in self.problems)
+
+
+def _symbol_of(launch: Launch, product: Product) -> str | Problem:
+    src = launch.source
+    if src.kind in ("hip", "cuda"):
+        symbol = str(src.fields["entry"])
+    elif src.kind == "hsaco":
+        symbol = str(src.fields["symbol"])
+    else:  # builder: the entry it names, or the object's only kernel
+        entry = src.fields.get("entry")
+        if entry is None and len(product.info.kernels) != 1:
+            return Problem(launch.member.ukd.file, src.json_path,
+                           f"the object built for this launch holds kernels "
+                           f"{', '.join(product.info.kernels) or '(none)'}; name the one to "
+                           "launch with 'entry'")
+        symbol = str(entry) if entry is not None else product.info.kernels[0]
+    if symbol not in product.info.signatures:
+        return Problem(launch.member.ukd.file, src.json_path,
+                       f"symbol '{symbol}' is not a kernel of {product.job.what()}; it "
+                       f"holds {', '.join(product.info.kernels) or 'no kernels'}")
+    return symbol
+
+
+def _identity(tree: Tree, ukd: Ukd, launch: Launch) -> dict[str, Any]:
+    """The authored identity of one launch, root-relative, for provenance."""
+    src = launch.source
+    fields = dict(src.fields)
+    if src.kind in ("hip", "cuda"):
+        return {"source": source_file(tree, ukd, src), "entry": fields["entry"],
+                "build": tockey.normalized_build(fields.get("build"))}
+    if src.kind == "hsaco":
+        return {"file": source_file(tree, ukd, src), "symbol": fields["symbol"]}
+    return {k: v for k, v in fields.items() if k != "kind" and not k.startswith(("x-", "_"))}
+
+
+class _Assembler:
+    """Builds, checks and publishes the shard of one arch."""
+
+    def __init__(self, tree: Tree, opts: PackOptions, plan: ArchPlan,
+                 products: Mapping[tuple[str, str, str], Product | Problem],
+                 versions: Mapping[str, str], handlers: Mapping[str, list[str]] | None,
+                 reporter: Reporter) -> None:
+        self.tree, self.opts, self.plan = tree, opts, plan
+        self.products, self.versions = products, versions
+        self.handlers, self.reporter = handlers, reporter
+        self.arch = plan.arch
+        self.archive_name = kpack.archive_name(opts.group, self.arch)
+
+    def run(self) -> ArchResult:
+        start = time.monotonic()
+        result = ArchResult(self.arch, ok=False)
+        problems = [p for job in self.plan.jobs
+                    if isinstance(p := self.products[job.key], Problem)]
+        launches: dict[tuple[str, str | None], packed.PackedLaunch] = {}
+        used: dict[str, Product] = {}
+        if not problems:
+            for ln in self.plan.launches:
+                if ln.job_key is None:
+                    continue
+                product = self.products[ln.job_key]
+                assert isinstance(product, Product)
+                symbol = _symbol_of(ln, product)
+                if isinstance(symbol, Problem):
+                    problems.append(symbol)
+                    continue
+                used[product.job.toc_key] = product
+                launches[(ln.member.ukd.key, ln.name)] = packed.PackedLaunch(
+                    product.job.toc_key, symbol, product.sha256, product.info.signatures[symbol])
+        if problems:
+            result.problems = problems
+            return result
+        staging = publish.fresh_staging(self.opts.out_root, self.arch)
+        try:
+            archive_bytes = self._write_archive(staging, used)
+            for rel, data in self._descriptor_files(launches).items():
+                publish.write_file(staging, rel, data)
+            result.problems = check_shard(staging, self.arch, self.handlers)
+            if any(p.severity == "error" for p in result.problems):
+                publish.remove_shard(self.opts.out_root, self.arch)
+                return result
+            result.published = publish.publish(staging, self.opts.out_root, self.arch)
+        except BaseException:
+            publish.remove_shard(self.opts.out_root, self.arch)
+            raise
+        result.ok = True
+        result.kernels = len(self.plan.members)
+        result.launches = len(self.plan.launches)
+        result.objects = len(used)
+        result.archive_bytes = archive_bytes
+        result.seconds = time.monotonic() - start
+        return result
+
+    def _write_archive(self, staging: Path, used: Mapping[str, Product]) -> int:
+        if not used:
+            return 0
+        order = sorted(used)
+        with ThreadPoolExecutor(max_workers=max(1, self.opts.jobs)) as pool:
+            frames = list(pool.map(lambda k: kpack.compress_frame(used[k].data), order))
+        writer = kpack.ArchiveWriter(self.opts.group, [self.arch])
+        for key, frame in zip(order, frames, strict=True):
+            writer.add(key, self.arch, used[key].data, frame=frame,
+                       entry_type=ENTRY_TYPES.get(used[key].job.kind, "hsaco"))
+        path = staging / packed.ARCHIVE_FOLDER / self.archive_name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        writer.write(path)
+        return path.stat().st_size
+
+    def _packed_kernel(self, m: Member, library_from: str,
+                       launches: Mapping[tuple[str, str | None], packed.PackedLaunch]
+                       ) -> tuple[dict[str, Any], dict[str, Any]]:
+        """The packed UKD object and its sidecar entry."""
+        mine = {name: pl for (key, name), pl in launches.items() if key == m.ukd.key}
+        library = packed.library_path(library_from, self.archive_name)
+        doc = packed.packed_ukd(m.ukd.raw, self.arch, mine, library)
+        own = self.plan.launches_of(m.ukd)
+        kinds = sorted({ln.source.kind for ln in own})
+        prov: dict[str, Any] = {"origin_kind": kinds[0]}
+        if m.ukd.kernel_source is not None:
+            prov["source"] = _identity(self.tree, m.ukd, own[0])
+        else:
+            prov["sources"] = {ln.name: _identity(self.tree, m.ukd, ln) for ln in own}
+        if kinds[0] in self.versions:
+            prov["compiler"] = {"kind": kinds[0], "version": self.versions[kinds[0]]}
+        if "provenance" in m.ukd.raw:
+            prov["authored"] = m.ukd.raw["provenance"]
+        return doc, {"sha256": provenance.binding(doc), "provenance": prov}
+
+    def _descriptor_files(self, launches: Mapping[tuple[str, str | None], packed.PackedLaunch]
+                          ) -> dict[str, bytes]:
+        files: dict[str, bytes] = {}
+        on_arch = {m.ukd.key: m for m in self.plan.members}
+        kdps = reach.surviving_kdps(self.tree, self.arch)
+        for kdp in kdps:
+            authored = self.tree.docs[kdp.file]
+            kernels: list[Any] = []
+            entries: dict[str, Any] = {}
+            for ref in kdp.kernels:
+                ukd = ref.inline if ref.inline is not None else self.tree.lookup(ref.ref, Ukd)
+                if ukd is None or ukd.key not in on_arch:
+                    continue
+                member = on_arch[ukd.key]
+                if ref.inline is not None:
+                    doc, entry = self._packed_kernel(member, kdp.file, launches)
+                    kernels.append(doc)
+                    entries[ukd.id] = entry
+                else:
+                    kernels.append(ref.ref)
+                    doc, entry = self._packed_kernel(member, ukd.file, launches)
+                    files[ukd.file] = packed.compact(doc)
+                    files[provenance.sidecar_name(ukd.file)] = provenance.sidecar_bytes(
+                        kdp.id, {ukd.id: entry})
+            files[kdp.file] = packed.compact(packed.packed_kdp(authored, self.arch, kernels))
+            if entries:
+                files[provenance.sidecar_name(kdp.file)] = provenance.sidecar_bytes(
+                    kdp.id, entries)
+        for generic in reach.reached_from(self.tree, kdps):
+            files[generic.file] = packed.compact(self.tree.docs[generic.file])
+            if isinstance(generic, Uhd) and generic.artifact is not None:
+                rel = artifact_file(self.tree, generic)
+                files[rel] = (self.tree.root / rel).read_bytes()
+        return files
+
+
+def artifact_file(tree: Tree, uhd: Uhd) -> str:
+    """Root-relative path of the file a UHD ships (the rules made sure it resolves)."""
+    assert uhd.artifact is not None
+    return resolve(tree.root, uhd.folder, uhd.artifact, what="artifact").rel
+
+
+def _read_files(tree: Tree, plans: Sequence[ArchPlan],
+                products: Mapping[tuple[str, str, str], Product | Problem]) -> list[str]:
+    """Every file the pack read, absolute: for the depfile."""
+    deps = [str(f.path) for f in tree.files]
+    for plan in plans:
+        for job in plan.jobs:
+            product = products.get(job.key)
+            if isinstance(product, Product):
+                deps.extend(product.deps)
+            elif job.rel is not None:
+                deps.append(str(tree.root / job.rel))
+        for kdp in reach.surviving_kdps(tree, plan.arch):
+            for generic in reach.reached_from(tree, [kdp]):
+                if isinstance(generic, Uhd) and generic.artifact is not None:
+                    deps.append(str(tree.root / artifact_file(tree, generic)))
+    return [os.path.abspath(d) for d in deps]
+
+
+def _inside(child: Path, parent: Path) -> bool:
+    try:
+        child.resolve().relative_to(parent.resolve())
+        return True
+    except ValueError:
+        return False
+
+
+def pack(opts: PackOptions, reporter: Reporter) -> PackReport:
+    """Pack every arch of ``opts``; problems go to ``reporter`` as they are found."""
+    report = PackReport()
+    opts = dataclasses.replace(opts, source_root=opts.source_root.absolute(),
+                               out_root=opts.out_root.absolute())
+    root, out_root = opts.source_root, opts.out_root
+    if _inside(out_root, root):
+        raise UkdError(f"--out-root {out_root} lies inside --source-root {root}; the next "
+                       "walk would read the shards as descriptors: put it elsewhere")
+    handlers = load_handler_manifest(opts.handlers) if opts.handlers else None
+    tree = load_tree(root, opts.exclude_folders)
+    for s in tree.skipped:
+        reporter.skipped(s)
+    report.problems = check_tree(tree, opts.arches)
+    for p in report.problems:
+        reporter.problem(p)
+    if any(p.severity == "error" for p in report.problems):
+        for arch in opts.arches:
+            with publish.shard_lock(out_root, arch, opts.lock_timeout, reporter.info):
+                if publish.remove_shard(out_root, arch):
+                    reporter.info(f"{arch}: removed the stale shard {out_root / arch}")
+        return report
+
+    plans = [plan_arch(tree, arch) for arch in opts.arches]
+    if not any(p.members for p in plans):
+        report.dormant = True
+        for arch in opts.arches:
+            with publish.shard_lock(out_root, arch, opts.lock_timeout, reporter.info):
+                publish.remove_shard(out_root, arch)
+        what = f"no kernels for {', '.join(opts.arches)}"
+        if opts.required:
+            report.problems.append(Problem(str(root), "", f"{what}, and the root is required"))
+            reporter.problem(report.problems[-1])
+        else:
+            reporter.info(f"{root}: dormant: {what}")
+        return report
+
+    cache = CompileCache(opts.cache_dir or default_cache_dir())
+    producer = Producer(root, cache, opts.jobs, opts.hipcc)
+    jobs: list[Job] = [j for p in plans for j in p.jobs]
+    reporter.batch_started(len(jobs), f"producing for {', '.join(opts.arches)}")
+    products = producer.run(jobs, lambda job, s, ran: reporter.job_done(job.what(), s, ran))
+    report.compiles = producer.compiles
+    reporter.batch_finished(f"{len(jobs)} code objects: {producer.compiles} compiled, "
+                            f"{len(jobs) - producer.compiles} from cache or prebuilt")
+    versions = producer.versions()
+
+    for plan in plans:
+        arch = plan.arch
+        with publish.shard_lock(out_root, arch, opts.lock_timeout, reporter.info):
+            if not plan.members:
+                if publish.remove_shard(out_root, arch):
+                    reporter.info(f"{arch}: removed the stale shard {out_root / arch}")
+                reporter.info(f"{arch}: no kernels for this arch; no shard")
+                report.arches.append(ArchResult(arch, ok=True))
+                continue
+            result = _Assembler(tree, opts, plan, products, versions, handlers, reporter).run()
+            if not result.ok and publish.remove_shard(out_root, arch):
+                reporter.info(f"{arch}: removed the stale shard {out_root / arch}")
+        report.arches.append(result)
+        for p in result.problems:
+            reporter.problem(p)
+        if result.ok:
+            reporter.info(f"{arch}: {result.kernels} kernels, {result.launches} launches, "
+                          f"{result.objects} code objects, {result.archive_bytes:,} archive "
+                          f"bytes, {result.seconds:.1f} s -> {result.published}")
+        else:
+            reporter.info(f"{arch}: failed; no shard")
+    if opts.depfile is not None:
+        target = opts.depfile_target or str(out_root)
+        write_depfile(opts.depfile, target, _read_files(tree, plans, products))
+    return report
+

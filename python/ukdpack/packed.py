@@ -1,0 +1,83 @@
+"""The packed form of a shard's descriptors (SPEC 8).
+
+* every compiled source becomes exactly ``{"kind": "kpack", "library", "toc_key",
+  "symbol", "sha256", "signature"}``; ``sources`` entries are written in launch-name
+  order, since key order carries no meaning;
+* ``library`` goes from the descriptor's folder to ``kpack/<archive>`` (inline UKDs
+  count from their KDP's folder);
+* ``arch`` is narrowed to the shard; UKD ``provenance`` moves to the sidecar;
+* compact JSON, comments gone, ``kernelDescriptors`` last.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import PurePosixPath
+from typing import Any
+
+ARCHIVE_FOLDER = "kpack"
+
+
+@dataclass(frozen=True)
+class PackedLaunch:
+    """What the shard records of one launch's code object."""
+
+    toc_key: str
+    symbol: str
+    sha256: str
+    signature: Sequence[Mapping[str, Any]]
+
+    def entry(self, library: str) -> dict[str, Any]:
+        return {"kind": "kpack", "library": library, "toc_key": self.toc_key,
+                "symbol": self.symbol, "sha256": self.sha256,
+                "signature": [signature_arg(a) for a in self.signature]}
+
+
+def signature_arg(arg: Mapping[str, Any]) -> dict[str, Any]:
+    """One argument with its keys in the one order shards use: kind, size, offset, name."""
+    out = {"kind": arg["kind"], "size": arg["size"], "offset": arg["offset"]}
+    if "name" in arg:
+        out["name"] = arg["name"]
+    return out
+
+
+def library_path(descriptor_rel: str, archive_name: str) -> str:
+    """``../`` once per folder level below the shard root, then ``kpack/<archive>``."""
+    depth = len(PurePosixPath(descriptor_rel).parent.parts)
+    return "../" * depth + f"{ARCHIVE_FOLDER}/{archive_name}"
+
+
+def compact(doc: Any) -> bytes:
+    """The packed JSON text of a descriptor."""
+    return json.dumps(doc, separators=(",", ":"), ensure_ascii=False).encode("utf-8") + b"\n"
+
+
+def packed_ukd(doc: Mapping[str, Any], arch: str,
+               launches: Mapping[str | None, PackedLaunch], library: str) -> dict[str, Any]:
+    """A UKD object in packed form for the shard of ``arch``. ``launches`` maps each
+    launch name (None for ``kernel_source``) with a code object to what was packed;
+    a source without one (embedded_source) is kept as authored."""
+    out: dict[str, Any] = {}
+    for key, value in doc.items():
+        if key == "provenance":
+            continue
+        if key == "arch":
+            out[key] = [arch]
+        elif key == "kernel_source":
+            packed = launches.get(None)
+            out[key] = packed.entry(library) if packed else value
+        elif key == "sources":
+            out[key] = {name: launches[name].entry(library) for name in sorted(value)}
+        else:
+            out[key] = value
+    return out
+
+
+def packed_kdp(doc: Mapping[str, Any], arch: str, kernels: Sequence[Any]) -> dict[str, Any]:
+    """A KDP in packed form: arch narrowed, the shard's kernels, kernelDescriptors last."""
+    out = {k: v for k, v in doc.items() if k != "kernelDescriptors"}
+    out["arch"] = [arch]
+    out["kernelDescriptors"] = list(kernels)
+    return out

@@ -1,0 +1,100 @@
+"""What one arch shard needs: its kernels, their launches, and the distinct code
+objects (jobs) those launches share.
+
+Launches that share a translation unit and build (hip, cuda), a file (hsaco)
+or a builder call share one job, one code object and one toc key (SPEC 3.2).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from ukdpack import tockey
+from ukdpack.model import Source, Ukd
+from ukdpack.rules import source_file
+from ukdpack.tree import Member, Tree
+
+#: Kinds whose sources produce a code object.
+COMPILED_KINDS = ("hip", "cuda", "hsaco", "builder")
+
+
+@dataclass(frozen=True)
+class User:
+    """A launch that uses a job, for messages: kernel name and where it is written."""
+
+    name: str
+    file: str
+    json_path: str
+
+    def __str__(self) -> str:
+        return f"'{self.name}' ({self.file}: {self.json_path})"
+
+
+@dataclass(frozen=True)
+class Job:
+    """One code object for one arch."""
+
+    kind: str
+    arch: str
+    toc_key: str
+    rel: str | None  # root-relative source (hip, cuda) or object (hsaco) file
+    fields: Mapping[str, Any] = field(compare=False, hash=False)
+    users: tuple[User, ...] = field(compare=False, hash=False, default=())
+
+    @property
+    def key(self) -> tuple[str, str, str]:
+        return (self.kind, self.toc_key, self.arch)
+
+    def what(self) -> str:
+        """``kernels/a.hip [N=4] for gfx90a`` for messages and progress."""
+        if self.kind == "builder":
+            return f"builder {self.fields['module']}:{self.fields['function']} for {self.arch}"
+        build = tockey.normalized_build(self.fields.get("build"))
+        parts = [f"{k}={v}" for k, v in build["defines"].items()] + build["flags"]
+        shown = f" [{' '.join(parts)}]" if parts else ""
+        return f"{self.rel}{shown} for {self.arch}"
+
+
+@dataclass(frozen=True)
+class Launch:
+    """One launch of one kernel of the shard."""
+
+    member: Member
+    name: str | None  # None for a single-launch kernel
+    source: Source
+    job_key: tuple[str, str, str] | None  # None for kinds without a code object
+
+
+@dataclass(frozen=True)
+class ArchPlan:
+    arch: str
+    members: tuple[Member, ...]
+    launches: tuple[Launch, ...]
+    jobs: tuple[Job, ...]
+
+    def launches_of(self, ukd: Ukd) -> list[Launch]:
+        return [ln for ln in self.launches if ln.member.ukd.key == ukd.key]
+
+
+def plan_arch(tree: Tree, arch: str) -> ArchPlan:
+    """The kernels in the shard of ``arch`` and the jobs that build their objects.
+    The tree has passed every rule, so every path resolves."""
+    members = tuple(tree.members_on(arch))
+    jobs: dict[tuple[str, str, str], Job] = {}
+    launches: list[Launch] = []
+    for m in members:
+        for name, src in m.ukd.launches:
+            if src.kind not in COMPILED_KINDS:
+                launches.append(Launch(m, name, src, None))
+                continue
+            rel = source_file(tree, m.ukd, src)
+            key = tockey.toc_key(src.kind, src.fields, rel)
+            job = Job(src.kind, arch, key, rel, src.fields)
+            user = User(m.ukd.name, m.ukd.file, src.json_path)
+            known = jobs.get(job.key)
+            jobs[job.key] = Job(job.kind, arch, key, rel, src.fields,
+                                (known.users if known else ()) + (user,))
+            launches.append(Launch(m, name, src, job.key))
+    return ArchPlan(arch, members, tuple(launches), tuple(jobs.values()))

@@ -1,0 +1,251 @@
+"""Producers (SPEC 5): turn jobs into code objects.
+
+* hip: one ``hipcc --genco`` per distinct (source, build, arch), through the cache;
+* hsaco: the prebuilt file, read once, its ``amdhsa.target`` checked against the arch;
+* builder: ``module.function(spec, *, arch)``, its signature checked before the call.
+
+Every object is stored as the bare ELF (a clang offload bundle is unwrapped), and
+what is read from it (target, kernels, signatures) is cached by its digest.
+Jobs run in parallel over ``jobs`` threads (compiles are subprocesses).
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import os
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ukdpack import _runtime, codeobject, compiler
+from ukdpack.cache import CompileCache, base_key
+from ukdpack.digest import sha256_hex
+from ukdpack.errors import Problem, UkdError
+from ukdpack.plan import Job
+
+
+@dataclass(frozen=True)
+class ObjectInfo:
+    """What the runtime will meet in an object: its target and each kernel's signature."""
+
+    target: str  # bare arch (or generic target) the object was built for
+    signatures: Mapping[str, list[dict[str, Any]]]
+
+    @property
+    def kernels(self) -> list[str]:
+        return sorted(self.signatures)
+
+
+@dataclass(frozen=True)
+class Product:
+    job: Job
+    data: bytes  # the bare ELF stored in the archive
+    sha256: str
+    info: ObjectInfo
+    deps: tuple[str, ...]  # files read to make it (for the depfile)
+    compiled: bool  # the compiler ran for it in this pack
+
+
+class JobFailed(Exception):
+    def __init__(self, problem: Problem) -> None:
+        super().__init__(str(problem))
+        self.problem = problem
+
+
+def _fail(job: Job, message: str, detail: str = "", said: str = "") -> JobFailed:
+    """The problem of a job, told at its first user, naming the others' count; ``detail``
+    (what the tool ``said``) follows on indented lines."""
+    user = job.users[0]
+    more = len(job.users) - 1
+    others = f" and {more} more launch{'es' if more > 1 else ''}" if more else ""
+    text = f"{message} (used by {user}{others})"
+    if detail:
+        text += f"; {said} said:\n" + "\n".join("    " + ln for ln in detail.splitlines()[:60])
+    return JobFailed(Problem(user.file, user.json_path, text))
+
+
+def object_info(elf: bytes, cache: CompileCache | None) -> ObjectInfo:
+    """Target and signatures of every kernel of ``elf`` (cached by digest)."""
+    sha = sha256_hex(elf)
+    found = cache.get_info(sha) if cache is not None else None
+    if found is not None:
+        return ObjectInfo(found["target"], found["signatures"])
+    signatures = {k: codeobject.read_signature(elf, k) for k in codeobject.kernels(elf)}
+    info = ObjectInfo(codeobject.target_arch(elf), signatures)
+    if cache is not None:
+        cache.put_info(sha, {"target": info.target, "signatures": signatures})
+    return info
+
+
+JobDone = Callable[[Job, float, bool], None]
+
+
+class Producer:
+    """Runs jobs for one pack; compilers are located (and their version read) once."""
+
+    def __init__(self, root: Path, cache: CompileCache, jobs: int,
+                 hipcc: str | None = None) -> None:
+        self.root = root
+        self.cache = cache
+        self.jobs = max(1, jobs)
+        self._hipcc_arg = hipcc
+        self._compilers: dict[str, compiler.Compiler] = {}
+        self._lock = threading.Lock()
+        self.compiles = 0  # compiler runs in this pack
+
+    def compiler(self, kind: str) -> compiler.Compiler:
+        """The compiler of ``kind``; raises UkdError with the install hint when missing."""
+        with self._lock:
+            if kind not in self._compilers:
+                path = compiler.locate(kind, self._hipcc_arg)
+                version = self.cache.compiler_version(path)
+                if version is None:
+                    version = compiler.version_text(path)
+                    self.cache.put_compiler_version(path, version)
+                self._compilers[kind] = compiler.Compiler(kind, path, version)
+            return self._compilers[kind]
+
+    def versions(self) -> dict[str, str]:
+        """Version text of each compiler this pack used, by kind (for provenance)."""
+        with self._lock:
+            return {kind: c.version for kind, c in self._compilers.items()}
+
+    def run(self, jobs: Sequence[Job], done: JobDone | None = None
+            ) -> dict[tuple[str, str, str], Product | Problem]:
+        """Every job's product, or the problem that stopped it. Never raises for bad input."""
+        results: dict[tuple[str, str, str], Product | Problem] = {}
+
+        def one(job: Job) -> None:
+            start = time.monotonic()
+            try:
+                product = self._produce(job)
+            except JobFailed as e:
+                results[job.key] = e.problem
+                if done:
+                    done(job, time.monotonic() - start, True)
+                return
+            results[job.key] = product
+            if done:
+                done(job, time.monotonic() - start, product.compiled)
+
+        # Longest first: compiles before reads, so the pool stays busy to the end.
+        order = sorted(jobs, key=lambda j: (j.kind not in ("hip", "cuda"), j.toc_key, j.arch))
+        if self.jobs == 1 or len(order) <= 1:
+            for job in order:
+                one(job)
+        else:
+            with ThreadPoolExecutor(max_workers=self.jobs) as pool:
+                list(pool.map(one, order))
+        return results
+
+    # ---------------------------------------------------------------- producers
+    def _produce(self, job: Job) -> Product:
+        if job.kind in ("hip", "cuda"):
+            return self._compile(job)
+        if job.kind == "hsaco":
+            return self._prebuilt(job)
+        if job.kind == "builder":
+            return self._build(job)
+        raise _fail(job, f"no producer for kind '{job.kind}'")
+
+    def _finish(self, job: Job, raw: bytes, deps: tuple[str, ...], compiled: bool,
+                what: str) -> Product:
+        try:
+            elf = codeobject.elf_image(raw)
+            info = object_info(elf, self.cache)
+        except codeobject.CodeObjectError as e:
+            raise _fail(job, f"{what} is not a usable code object: {e}") from None
+        if not _runtime.target_runs_on(info.target, job.arch):
+            raise _fail(job, f"{what} targets {info.target}, not {job.arch}; the shard of "
+                             f"{job.arch} needs an object built for it")
+        return Product(job, elf, sha256_hex(elf), info, deps, compiled)
+
+    def _compile(self, job: Job) -> Product:
+        assert job.rel is not None
+        try:
+            comp = self.compiler(job.kind)
+        except UkdError as e:
+            raise _fail(job, str(e.problems[0])) from None
+        source = self.root / job.rel
+        build = job.fields.get("build") or {}
+        try:
+            source_digest = sha256_hex(source.read_bytes())
+        except OSError as e:
+            raise _fail(job, f"cannot read source {job.rel}: {e.strerror}") from None
+        key = base_key({"compiler": comp.identity, "argv": compiler.key_argv(build, job.arch),
+                        "source": job.rel, "source_sha256": source_digest})
+        hit = self.cache.lookup(key, self.root)
+        if hit is not None:
+            return self._finish(job, hit.data, hit.deps, False, f"the cached object of {job.rel}")
+        with tempfile.TemporaryDirectory(prefix="ukdpack-cc-") as tmp:
+            out, dep = Path(tmp) / "out.hsaco", Path(tmp) / "out.d"
+            argv = compiler.compile_argv(comp, source, build, job.arch, out, dep, self.root)
+            with self._lock:
+                self.compiles += 1
+            outcome = compiler.run_compile(argv, out, dep, source.parent)
+        if not outcome.ok:
+            raise _fail(job, f"compiling {job.what()} failed", outcome.message,
+                        os.path.basename(comp.path))
+        deps = outcome.deps or (str(source),)
+        self.cache.store(key, self.root, deps, outcome.data)
+        return self._finish(job, outcome.data, deps, True, f"the object compiled from {job.rel}")
+
+    def _prebuilt(self, job: Job) -> Product:
+        assert job.rel is not None
+        path = self.root / job.rel
+        try:
+            raw = path.read_bytes()
+        except OSError as e:
+            raise _fail(job, f"cannot read prebuilt object {job.rel}: {e.strerror}") from None
+        return self._finish(job, raw, (str(path),), False, f"prebuilt object {job.rel}")
+
+    def _build(self, job: Job) -> Product:
+        module_name = str(job.fields["module"])
+        function_name = str(job.fields["function"])
+        label = f"builder {module_name}:{function_name}"
+        try:
+            module = importlib.import_module(module_name)
+        except Exception as e:  # the builder's own import failed: report it, don't crash
+            raise _fail(job, f"cannot import {label}: {type(e).__name__}: {e}") from None
+        fn = getattr(module, function_name, None)
+        if not callable(fn):
+            raise _fail(job, f"{label}: module {module_name} has no function "
+                             f"'{function_name}'")
+        problem = _builder_signature_problem(fn)
+        if problem:
+            raise _fail(job, f"{label} must take (spec, *, arch), found {problem}")
+        try:
+            result = fn(dict(job.fields["spec"]), arch=job.arch)
+        except Exception as e:  # a failing builder fails its arch, with its message
+            raise _fail(job, f"{label} failed for {job.arch}: {type(e).__name__}: {e}"
+                        ) from None
+        if not isinstance(result, (bytes, bytearray, memoryview)):
+            raise _fail(job, f"{label} returned {type(result).__name__}, expected the code "
+                             "object's bytes")
+        deps = (module.__file__,) if getattr(module, "__file__", None) else ()
+        return self._finish(job, bytes(result), tuple(str(d) for d in deps), False,
+                            f"the object {label} built")
+
+
+def _builder_signature_problem(fn: Callable[..., Any]) -> str | None:
+    """None when ``fn`` takes exactly (spec, *, arch); else what it takes."""
+    try:
+        sig = inspect.signature(fn)
+    except (TypeError, ValueError):
+        return "a callable whose parameters cannot be read"
+    params = list(sig.parameters.values())
+    ok = (len(params) == 2
+          and params[0].kind in (inspect.Parameter.POSITIONAL_ONLY,
+                                 inspect.Parameter.POSITIONAL_OR_KEYWORD)
+          and params[0].default is inspect.Parameter.empty
+          and params[1].name == "arch" and params[1].kind is inspect.Parameter.KEYWORD_ONLY)
+    bare = sig.replace(return_annotation=inspect.Signature.empty,
+                       parameters=[p.replace(annotation=inspect.Parameter.empty)
+                                   for p in params])
+    return None if ok else str(bare)

@@ -1,0 +1,83 @@
+"""Output for people: a live bar on a terminal, plain lines otherwise (CMake, CI).
+
+Problems and notes always go out as lines (``ukdpack: error: <file>: <path>: ...``),
+whatever the mode, so logs read the same everywhere.
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+from typing import TYPE_CHECKING, TextIO
+
+from ukdpack.errors import Problem
+from ukdpack.walk import Skipped
+
+if TYPE_CHECKING:
+    from rich.progress import Progress, TaskID
+
+
+class Reporter:
+    """Where a pack tells what it does."""
+
+    def __init__(self, label: str | None = None, stream: TextIO | None = None,
+                 live: bool | None = None) -> None:
+        self.stream = stream or sys.stderr
+        self.prefix = f"ukdpack[{label}]" if label else "ukdpack"
+        self.live = self.stream.isatty() if live is None else live
+        self._lock = threading.Lock()
+        self._progress: Progress | None = None
+        self._task: TaskID | None = None
+        self._done = 0
+        self._total = 0
+
+    def _emit(self, text: str) -> None:
+        with self._lock:
+            if self._progress is not None:
+                self._progress.console.print(text, markup=False, highlight=False)
+            else:
+                print(text, file=self.stream, flush=True)
+
+    def info(self, text: str) -> None:
+        self._emit(f"{self.prefix}: {text}")
+
+    def problem(self, p: Problem) -> None:
+        self._emit(f"{self.prefix}: {p.severity}: {p}")
+
+    def skipped(self, s: Skipped) -> None:
+        self._emit(s.line())
+
+    # ------------------------------------------------------------ compile batch
+    def batch_started(self, total: int, what: str) -> None:
+        self._done, self._total = 0, total
+        if total == 0:
+            return
+        if self.live:
+            from rich.console import Console
+            from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+
+            progress = Progress(TextColumn(f"{self.prefix}: {what}"), BarColumn(),
+                                MofNCompleteColumn(), TextColumn("{task.description}"),
+                                console=Console(file=self.stream), transient=True)
+            progress.start()
+            self._task = progress.add_task("", total=total)
+            self._progress = progress
+        else:
+            self.info(f"{what}: {total} code object{'s' if total != 1 else ''}")
+
+    def job_done(self, what: str, seconds: float, ran: bool) -> None:
+        with self._lock:
+            self._done += 1
+            done = self._done
+            progress = self._progress
+        if progress is not None and self._task is not None:
+            progress.update(self._task, advance=1, description=what)
+        elif ran:
+            self.info(f"[{done}/{self._total}] {what} ({seconds:.1f} s)")
+
+    def batch_finished(self, summary: str) -> None:
+        if self._progress is not None:
+            self._progress.stop()
+            self._progress = None
+        if self._total:
+            self.info(summary)

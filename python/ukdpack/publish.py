@@ -1,0 +1,139 @@
+"""Publishing shards (SPEC 8): each shard is built in ``OUT_ROOT/.<arch>.staging``
+and swapped into place only when complete and checked, under a per-arch lock.
+
+On Linux the swap is one ``renameat2(RENAME_EXCHANGE)``, so a reader (or a kill at
+any moment) sees the previous shard or the new one, never neither. Elsewhere the
+previous shard is first moved to ``.<arch>.old``, and the next pack restores it
+should a kill land between the two renames.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import errno
+import fcntl
+import os
+import shutil
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+from ukdpack.errors import UkdError
+
+_AT_FDCWD = -100
+_RENAME_EXCHANGE = 2
+
+
+def staging_path(out_root: Path, arch: str) -> Path:
+    return out_root / f".{arch}.staging"
+
+
+def _old_path(out_root: Path, arch: str) -> Path:
+    return out_root / f".{arch}.old"
+
+
+def _rmtree(path: Path) -> None:
+    if path.is_symlink() or path.is_file():
+        path.unlink()
+    elif path.exists():
+        shutil.rmtree(path)
+
+
+@contextlib.contextmanager
+def shard_lock(out_root: Path, arch: str, timeout: float,
+               waiting: Callable[[str], None]) -> Iterator[None]:
+    """Hold ``OUT_ROOT/.<arch>.lock`` (flock); say so once while waiting for it."""
+    out_root.mkdir(parents=True, exist_ok=True)
+    path = out_root / f".{arch}.lock"
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        deadline = time.monotonic() + timeout
+        said = False
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except OSError as e:
+                if e.errno not in (errno.EAGAIN, errno.EACCES):
+                    raise
+            if not said:
+                waiting(f"waiting for another pack of {out_root / arch} (lock {path})")
+                said = True
+            if time.monotonic() >= deadline:
+                raise UkdError(f"{out_root / arch}: gave up after {timeout:.0f} s waiting for "
+                               f"another pack to release {path}")
+            time.sleep(0.05)
+        _recover(out_root, arch)
+        yield
+    finally:
+        os.close(fd)
+
+
+def _recover(out_root: Path, arch: str) -> None:
+    """Undo what a killed pack left: a half-built staging folder, a moved-away shard."""
+    old, final = _old_path(out_root, arch), out_root / arch
+    if old.exists():
+        if final.exists():
+            _rmtree(old)
+        else:
+            os.rename(old, final)
+    _rmtree(staging_path(out_root, arch))
+
+
+def fresh_staging(out_root: Path, arch: str) -> Path:
+    path = staging_path(out_root, arch)
+    _rmtree(path)
+    path.mkdir(parents=True)
+    return path
+
+
+def _exchange(a: Path, b: Path) -> bool:
+    libc = ctypes.CDLL(None, use_errno=True)
+    fn = getattr(libc, "renameat2", None)
+    if fn is None:
+        return False
+    rc = fn(_AT_FDCWD, os.fsencode(a), _AT_FDCWD, os.fsencode(b), _RENAME_EXCHANGE)
+    return bool(rc == 0)
+
+
+def _fsync_tree(root: Path) -> None:
+    for folder, _, files in os.walk(root):
+        for name in files:
+            fd = os.open(os.path.join(folder, name), os.O_RDONLY)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+
+
+def publish(staging: Path, out_root: Path, arch: str) -> Path:
+    """Swap the complete staging folder into ``OUT_ROOT/<arch>``; return that path."""
+    final = out_root / arch
+    _fsync_tree(staging)
+    if not final.exists():
+        os.rename(staging, final)
+    elif _exchange(staging, final):
+        _rmtree(staging)  # now the previous shard
+    else:
+        old = _old_path(out_root, arch)
+        os.rename(final, old)
+        os.rename(staging, final)
+        _rmtree(old)
+    return final
+
+
+def remove_shard(out_root: Path, arch: str) -> bool:
+    """Remove a stale shard (and any staging); whether a shard was there."""
+    final = out_root / arch
+    existed = final.exists()
+    _rmtree(final)
+    _rmtree(staging_path(out_root, arch))
+    _rmtree(_old_path(out_root, arch))
+    return existed
+
+
+def write_file(root: Path, rel: str, data: bytes) -> None:
+    path = root / rel
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(data)

@@ -1,0 +1,75 @@
+"""Helpers shared by the packer tests: building trees and running packs."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import stat
+import subprocess
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from ukdpack import jsonc
+
+REPO = Path(__file__).resolve().parents[2]
+EXAMPLE = REPO / "descriptors"
+OBJECTS = REPO / "tests" / "data" / "objects"
+BUILDERS = Path(__file__).resolve().parent / "builders"
+
+
+def write_json(path: Path, doc: Any) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(doc, indent=2) + "\n")
+
+
+def read_json(path: Path) -> Any:
+    """A descriptor as written (authored ones may hold comments)."""
+    return jsonc.loads(path.read_text())
+
+
+def copy_example(dst: Path) -> Path:
+    shutil.copytree(EXAMPLE, dst, symlinks=True)
+    return dst
+
+
+def run_pack(src: Path, out: Path, arches: Sequence[str], *extra: str,
+             cache: Path | None = None, env: dict[str, str] | None = None
+             ) -> subprocess.CompletedProcess[str]:
+    """``python -m ukdpack pack`` as a build would run it."""
+    args = [sys.executable, "-m", "ukdpack", "pack", "--source-root", str(src),
+            "--out-root", str(out), "--plain", "--jobs", "2"]
+    for a in arches:
+        args += ["--arch", a]
+    if cache is not None:
+        args += ["--cache-dir", str(cache)]
+    full_env = dict(os.environ, HIP_PLATFORM="amd")
+    full_env["PYTHONPATH"] = os.pathsep.join(
+        [str(BUILDERS), *filter(None, [os.environ.get("PYTHONPATH")])])
+    full_env.update(env or {})
+    return subprocess.run([*args, *extra], capture_output=True, text=True, env=full_env,
+                          check=False)
+
+
+def counting_compiler(folder: Path) -> tuple[Path, Path]:
+    """A hipcc wrapper that logs each compile (not --version) to a file."""
+    log = folder / "compiles.log"
+    real = shutil.which("hipcc")
+    assert real, "hipcc is installed by scripts/setup.sh"
+    wrapper = folder / "hipcc"
+    wrapper.write_text(f'#!/bin/sh\ncase " $* " in *" --genco "*) echo "$*" >> "{log}";; esac\n'
+                       f'exec "{real}" "$@"\n')
+    wrapper.chmod(wrapper.stat().st_mode | stat.S_IEXEC)
+    return wrapper, log
+
+
+def compiles(log: Path) -> list[str]:
+    return log.read_text().splitlines() if log.exists() else []
+
+
+def shard_files(shard: Path) -> dict[str, bytes]:
+    """Every file of a shard by relative path (lock files and the like excluded)."""
+    return {str(p.relative_to(shard)): p.read_bytes()
+            for p in sorted(shard.rglob("*")) if p.is_file()}

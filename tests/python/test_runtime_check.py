@@ -1,0 +1,124 @@
+"""The runtime's verdict on shards: the committed ``multi_launch_mismatch`` fixture,
+a packer-built ``multi_launch`` shard, and the pack-time runtime check (SPEC 9.3)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from pack_support import REPO, copy_example, read_json, run_pack, write_json
+
+from ukdpack import _runtime
+
+FIXTURES = REPO / "tests" / "fixtures"
+
+
+def _validate_exe() -> str:
+    return str(Path(sys.executable).parent / "ukdpack-validate")
+
+
+def test_mismatch_fixture_round_trip_through_the_validator() -> None:
+    """The validator loads the engine, drops the odd kernel only, and fails naming both sets."""
+    shard = FIXTURES / "multi_launch_mismatch"
+    r = subprocess.run([_validate_exe(), str(shard)], capture_output=True, text=True, check=False)
+    assert r.returncode == 1
+    assert ("dropping kernel 'scale.f32' of pack 'split_kv' (attention/split_kv.kdp.json): "
+            "dispatch symbol 'example_split_kv_dispatch' declares launches {consume, produce}, "
+            "the kernel has {}") in r.stderr
+    doc = json.loads(subprocess.run([_validate_exe(), "--json", str(shard)], capture_output=True,
+                                    text=True, check=False).stdout)
+    assert doc["ok"] is False
+    assert doc["engines"] == ["example:attention"]
+    assert [d["name"] for d in doc["dropped"]] == ["scale.f32"]
+    assert doc["kept"] == 2
+
+
+def test_mismatch_fixture_through_the_extension() -> None:
+    dset = _runtime.load_shard(str(FIXTURES / "multi_launch_mismatch"))
+    sm = _runtime.StateManager(dset, handlers=_runtime.stub_handlers(dset), arch="gfx90a")
+    assert [d["name"] for d in sm.dropped()] == ["scale.f32"]
+    assert sorted(k["name"] for k in sm.kept()) == ["scale.f16", "split_kv.f32"]
+    (line,) = sm.log()
+    assert "{consume, produce}" in line and "the kernel has {}" in line
+
+
+@pytest.fixture(scope="module")
+def multi_launch(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The ``multi_launch`` shard: the example tree packed by ukdpack for gfx90a."""
+    base = tmp_path_factory.mktemp("multi_launch")
+    r = run_pack(copy_example(base / "tree"), base / "out", ["gfx90a"], cache=base / "cache")
+    assert r.returncode == 0, r.stderr
+    return base / "out" / "gfx90a"
+
+
+def test_two_launches_load_from_one_shared_object(multi_launch: Path) -> None:
+    dset = _runtime.load_shard(str(multi_launch))
+    handlers = {"example_split_kv_dispatch": ["produce", "consume"], "example_scale_dispatch": []}
+    sm = _runtime.StateManager(dset, handlers=handlers, arch="gfx90a")
+    assert sm.dropped() == []
+    (split,) = [k for k in sm.kept() if k["name"] == "split_kv.f32"]
+    assert split["launches"] == ["consume", "produce"]
+    produce = sm.load_launch_code(split["kernel_id"], "produce", "gfx90a")
+    consume = sm.load_launch_code(split["kernel_id"], "consume", "gfx90a")
+    assert produce == consume
+    assert _runtime.code_object_has_kernel(produce, "split_kv_produce")
+    assert _runtime.code_object_has_kernel(consume, "split_kv_consume")
+    kernel = dset.kernel(split["kernel_id"])
+    assert kernel is not None
+    sources = kernel["sources"]
+    assert sources["produce"]["toc_key"] == sources["consume"]["toc_key"]
+    assert sources["produce"]["symbol"] != sources["consume"]["symbol"]
+
+
+def test_pack_refuses_a_shard_the_runtime_would_drop(tmp_path: Path) -> None:
+    tree = copy_example(tmp_path / "tree")
+    manifest = tmp_path / "handlers.json"
+    write_json(manifest, {"example_split_kv_dispatch": ["produce"], "example_scale_dispatch": []})
+    out = tmp_path / "out"
+    (out / "gfx90a").mkdir(parents=True)  # a stale shard
+    r = run_pack(tree, out, ["gfx90a"], "--handlers", str(manifest), cache=tmp_path / "cache")
+    assert r.returncode == 1
+    assert ("attention/split_kv.kdp.json: $.kernelDescriptors[0]: the runtime drops kernel "
+            "'split_kv.f32': dispatch symbol 'example_split_kv_dispatch' declares launches "
+            "{produce}, the kernel has {consume, produce}") in r.stderr
+    assert "failed: gfx90a" in r.stderr
+    assert not (out / "gfx90a").exists()
+    assert not (out / ".gfx90a.staging").exists()
+
+    write_json(manifest, {"example_split_kv_dispatch": ["consume", "produce"],
+                          "example_scale_dispatch": []})
+    r = run_pack(tree, out, ["gfx90a"], "--handlers", str(manifest), cache=tmp_path / "cache")
+    assert r.returncode == 0, r.stderr
+
+
+def test_runtime_check_falls_back_to_the_stub_rule(tmp_path: Path) -> None:
+    """Without a manifest or UDD launches, the first kernel of the first pack decides."""
+    tree = copy_example(tmp_path / "tree")
+    udd = tree / "attention" / "split_kv.udd.json"
+    doc = read_json(udd)
+    doc["version"] = "1.0"
+    del doc["launches"]
+    write_json(udd, doc)
+    r = run_pack(tree, tmp_path / "out", ["gfx90a"], cache=tmp_path / "cache")
+    assert r.returncode == 0, r.stderr
+    dset = _runtime.load_shard(str(tmp_path / "out" / "gfx90a"))
+    assert _runtime.stub_handlers(dset)["example_split_kv_dispatch"] == ["consume", "produce"]
+
+
+@pytest.mark.parametrize("content,fragment", [
+    ("[1]", "handlers.json: $: expected an object {dispatch_symbol: [launch names]}"),
+    ('{"sym": "produce"}', 'handlers.json: $["sym"]: expected a list of launch names'),
+    ('{"sym": ["_x"]}', 'handlers.json: $["sym"]: expected a list of launch names'),
+    ("{nope", "handlers.json: not valid JSON"),
+])
+def test_malformed_handler_manifest_is_named(tmp_path: Path, content: str, fragment: str) -> None:
+    manifest = tmp_path / "handlers.json"
+    manifest.write_text(content)
+    r = run_pack(copy_example(tmp_path / "tree"), tmp_path / "out", ["gfx90a"],
+                 "--handlers", str(manifest), cache=tmp_path / "cache")
+    assert r.returncode == 1
+    assert fragment in r.stderr
+    assert "Traceback" not in r.stderr

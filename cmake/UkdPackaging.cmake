@@ -95,7 +95,7 @@ function(ukd_check_dvc_outputs)
   get_filename_component(_root "${ARG_ROOT}" ABSOLUTE)
   _ukd_check_python()
   _ukd_command(_cmd)
-  execute_process(COMMAND ${_cmd} dvc-status "${_root}"
+  execute_process(COMMAND ${_cmd} dvc-status "${_root}" --require
     OUTPUT_VARIABLE _out ERROR_VARIABLE _err RESULT_VARIABLE _rc
     OUTPUT_STRIP_TRAILING_WHITESPACE ERROR_STRIP_TRAILING_WHITESPACE)
   set(_ok TRUE)
@@ -282,13 +282,14 @@ function(ukd_add_pack_target)
     list(APPEND _stamps "${_stamp}")
   endforeach()
 
+  get_property(_here GLOBAL PROPERTY _UKDPACK_CMAKE_DIR)
   set(_final "${_stamps}")
   if(ARG_REQUIRED)
     # Dormancy is a property of the whole root: judged once every shard is built.
     set(_check "${_dir}/required.stamp")
     add_custom_command(OUTPUT "${_check}"
       COMMAND "${CMAKE_COMMAND}" "-DOUT_ROOT=${_out}" "-DARCHES=${_arches}" "-DNAME=${ARG_NAME}"
-              "-DSTAMP=${_check}" -P "${_UKDPACK_CMAKE_DIR}/UkdRequireShards.cmake"
+              "-DSTAMP=${_check}" -P "${_here}/UkdRequireShards.cmake"
       DEPENDS ${_stamps}
       VERBATIM)
     set(_final "${_check}")
@@ -342,7 +343,7 @@ function(ukd_add_shard_tests)
   else()
     set(_validate "${UKDPACK_VALIDATE}")
   endif()
-  _ukd_command(_cmd)
+  get_property(_here GLOBAL PROPERTY _UKDPACK_CMAKE_DIR)
   foreach(_arch IN LISTS _arches)
     if(NOT _arch IN_LIST _all)
       message(FATAL_ERROR "ukd_add_shard_tests: ${_arch} is not an arch of pack '${ARG_PACK_NAME}' (${_all})")
@@ -354,7 +355,7 @@ function(ukd_add_shard_tests)
       list(POP_FRONT _argv _what)
       set(_test "ukdpack.${ARG_PACK_NAME}.${_arch}.${_what}")
       add_test(NAME "${_test}"
-        COMMAND "${CMAKE_COMMAND}" "-DSHARD=${_shard}" -P "${_UKDPACK_CMAKE_DIR}/UkdShardTest.cmake"
+        COMMAND "${CMAKE_COMMAND}" "-DSHARD=${_shard}" -P "${_here}/UkdShardTest.cmake"
                 -- ${_argv})
       set_tests_properties("${_test}" PROPERTIES
         LABELS "ukdpack;ukdpack-${ARG_PACK_NAME}"
@@ -363,4 +364,6 @@ function(ukd_add_shard_tests)
   endforeach()
 endfunction()
 
-set(_UKDPACK_CMAKE_DIR "${CMAKE_CURRENT_LIST_DIR}" CACHE INTERNAL "")
+# The folder of this file (its helper scripts sit beside it), for the functions above
+# wherever they are called from.
+set_property(GLOBAL PROPERTY _UKDPACK_CMAKE_DIR "${CMAKE_CURRENT_LIST_DIR}")

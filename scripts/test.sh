@@ -9,6 +9,9 @@ scripts/setup.sh
 export PATH="$root/.venv/bin:$PATH"
 export HIP_PLATFORM=amd
 
+# The example tree's prebuilt objects come from its committed local DVC remote.
+ukdpack dvc-pull descriptors
+
 echo "== ruff"
 ruff check python tests bench
 echo "== mypy --strict"

@@ -65,6 +65,70 @@ def cmd_pack(args: argparse.Namespace) -> int:
     return 0 if report.ok else 1
 
 
+def cmd_dvc_status(args: argparse.Namespace) -> int:
+    from ukdpack import dvc
+
+    root = Path(args.root)
+    if not root.is_dir():
+        raise UkdError(f"{root}: expected a descriptor root folder")
+    st = dvc.status(root, verify=args.verify)
+    if args.outputs:
+        for s in st.outputs:
+            print(s.output.path)
+        return 0
+    if args.json:
+        print(json.dumps({
+            "root": str(root), "repo": str(st.repo) if st.repo else None,
+            "outputs": [{"sidecar": str(s.output.sidecar), "path": str(s.output.path),
+                         "state": s.state, "detail": s.detail, "remote": s.output.remote}
+                        for s in st.outputs],
+            "missing": len(st.missing),
+            "pull": [dvc.pull_command(r, sc) for r, sc in dvc.pull_groups(st).items()],
+            "problems": [p.as_dict() for p in st.problems],
+        }, indent=2))
+    else:
+        _print_problem_lines([p.line() for p in st.problems])
+        for line in dvc.describe_missing(st):
+            print(f"  {line}")
+        n, m = len(st.outputs), len(st.missing)
+        if not n:
+            print(f"ukdpack: {root}: no DVC outputs")
+        elif m:
+            print(f"ukdpack: {root}: {m} of {n} DVC outputs not present; fetch them with: "
+                  f"ukdpack dvc-pull {root}")
+        else:
+            print(f"ukdpack: {root}: {n} DVC outputs present"
+                  + (" and verified" if args.verify else ""))
+    failed = bool(st.problems) or (args.require and bool(st.missing))
+    return 1 if failed else 0
+
+
+def cmd_dvc_pull(args: argparse.Namespace) -> int:
+    from ukdpack import dvc
+
+    root = Path(args.root)
+    st = dvc.status(root)
+    if st.problems:
+        raise UkdError(st.problems)
+    if st.missing and st.repo is None:
+        raise UkdError(f"{root}: its DVC sidecars lie in no DVC repository (no .dvc folder "
+                       "above them)")
+    rc, ran = dvc.pull(root, args.remote)
+    for cmd in ran:
+        print(f"ukdpack: ran in {st.repo}: {cmd}")
+    if not ran:
+        print(f"ukdpack: {root}: every DVC output is present; nothing to pull")
+    if rc != 0:
+        print(f"ukdpack: error: dvc pull failed (exit {rc})", file=sys.stderr)
+        return 1
+    left = dvc.status(root).missing
+    if left:
+        _print_problem_lines([f"ukdpack: error: still missing: {ln}"
+                              for ln in dvc.describe_missing(dvc.status(root))])
+        return 1
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="ukdpack",
@@ -105,6 +169,20 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--lock-timeout", type=float, default=600.0, metavar="S",
                    help="seconds to wait for another pack of the same shard (default 600)")
     p.set_defaults(handler=cmd_pack)
+
+    p = sub.add_parser("dvc-status", help="which DVC outputs under a root are present")
+    p.add_argument("root", help="descriptor root folder")
+    p.add_argument("--json", action="store_true", help="print the status as JSON")
+    p.add_argument("--verify", action="store_true",
+                   help="also compare content hashes as DVC computes them")
+    p.add_argument("--require", action="store_true", help="exit 1 when any output is missing")
+    p.add_argument("--outputs", action="store_true", help="print every output path, one a line")
+    p.set_defaults(handler=cmd_dvc_status)
+
+    p = sub.add_parser("dvc-pull", help="fetch the missing DVC outputs under a root with DVC")
+    p.add_argument("root", help="descriptor root folder")
+    p.add_argument("--remote", metavar="NAME", help="remote for outputs that name none")
+    p.set_defaults(handler=cmd_dvc_pull)
     return parser
 
 

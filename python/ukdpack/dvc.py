@@ -248,3 +248,14 @@ def pull(root: Path, remote: str | None = None) -> tuple[int, list[str]]:
         if r.returncode != 0:
             return r.returncode, ran
     return 0, ran
+
+
+def missing_hint(root: Path, path: Path, outputs: Iterable[Output] | None = None) -> str | None:
+    """For a missing file that a DVC output under ``root`` holds: what to run to fetch it."""
+    out = output_holding(tracked_outputs(root) if outputs is None else outputs, path)
+    if out is None:
+        return None
+    repo = find_repo(out.sidecar.parent) or root
+    sidecar = _rel(out.sidecar, repo)
+    return (f"it is a DVC output of {_rel(out.sidecar, root)} that is not pulled; run in "
+            f"{repo}: {pull_command(out.remote, [sidecar])} (or: ukdpack dvc-pull {root})")

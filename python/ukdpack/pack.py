@@ -308,7 +308,7 @@ def pack(opts: PackOptions, reporter: Reporter) -> PackReport:
     tree = load_tree(root, opts.exclude_folders)
     for s in tree.skipped:
         reporter.skipped(s)
-    report.problems = check_tree(tree, opts.arches)
+    report.problems = check_tree(tree, opts.arches, missing_prebuilt="skip")
     for p in report.problems:
         reporter.problem(p)
     if any(p.severity == "error" for p in report.problems):

@@ -18,7 +18,12 @@ class Resolved:
 
 
 class PathRefused(ValueError):
-    """A path that is absolute, leaves the root, or names nothing."""
+    """A path that is absolute, leaves the root, or names nothing (then ``missing`` is the
+    path that was looked for)."""
+
+    def __init__(self, message: str, missing: Path | None = None) -> None:
+        super().__init__(message)
+        self.missing = missing
 
 
 def resolve(root: Path, folder: PurePosixPath | str, name: str, *, must_exist: bool = True,
@@ -39,5 +44,6 @@ def resolve(root: Path, folder: PurePosixPath | str, name: str, *, must_exist: b
         where = f"'{folder}'" if str(folder) not in ("", ".") else "the root"
         found = "a folder" if candidate.is_dir() else "nothing"
         raise PathRefused(f"{what} '{name}' not found: expected {joined} (paths are relative "
-                          f"to the descriptor's folder, {where}), found {found} there")
+                          f"to the descriptor's folder, {where}), found {found} there",
+                          missing=candidate)
     return Resolved(joined, candidate)

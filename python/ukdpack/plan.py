@@ -89,7 +89,7 @@ def plan_arch(tree: Tree, arch: str) -> ArchPlan:
             if src.kind not in COMPILED_KINDS:
                 launches.append(Launch(m, name, src, None))
                 continue
-            rel = source_file(tree, m.ukd, src)
+            rel = source_file(tree, m.ukd, src, must_exist=False)
             key = tockey.toc_key(src.kind, src.fields, rel)
             job = Job(src.kind, arch, key, rel, src.fields)
             user = User(m.ukd.name, m.ukd.file, src.json_path)

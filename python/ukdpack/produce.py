@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ukdpack import _runtime, codeobject, compiler
+from ukdpack import _runtime, codeobject, compiler, dvc
 from ukdpack.cache import CompileCache, base_key
 from ukdpack.digest import sha256_hex
 from ukdpack.errors import Problem, UkdError
@@ -199,6 +199,10 @@ class Producer:
     def _prebuilt(self, job: Job) -> Product:
         assert job.rel is not None
         path = self.root / job.rel
+        if not path.is_file():
+            hint = dvc.missing_hint(self.root, path)
+            raise _fail(job, f"prebuilt object {job.rel} is not there"
+                        + (f": {hint}" if hint else ""))
         try:
             raw = path.read_bytes()
         except OSError as e:

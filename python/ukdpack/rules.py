@@ -17,9 +17,9 @@ import json
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
-from ukdpack import _runtime, jsonpath, tockey
+from ukdpack import _runtime, dvc, jsonpath, tockey
 from ukdpack.errors import Problem
 from ukdpack.model import (
     Descriptor,
@@ -46,15 +46,21 @@ FILE_FIELDS: dict[str, tuple[str, str]] = {
 }
 
 
-def check(tree: Tree, arches: Sequence[str] | None = None) -> list[Problem]:
+MissingPrebuilt = Literal["error", "warning", "skip"]
+
+
+def check(tree: Tree, arches: Sequence[str] | None = None,
+          missing_prebuilt: MissingPrebuilt = "error") -> list[Problem]:
     """Every whole-set problem of ``tree``; ``arches`` limits the per-arch rules to
-    those shards (None: every arch the tree names, and any other)."""
+    those shards (None: every arch the tree names, and any other). A prebuilt object
+    that is a DVC output not pulled yet is reported with ``missing_prebuilt`` severity
+    (``skip``: not at all, for the packer, which fails only the arches needing it)."""
     shards: list[str | None] = list(arches) if arches is not None else [None, *tree.named_arches]
     problems: list[Problem] = []
     problems += _unique_ids(tree)
     problems += _references(tree)
     problems += _arch_subsets(tree)
-    problems += _files(tree)
+    problems += _files(tree, missing_prebuilt)
     problems += _launch_sets(tree, shards)
     problems += _toc_keys(tree)
     problems += _metadata(tree, shards)
@@ -185,18 +191,20 @@ def _arch_subsets(tree: Tree) -> list[Problem]:
 # --------------------------------------------------------------------------- files
 
 
-def source_file(tree: Tree, ukd: Ukd, src: Source) -> str | None:
+def source_file(tree: Tree, ukd: Ukd, src: Source, must_exist: bool = True) -> str | None:
     """Root-relative path of the file a source names (None for kinds without one).
     Raises PathRefused when the path is refused."""
     spec = FILE_FIELDS.get(src.kind)
     if spec is None:
         return None
     field_name, what = spec
-    return resolve(tree.root, ukd.folder, str(src.fields[field_name]), what=what).rel
+    return resolve(tree.root, ukd.folder, str(src.fields[field_name]), what=what,
+                   must_exist=must_exist).rel
 
 
-def _files(tree: Tree) -> list[Problem]:
+def _files(tree: Tree, missing_prebuilt: MissingPrebuilt) -> list[Problem]:
     problems = []
+    outputs: list[dvc.Output] | None = None
     for ukd in inline_and_standalone_ukds(tree):
         for _, src in ukd.launches:
             spec = FILE_FIELDS.get(src.kind)
@@ -205,7 +213,17 @@ def _files(tree: Tree) -> list[Problem]:
             try:
                 source_file(tree, ukd, src)
             except PathRefused as e:
-                problems.append(Problem(ukd.file, jsonpath.key(src.json_path, spec[0]), str(e)))
+                path = jsonpath.key(src.json_path, spec[0])
+                hint = None
+                if e.missing is not None and src.kind == "hsaco":
+                    outputs = dvc.tracked_outputs(tree.root) if outputs is None else outputs
+                    hint = dvc.missing_hint(tree.root, e.missing, outputs)
+                if hint is None:
+                    problems.append(Problem(ukd.file, path, str(e)))
+                elif missing_prebuilt != "skip":
+                    problems.append(Problem(ukd.file, path, f"prebuilt object "
+                                            f"'{src.fields['file']}' is not there: {hint}",
+                                            missing_prebuilt))
     for uhd in tree.of_type(Uhd):
         if uhd.artifact is None:
             continue
@@ -327,7 +345,7 @@ def _toc_keys(tree: Tree) -> list[Problem]:
             if src.kind not in ("hip", "cuda", "hsaco", "builder"):
                 continue
             try:
-                rel = source_file(tree, ukd, src)
+                rel = source_file(tree, ukd, src, must_exist=False)
             except PathRefused:
                 continue  # reported by _files
             key = tockey.toc_key(src.kind, src.fields, rel)

@@ -69,8 +69,8 @@ def test_every_sha256_is_the_digest_of_its_archive_entry(example_pack: tuple[Pat
         py = kpack.Archive.open(shard / "kpack" / f"kernels_{arch}.kpack")
         cpp = _runtime.KpackArchive(str(shard / "kpack" / f"kernels_{arch}.kpack"))
         seen = 0
-        for kdp in ("scale.kdp.json", "split_kv.kdp.json"):
-            for k in _kernels(shard, kdp):
+        for kdp in sorted(shard.rglob("*.kdp.json")):
+            for k in read_json(kdp)["kernelDescriptors"]:
                 entries = [k["kernel_source"]] if "kernel_source" in k else list(k["sources"].values())
                 for e in entries:
                     assert e["library"] == f"../kpack/kernels_{arch}.kpack"
@@ -78,7 +78,7 @@ def test_every_sha256_is_the_digest_of_its_archive_entry(example_pack: tuple[Pat
                     assert hashlib.sha256(data).hexdigest() == e["sha256"]
                     assert cpp.get(e["toc_key"], arch) == data
                     seen += 1
-        assert seen == 4
+        assert seen == 4 + 3  # attention: 4 launches; prebuilt: reduce_sum + twostage
 
 
 def test_shard_layout_and_generics(example_pack: tuple[Path, Path, Path]) -> None:
@@ -91,6 +91,10 @@ def test_shard_layout_and_generics(example_pack: tuple[Path, Path, Path]) -> Non
         "attention/attention.kmd.json", "attention/attention.ued.json",
         "attention/attention.umd.json", "attention/scale.udd.json", "attention/split_kv.udd.json",
         "attention/heuristics/ranking.uhd.json", "attention/heuristics/ranking.model",
+        "prebuilt/reduce.kdp.json", "prebuilt/reduce.kdp.provenance.json.gz",
+        "prebuilt/twostage.kdp.json", "prebuilt/twostage.kdp.provenance.json.gz",
+        "prebuilt/prebuilt.kmd.json", "prebuilt/prebuilt.ued.json",
+        "prebuilt/reduce.udd.json", "prebuilt/twostage.udd.json",
     }
     text = (out / "gfx90a" / "attention" / "split_kv.kdp.json").read_text()
     assert "//" not in text and "\n " not in text  # compact, comments gone

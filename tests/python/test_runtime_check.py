@@ -56,7 +56,8 @@ def multi_launch(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def test_two_launches_load_from_one_shared_object(multi_launch: Path) -> None:
     dset = _runtime.load_shard(str(multi_launch))
-    handlers = {"example_split_kv_dispatch": ["produce", "consume"], "example_scale_dispatch": []}
+    handlers = {**_runtime.stub_handlers(dset),
+                "example_split_kv_dispatch": ["produce", "consume"], "example_scale_dispatch": []}
     sm = _runtime.StateManager(dset, handlers=handlers, arch="gfx90a")
     assert sm.dropped() == []
     (split,) = [k for k in sm.kept() if k["name"] == "split_kv.f32"]

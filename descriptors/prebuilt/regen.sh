@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# Rebuilds the prebuilt objects of this folder with hipcc and records them in DVC:
+# objects/<arch>/reduce.hsaco for each arch, tracked by objects/<arch>.dvc, pushed to
+# the repository's local remote (dvc-remote/). Run from anywhere; needs hipcc and dvc.
+set -euo pipefail
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+repo=$(cd "$here/../.." && pwd)
+dvc=${DVC:-"$repo/.venv/bin/dvc"}
+export HIP_PLATFORM=amd
+cd "$here"
+for arch in gfx90a gfx940 gfx1030; do
+  mkdir -p "objects/$arch"
+  hipcc --genco --offload-arch="$arch" -O3 -fuse-cuid=none src/reduce.hip \
+    -o "objects/$arch/reduce.hsaco"
+done
+cd "$repo"
+for arch in gfx90a gfx940 gfx1030; do
+  "$dvc" add -q "descriptors/prebuilt/objects/$arch"
+done
+"$dvc" push -q

@@ -1,0 +1,65 @@
+"""UkdPackaging.cmake's argument checking and arch handling, in CMake script mode
+(no configure, no build): every function refuses unknown and missing arguments,
+and the CMake arch pattern agrees with the runtime's isArchName."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import pytest
+from pack_support import REPO
+
+from ukdpack import _runtime
+
+MODULE = REPO / "cmake" / "UkdPackaging.cmake"
+
+
+def _script(tmp_path: Path, body: str) -> subprocess.CompletedProcess[str]:
+    script = tmp_path / "t.cmake"
+    script.write_text(f'include("{MODULE}")\n{body}\n')
+    return subprocess.run(["cmake", "-P", str(script)], capture_output=True, text=True,
+                          check=False)
+
+
+@pytest.mark.parametrize("call,fragment", [
+    ("ukd_check_dvc_outputs(ROOT x BOGUS)", "ukd_check_dvc_outputs: unknown arguments: BOGUS"),
+    ("ukd_check_dvc_outputs(REQUIRE)", "ukd_check_dvc_outputs: ROOT is required"),
+    ("ukd_check_dvc_outputs(ROOT)", "ukd_check_dvc_outputs: missing values for: ROOT"),
+    ("ukd_add_dvc_pull_target(ROOT x)", "ukd_add_dvc_pull_target: NAME is required"),
+    ("ukd_add_dvc_pull_target(NAME n ROOT x REMOTE)", "missing values for: REMOTE"),
+    ("ukd_add_pack_target(NAME n SOURCE_ROOT s)", "ukd_add_pack_target: OUT_ROOT is required"),
+    ("ukd_add_pack_target(NAME n SOURCE_ROOT s OUT_ROOT o ARCH gfx90a)",
+     "ukd_add_pack_target: unknown arguments: ARCH;gfx90a"),
+    ("ukd_add_shard_tests(NAME n)", "ukd_add_shard_tests: unknown arguments: NAME;n"),
+    ("ukd_add_shard_tests(PACK_NAME nope)", "ukd_add_shard_tests: no pack target named 'nope'"),
+])
+def test_functions_refuse_bad_arguments(tmp_path: Path, call: str, fragment: str) -> None:
+    r = _script(tmp_path, call)
+    assert r.returncode != 0
+    assert fragment in r.stderr
+
+
+NAMES = ["gfx90a", "gfx90a:xnack-", "gfx940", "gfx942:sramecc+:xnack-", "gfx1030", "gfx1100",
+         "gfx11-generic", "gfx9-4-generic", "gfx10-3-generic", "gfx900", "gfx90c", "sm_90",
+         "sm_90a", "sm_100", "sm_8", "gfx", "x86_64", "gfx1030x", "gfxabc", "sm90", "gfx-generic",
+         "GFX90A", "gfx90a-generic", "sm_1000"]
+
+
+def test_cmake_arch_pattern_agrees_with_the_runtime(tmp_path: Path) -> None:
+    body = "\n".join(
+        f'_ukd_normalize_arches(out "{n}")\nmessage(STATUS "{n}=[${{out}}]")' for n in NAMES)
+    r = _script(tmp_path, body)
+    assert r.returncode == 0, r.stderr
+    for name in NAMES:
+        bare = _runtime.bare_arch(name)
+        want = bare if _runtime.is_arch_name(bare) else ""
+        assert f"-- {name}=[{want}]" in r.stdout, (name, r.stdout)
+        if not want:
+            assert f"'{name}' is no GPU arch" in r.stderr
+
+
+def test_duplicates_are_dropped_and_order_kept(tmp_path: Path) -> None:
+    r = _script(tmp_path, '_ukd_normalize_arches(out gfx1030 gfx90a:xnack- gfx90a gfx1030)\n'
+                          'message(STATUS "[${out}]")')
+    assert "-- [gfx1030;gfx90a]" in r.stdout

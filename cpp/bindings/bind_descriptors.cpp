@@ -56,21 +56,44 @@ void bindDescriptors(py::module_& m) {
       [](const py::handle& ukd, const std::string& file, const std::string& jsonPath) {
         std::vector<Diagnostic> diags;
         parseKernel(toJson(ukd, true), KernelContext{file, jsonPath, {}}, diags);
-        py::list out;
-        for (const Diagnostic& d : diags) {
-          py::dict item;
-          item["severity"] = severityName(d.severity);
-          item["code"] = d.code;
-          item["file"] = d.file;
-          item["path"] = d.jsonPath;
-          item["message"] = d.message;
-          out.append(item);
-        }
-        return out;
+        return diagnosticList(diags);
       },
       py::arg("ukd"), py::arg("file") = "", py::arg("json_path") = "$",
       "Every problem the runtime's parser finds in one UKD, as dicts "
       "(severity, code, file, path, message).");
+  m.def(
+      "complete_metadata",
+      [](const py::handle& kmd, const std::string& kmdFile, const py::handle& ukd,
+         const std::string& file, const std::string& jsonPath) -> py::tuple {
+        // A KMD or kernel that does not parse has its own problems, told where it is read.
+        std::vector<Diagnostic> ignored;
+        const auto schema = parseMetadataSchema(toJson(kmd, true), KernelContext{kmdFile, "$", {}}, ignored);
+        const auto kernel = parseKernel(toJson(ukd, true), KernelContext{file, jsonPath, {}}, ignored);
+        if (!schema || !kernel) return py::make_tuple(py::none(), py::list());
+        std::vector<Diagnostic> diags;
+        const auto completed = completeMetadata(*schema, *kernel, diags);
+        return py::make_tuple(completed ? fromJson(*completed) : py::none(), diagnosticList(diags));
+      },
+      py::arg("kmd"), py::arg("kmd_file"), py::arg("ukd"), py::arg("file"), py::arg("json_path"),
+      "(completed metadata or None, diagnostics): a kernel's metadata checked against its "
+      "engine's KMD and completed with its defaults, as the runtime loader does.");
+  m.def(
+      "check_descriptor",
+      [](const std::string& type, const py::handle& doc, const std::string& file) {
+        std::vector<Diagnostic> diags;
+        const Json j = toJson(doc, true);
+        const KernelContext ctx{file, "$", {}};
+        if (type == "udd") parseDispatch(j, ctx, diags);
+        else if (type == "ued") parseEngine(j, ctx, diags);
+        else if (type == "kmd") parseMetadataSchema(j, ctx, diags);
+        else if (type == "umd") parseMatcher(j, ctx, diags);
+        else if (type == "uhd") parseHeuristic(j, ctx, diags);
+        else throw py::value_error("check_descriptor reads udd, ued, kmd, umd or uhd, not " + type);
+        return diagnosticList(diags);
+      },
+      py::arg("type"), py::arg("doc"), py::arg("file") = "",
+      "Every problem the runtime's parser finds in one generic descriptor (udd, ued, kmd, "
+      "umd, uhd), as dicts.");
   m.def("is_launch_name", [](const std::string& n) { return isLaunchName(n); }, py::arg("name"));
 }
 

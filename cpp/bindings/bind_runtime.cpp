@@ -27,22 +27,6 @@ namespace {
 // ukdpack._runtime.RuntimeCheckError(ValueError): set when the module loads.
 PyObject* gRuntimeCheckError = nullptr;
 
-py::dict diagnosticDict(const Diagnostic& d) {
-  py::dict out;
-  out["severity"] = severityName(d.severity);
-  out["code"] = d.code;
-  out["file"] = d.file;
-  out["path"] = d.jsonPath;
-  out["message"] = d.message;
-  return out;
-}
-
-py::list diagnosticList(const std::vector<Diagnostic>& diags) {
-  py::list out;
-  for (const Diagnostic& d : diags) out.append(diagnosticDict(d));
-  return out;
-}
-
 // Raises RuntimeCheckError("<CODE>: <file>: <path>: <message>") with .code
 // and .diagnostic set, so callers can both print and branch on it.
 [[noreturn]] void raise(const Diagnostic& d) {

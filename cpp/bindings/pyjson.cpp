@@ -73,6 +73,22 @@ py::object fromJson(const Json& value) {
   }
 }
 
+py::dict diagnosticDict(const Diagnostic& d) {
+  py::dict out;
+  out["severity"] = severityName(d.severity);
+  out["code"] = d.code;
+  out["file"] = d.file;
+  out["path"] = d.jsonPath;
+  out["message"] = d.message;
+  return out;
+}
+
+py::list diagnosticList(const std::vector<Diagnostic>& diags) {
+  py::list out;
+  for (const Diagnostic& d : diags) out.append(diagnosticDict(d));
+  return out;
+}
+
 void raiseDiagnostics(const std::vector<Diagnostic>& diags) {
   std::string msg;
   for (const Diagnostic& d : diags) {

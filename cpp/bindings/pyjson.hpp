@@ -15,6 +15,10 @@ Json toJson(const py::handle& obj, bool parseStrings = false);
 
 py::object fromJson(const Json& value);
 
+// A diagnostic as Python sees it: {severity, code, file, path, message}.
+py::dict diagnosticDict(const Diagnostic& d);
+py::list diagnosticList(const std::vector<Diagnostic>& diags);
+
 // Raises ValueError carrying every diagnostic, one per line.
 [[noreturn]] void raiseDiagnostics(const std::vector<Diagnostic>& diags);
 

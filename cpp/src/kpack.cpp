@@ -4,6 +4,8 @@
 // (msgpack-c allocates a container's elements as soon as it reads the header).
 #include "ukdpack/kpack.hpp"
 
+#include "utf8.hpp"
+
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -40,38 +42,6 @@ std::uint64_t be(const unsigned char* p, int n) {
   std::uint64_t v = 0;
   for (int i = 0; i < n; ++i) v = v << 8 | p[i];
   return v;
-}
-
-bool validUtf8(const unsigned char* s, std::size_t n) {
-  std::size_t i = 0;
-  while (i < n) {
-    const unsigned char c = s[i];
-    std::size_t len = 0;
-    std::uint32_t cp = 0;
-    if (c < 0x80) {
-      ++i;
-      continue;
-    } else if ((c & 0xE0) == 0xC0) {
-      len = 2, cp = c & 0x1F;
-    } else if ((c & 0xF0) == 0xE0) {
-      len = 3, cp = c & 0x0F;
-    } else if ((c & 0xF8) == 0xF0) {
-      len = 4, cp = c & 0x07;
-    } else {
-      return false;
-    }
-    if (n - i < len) return false;
-    for (std::size_t k = 1; k < len; ++k) {
-      if ((s[i + k] & 0xC0) != 0x80) return false;
-      cp = cp << 6 | (s[i + k] & 0x3F);
-    }
-    // Overlong forms, surrogates and code points past U+10FFFF are not UTF-8.
-    if ((len == 2 && cp < 0x80) || (len == 3 && cp < 0x800) || (len == 4 && cp < 0x10000) ||
-        (cp >= 0xD800 && cp <= 0xDFFF) || cp > 0x10FFFF)
-      return false;
-    i += len;
-  }
-  return true;
 }
 
 // Walks one msgpack document without allocating per element. Returns an empty
@@ -149,7 +119,7 @@ std::string prescanMsgpack(const unsigned char* data, std::size_t len) {
       if (stack.size() >= kMaxDepth) return "nested deeper than " + std::to_string(kMaxDepth) + " levels";
     } else {
       if (!need(skip)) return "truncated: a value runs past the end";
-      if (isStr && !validUtf8(data + pos, std::size_t(skip)))
+      if (isStr && !detail::validUtf8(std::string_view(reinterpret_cast<const char*>(data + pos), std::size_t(skip))))
         return "a string at offset " + std::to_string(pos) + " is not UTF-8";
       pos += std::size_t(skip);
     }

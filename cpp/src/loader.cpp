@@ -10,6 +10,7 @@
 #include <utility>
 
 #include "paths.hpp"
+#include "utf8.hpp"
 #include "ukdpack/arch.hpp"
 
 namespace ukdpack {
@@ -31,40 +32,6 @@ std::string upperType(const std::string& t) {
   std::string out = t;
   for (char& c : out) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
   return out;
-}
-
-// Index of the first byte that is not part of valid UTF-8, or npos.
-std::size_t firstInvalidUtf8(std::string_view s) {
-  std::size_t i = 0;
-  const auto* b = reinterpret_cast<const unsigned char*>(s.data());
-  while (i < s.size()) {
-    const unsigned char c = b[i];
-    std::size_t n = 0;
-    std::uint32_t cp = 0;
-    if (c < 0x80) {
-      ++i;
-      continue;
-    } else if ((c & 0xE0) == 0xC0) {
-      n = 1;
-      cp = c & 0x1F;
-    } else if ((c & 0xF0) == 0xE0) {
-      n = 2;
-      cp = c & 0x0F;
-    } else if ((c & 0xF8) == 0xF0) {
-      n = 3;
-      cp = c & 0x07;
-    } else {
-      return i;
-    }
-    for (std::size_t k = 1; k <= n; ++k) {
-      if (i + k >= s.size() || (b[i + k] & 0xC0) != 0x80) return i;
-      cp = (cp << 6) | (b[i + k] & 0x3F);
-    }
-    const bool overlong = (n == 1 && cp < 0x80) || (n == 2 && cp < 0x800) || (n == 3 && cp < 0x10000);
-    if (overlong || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) return i;
-    i += n + 1;
-  }
-  return std::string_view::npos;
 }
 
 // Python's comment scan, only to word an unterminated /* comment alike.
@@ -372,23 +339,7 @@ void Loader::checkArtifacts() {
     if (!h.artifact || removed_.count({"uhd", i}) != 0) continue;
     const std::string& name = *h.artifact;
     const auto v = detail::checkContained(set_.roots[h.root], h.baseDir, name, false);
-    std::string msg;
-    if (v.problem == detail::PathProblem::Absolute) {
-      msg = "expected a path relative to the descriptor's folder, found an absolute path '" + name + "'";
-    } else if (v.problem == detail::PathProblem::Escapes) {
-      msg = "path '" + name + "' leaves the descriptor root";
-    } else if (v.problem != detail::PathProblem::None) {
-      msg = "path '" + name + "' leaves the descriptor root through a symbolic link";
-    } else {
-      std::error_code ec;
-      if (!fs::is_regular_file(v.joined, ec)) {
-        const std::string folder = fs::path(h.file).parent_path().generic_string();
-        msg = "artifact '" + name + "' not found: expected " + v.rootRel +
-              " (paths are relative to the descriptor's folder, " +
-              (folder.empty() ? std::string("the root") : "'" + folder + "'") + "), found " +
-              (fs::is_directory(v.joined, ec) ? "a folder" : "nothing") + " there";
-      }
-    }
+    const std::string msg = detail::describeFileProblem(v, name, "artifact", h.file);
     if (msg.empty()) continue;
     set_.diagnostics.push_back(makeError("ARTIFACT", h.file, "$." + h.adapter + ".artifact", msg));
     removed_.insert({"uhd", i});
@@ -782,7 +733,7 @@ std::vector<WalkedFile> walkRoot(const fs::path& root, std::vector<Diagnostic>& 
 }
 
 Result<Json> parseDescriptorText(std::string_view text) {
-  if (const std::size_t bad = firstInvalidUtf8(text); bad != std::string_view::npos) {
+  if (const std::size_t bad = detail::firstInvalidUtf8(text); bad != std::string_view::npos) {
     return Result<Json>::failure(makeError("ENCODING", "", "",
                                            "not UTF-8 text: byte " + std::to_string(bad) + " cannot be decoded"));
   }

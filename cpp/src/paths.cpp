@@ -56,4 +56,27 @@ PathVerdict checkContained(const fs::path& root, const fs::path& baseDir, const 
   return v;
 }
 
+std::string describeFileProblem(const PathVerdict& v, const std::string& name,
+                                const std::string& what, const std::string& descriptorFile) {
+  switch (v.problem) {
+    case PathProblem::Absolute:
+      return "expected a path relative to the descriptor's folder, found an absolute path '" +
+             name + "'";
+    case PathProblem::Escapes:
+      return "path '" + name + "' leaves the descriptor root";
+    case PathProblem::SymlinkHop:
+    case PathProblem::LinkEscapes:
+      return "path '" + name + "' leaves the descriptor root through a symbolic link";
+    case PathProblem::None:
+      break;
+  }
+  std::error_code ec;
+  if (std::filesystem::is_regular_file(v.joined, ec)) return {};
+  const std::string folder = std::filesystem::path(descriptorFile).parent_path().generic_string();
+  return what + " '" + name + "' not found: expected " + v.rootRel +
+         " (paths are relative to the descriptor's folder, " +
+         (folder.empty() ? std::string("the root") : "'" + folder + "'") + "), found " +
+         (std::filesystem::is_directory(v.joined, ec) ? "a folder" : "nothing") + " there";
+}
+
 }  // namespace ukdpack::detail

@@ -23,6 +23,12 @@ struct PathVerdict {
 PathVerdict checkContained(const std::filesystem::path& root, const std::filesystem::path& baseDir,
                            const std::string& name, bool noSymlinkHop);
 
+// Why a descriptor's path to a file (`what`: "source", "artifact", ...) is refused,
+// worded as the Python packer words it; empty when the file is there. `descriptorFile`
+// is the root-relative descriptor that names it.
+std::string describeFileProblem(const PathVerdict& verdict, const std::string& name,
+                                const std::string& what, const std::string& descriptorFile);
+
 // A '/'-separated root-relative rendering of `p` (which lies inside `root`).
 std::string relativeTo(const std::filesystem::path& root, const std::filesystem::path& p);
 

@@ -58,23 +58,7 @@ void checkSourcePaths(const DescriptorSet& set, std::vector<Diagnostic>& diags) 
         if (it == src.fields.end() || !it->is_string()) return true;
         const std::string name = it->get<std::string>();
         const auto v = detail::checkContained(set.rootOf(m), k.baseDir, name, false);
-        std::string msg;
-        if (v.problem == detail::PathProblem::Absolute) {
-          msg = "expected a path relative to the descriptor's folder, found an absolute path '" + name + "'";
-        } else if (v.problem == detail::PathProblem::Escapes) {
-          msg = "path '" + name + "' leaves the descriptor root";
-        } else if (v.problem != detail::PathProblem::None) {
-          msg = "path '" + name + "' leaves the descriptor root through a symbolic link";
-        } else {
-          std::error_code ec;
-          if (!std::filesystem::is_regular_file(v.joined, ec)) {
-            const std::string folder = std::filesystem::path(k.file).parent_path().generic_string();
-            msg = what + " '" + name + "' not found: expected " + v.rootRel +
-                  " (paths are relative to the descriptor's folder, " +
-                  (folder.empty() ? std::string("the root") : "'" + folder + "'") + "), found " +
-                  (std::filesystem::is_directory(v.joined, ec) ? "a folder" : "nothing") + " there";
-          }
-        }
+        const std::string msg = detail::describeFileProblem(v, name, what, k.file);
         if (!msg.empty()) diags.push_back(makeError("SOURCE_PATH", k.file, jsonPathKey(srcPath, field), msg));
         return true;
       };

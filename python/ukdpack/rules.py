@@ -20,12 +20,11 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from ukdpack import _runtime, dvc, jsonpath, tockey
-from ukdpack.errors import Problem
+from ukdpack.errors import Problem, from_runtime
 from ukdpack.model import (
     Descriptor,
     Kdp,
     Kmd,
-    KmdField,
     Source,
     Udd,
     Ued,
@@ -35,7 +34,6 @@ from ukdpack.model import (
     id_key,
 )
 from ukdpack.paths import PathRefused, resolve
-from ukdpack.schema import describe
 from ukdpack.tree import Member, Tree, inline_and_standalone_ukds
 
 #: The fields of each kind that name a file, relative to the descriptor's folder.
@@ -156,13 +154,6 @@ def _references(tree: Tree) -> list[Problem]:
                     if isinstance(ued.raw[role][arch], list):
                         path = jsonpath.index(path, j)
                     problems.append(_ref_problem(tree, ued, path, uhd, Uhd))
-    for kmd in tree.of_type(Kmd):
-        seen: set[str] = set()
-        for i, f in enumerate(kmd.fields):
-            if f.name in seen:
-                problems.append(Problem(kmd.file, f"$.fields[{i}].name",
-                                        f"field '{f.name}' is defined twice"))
-            seen.add(f.name)
     return [p for p in problems if p is not None]
 
 
@@ -363,45 +354,12 @@ def _toc_keys(tree: Tree) -> list[Problem]:
 # --------------------------------------------------------------------------- 5
 
 
-def _type_ok(f: KmdField, value: Any) -> bool:
-    if f.type == "bool":
-        return isinstance(value, bool)
-    if f.type == "int":
-        return isinstance(value, int) and not isinstance(value, bool)
-    if f.type == "float":
-        return isinstance(value, (int, float)) and not isinstance(value, bool)
-    if f.type == "string":
-        return isinstance(value, str)
-    return isinstance(value, list) and all(
-        isinstance(v, int) and not isinstance(v, bool) for v in value)
-
-
 def completed_metadata(kmd: Kmd, ukd: Ukd) -> tuple[dict[str, Any] | None, list[Problem]]:
-    """The kernel's metadata with the KMD's defaults filled in, or the problems."""
-    problems = []
-    out: dict[str, Any] = {}
-    md_path = jsonpath.key(ukd.json_path, "metadata")
-    known = {f.name for f in kmd.fields}
-    for name in ukd.metadata:
-        if name not in known:
-            problems.append(Problem(ukd.file, jsonpath.key(md_path, name),
-                                    f"unknown metadata field '{name}'; KMD '{kmd.name}' "
-                                    f"({kmd.file}) has {_names(sorted(known))}"))
-    for f in kmd.fields:
-        if f.name in ukd.metadata:
-            value = ukd.metadata[f.name]
-            if not _type_ok(f, value):
-                problems.append(Problem(ukd.file, jsonpath.key(md_path, f.name),
-                                        f"expected {f.type} (KMD '{kmd.name}' field), found "
-                                        f"{describe(value)}"))
-            out[f.name] = value
-        elif f.has_default:
-            out[f.name] = f.default
-        else:
-            problems.append(Problem(ukd.file, md_path,
-                                    f"missing metadata field '{f.name}' ({f.type}), which KMD "
-                                    f"'{kmd.name}' ({kmd.file}) gives no default"))
-    return (None if problems else out), problems
+    """The kernel's metadata checked against the KMD and completed with its defaults, by
+    the runtime's own rule (``completeMetadata`` in the C++ loader)."""
+    values, diags = _runtime.complete_metadata(dict(kmd.raw), kmd.file, dict(ukd.raw), ukd.file,
+                                               ukd.json_path)
+    return values, [from_runtime(d) for d in diags]
 
 
 def _metadata(tree: Tree, shards: Sequence[str | None]) -> list[Problem]:

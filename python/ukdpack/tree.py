@@ -160,6 +160,12 @@ def _read(f: DescriptorFile, authored: bool) -> tuple[Any, Descriptor | None, li
             return doc, None, problems
     elif problems:
         return doc, None, problems
+    if f.type in ("udd", "ued", "kmd", "umd", "uhd"):
+        # Rules beyond the schema (a KMD field named twice, ...) are the runtime's.
+        found = [from_runtime(d) for d in _runtime.check_descriptor(f.type, doc, f.rel)]
+        if any(p.severity == "error" for p in found):
+            return doc, None, found
+        problems += found
     bad_kernels = {i for p in problems if (i := _kernel_index(p.path)) is not None}
     for path, ukd in _kernel_objects(f.type, doc):
         index = _kernel_index(path)

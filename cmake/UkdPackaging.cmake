@@ -311,13 +311,17 @@ function(ukd_add_pack_target)
   set_property(GLOBAL PROPERTY UKDPACK_PACK_${ARG_NAME}_SOURCE_ROOT "${_src}")
   set_property(GLOBAL PROPERTY UKDPACK_PACK_${ARG_NAME}_OUT_ROOT "${_out}")
   set_property(GLOBAL PROPERTY UKDPACK_PACK_${ARG_NAME}_ARCHES "${_arches}")
+  set_property(GLOBAL PROPERTY UKDPACK_PACK_${ARG_NAME}_EXCLUDE_FOLDERS "${ARG_EXCLUDE_FOLDERS}")
 endfunction()
 
 # ukd_add_shard_tests(PACK_NAME <n> [ARCHES <a>...])
 #
-# ctest entries per arch shard of a pack target, running ukdpack-validate on the
-# built shard, labelled `ukdpack` and `ukdpack-<n>`. A shard that the build left
-# out (a dormant arch) reports skipped.
+# ctest entries per arch shard of a pack target, labelled `ukdpack` and
+# `ukdpack-<n>`: ukdpack.<n>.<arch>.validate (ukdpack-validate, the runtime's own
+# loader and state manager), .verify (`ukdpack verify` against the pack's source
+# root: every kernel, launch, digest, symbol and signature) and .desk-check
+# (`ukdpack desk-check`: the whole-set rules over the packed shard). A shard that
+# the build left out (a dormant arch) reports skipped.
 #   PACK_NAME  the NAME given to ukd_add_pack_target (required)
 #   ARCHES     a subset of that target's arches (default: all of them)
 function(ukd_add_shard_tests)
@@ -344,12 +348,25 @@ function(ukd_add_shard_tests)
     set(_validate "${UKDPACK_VALIDATE}")
   endif()
   get_property(_here GLOBAL PROPERTY _UKDPACK_CMAKE_DIR)
+  # The folders the pack left out, so verify expects what the pack packed (a property
+  # ukd_add_pack_target may record; none when it does not).
+  get_property(_excluded GLOBAL PROPERTY UKDPACK_PACK_${ARG_PACK_NAME}_EXCLUDE_FOLDERS)
+  _ukd_command(_cmd)
+  # Checks are "<name>|<argv joined by |>"; the packer's command line is a list too.
+  string(REPLACE ";" "|" _ukdpack "${_cmd}")
+  set(_exclude_opts "")
+  foreach(_x IN LISTS _excluded)
+    string(APPEND _exclude_opts "|--exclude-folder|${_x}")
+  endforeach()
   foreach(_arch IN LISTS _arches)
     if(NOT _arch IN_LIST _all)
       message(FATAL_ERROR "ukd_add_shard_tests: ${_arch} is not an arch of pack '${ARG_PACK_NAME}' (${_all})")
     endif()
     set(_shard "${_out}/${_arch}")
-    set(_checks "validate|${_validate}|${_shard}")
+    set(_checks
+      "validate|${_validate}|${_shard}"
+      "verify|${_ukdpack}|verify|${_shard}|--source-root|${_src}|--arch|${_arch}${_exclude_opts}"
+      "desk-check|${_ukdpack}|desk-check|${_shard}|--arch|${_arch}")
     foreach(_c IN LISTS _checks)
       string(REPLACE "|" ";" _argv "${_c}")
       list(POP_FRONT _argv _what)

@@ -38,6 +38,33 @@ if(NOT TARGET ukdpack_msgpack_headers)
 endif()
 set(UKDPACK_MSGPACK_TARGET ukdpack_msgpack_headers)
 
+# ukdpack_find_hip(): whether the HIP backend is built (UKDPACK_WITH_HIP: AUTO,
+# ON or OFF). Its headers give types only; the runtime library is opened at run
+# time, so nothing here reaches ukdpack's consumers. Sets UKDPACK_HAVE_HIP and
+# UKDPACK_HIP_INCLUDE_DIR. Called by the build, not by the package config.
+function(ukdpack_find_hip)
+  set(UKDPACK_HAVE_HIP OFF PARENT_SCOPE)
+  string(TOUPPER "${UKDPACK_WITH_HIP}" _ukd_with_hip)
+  if(NOT _ukd_with_hip STREQUAL "AUTO" AND NOT UKDPACK_WITH_HIP)
+    message(STATUS "ukdpack: HIP backend off (UKDPACK_WITH_HIP=${UKDPACK_WITH_HIP})")
+    return()
+  endif()
+  find_path(UKDPACK_HIP_INCLUDE_DIR hip/hip_runtime_api.h
+    HINTS "$ENV{ROCM_PATH}/include" "$ENV{HIP_PATH}/include" /opt/rocm/include
+    DOC "Folder holding hip/hip_runtime_api.h, for ukdpack's HIP backend")
+  if(NOT UKDPACK_HIP_INCLUDE_DIR)
+    if(NOT _ukd_with_hip STREQUAL "AUTO")
+      message(FATAL_ERROR "ukdpack: UKDPACK_WITH_HIP=${UKDPACK_WITH_HIP} but hip/hip_runtime_api.h was not found; "
+                          "install the HIP runtime headers (Debian: apt-get install libamdhip64-dev, or ROCm) "
+                          "or set UKDPACK_HIP_INCLUDE_DIR")
+    endif()
+    message(STATUS "ukdpack: HIP backend off (hip/hip_runtime_api.h not found)")
+    return()
+  endif()
+  set(UKDPACK_HAVE_HIP ON PARENT_SCOPE)
+  message(STATUS "ukdpack: HIP backend on (${UKDPACK_HIP_INCLUDE_DIR}/hip/hip_runtime_api.h)")
+endfunction()
+
 # ukdpack_target_defaults(<target>): warnings and the UKDPACK_SANITIZE sanitizers,
 # on this target only, so a superbuild's flags are left as they are.
 function(ukdpack_target_defaults target)

@@ -1,6 +1,7 @@
 // The loader, state manager, integrity checks, selector revision, plan capture
 // and validator, reached from Python (SPEC 9.2): the packer's runtime check
-// runs this code, not a copy of it.
+// runs this code, not a copy of it. Also the state manager's selection and
+// device plans, with dispatch handlers and matchers given from Python.
 #include <pybind11/stl.h>
 
 #include <map>
@@ -10,6 +11,7 @@
 #include <utility>
 #include <vector>
 
+#include "bind_device.hpp"
 #include "modules.hpp"
 #include "pyjson.hpp"
 #include "ukdpack/integrity.hpp"
@@ -194,12 +196,102 @@ Signature signatureFrom(const py::handle& obj, const std::string& where) {
   return sig;
 }
 
+// Python callbacks see kernels as the dicts DescriptorSet.kernel() gives. The
+// state manager's own copy of the set exists only once it is built, so the
+// views are shared with the handlers and pointed at it afterwards.
+struct PyKernelViews {
+  const DescriptorSet* set = nullptr;
+  std::map<const Kernel*, py::object> dicts;
+  py::handle problem;  // the object select() was given, while it runs
+
+  ~PyKernelViews() {
+    py::gil_scoped_acquire gil;
+    dicts.clear();
+  }
+  py::object dict(const Kernel& k) {
+    if (const auto it = dicts.find(&k); it != dicts.end()) return it->second;
+    py::object out;
+    if (set != nullptr) {
+      for (const Pack& p : set->packs) {
+        for (const PackMember& m : p.members)
+          if (&m.kernel == &k) out = kernelDict(*set, p, m);
+      }
+    }
+    if (!out) {
+      py::dict bare;
+      bare["id"] = k.id;
+      bare["name"] = k.name;
+      out = bare;
+    }
+    dicts.emplace(&k, out);
+    return out;
+  }
+};
+
+std::string exceptionText(const py::error_already_set& e) {
+  return std::string(py::str(e.type().attr("__name__"))) + ": " + std::string(py::str(e.value()));
+}
+
+std::uint32_t dimension(const py::handle& v, const char* what) {
+  if (!py::isinstance<py::int_>(v)) {
+    throw py::type_error(std::string(what) + " must be ints, found " + std::string(py::str(py::type::of(v))));
+  }
+  const auto n = v.cast<std::int64_t>();
+  if (n < 0 || n > 0xffffffffll) throw py::value_error(std::string(what) + " " + std::to_string(n) + " is out of range");
+  return static_cast<std::uint32_t>(n);
+}
+
+Dim3 dim3From(const py::handle& v, const char* what) {
+  if (py::isinstance<py::int_>(v)) return Dim3{dimension(v, what), 1, 1};
+  if (!py::isinstance<py::sequence>(v) || py::isinstance<py::str>(v)) {
+    throw py::type_error(std::string(what) + " must be an int or a tuple of 1 to 3 ints");
+  }
+  const auto seq = py::reinterpret_borrow<py::sequence>(v);
+  if (seq.size() < 1 || seq.size() > 3) throw py::type_error(std::string(what) + " must hold 1 to 3 ints");
+  std::uint32_t d[3] = {1, 1, 1};
+  for (std::size_t i = 0; i < seq.size(); ++i) d[i] = dimension(seq[i], what);
+  return Dim3{d[0], d[1], d[2]};
+}
+
+// launch()'s answer: (grid, block, shared, params), each param bytes-like
+// (its raw bytes) or a DeviceBuffer (its 8-byte device address).
+void launchFrom(const py::handle& got, LaunchArgs& out) {
+  if (!py::isinstance<py::sequence>(got) || py::isinstance<py::str>(got) || py::len(got) != 4) {
+    throw py::type_error("launch() must return (grid, block, shared, params), found " +
+                         std::string(py::str(py::type::of(got))));
+  }
+  const auto t = py::reinterpret_borrow<py::sequence>(got);
+  out.geometry.grid = dim3From(t[0], "grid");
+  out.geometry.block = dim3From(t[1], "block");
+  out.geometry.sharedBytes = dimension(t[2], "shared");
+  const py::object params = t[3];
+  if (!py::isinstance<py::sequence>(params) || py::isinstance<py::str>(params) || py::isinstance<py::bytes>(params)) {
+    throw py::type_error("launch()'s params must be a list of bytes or DeviceBuffer");
+  }
+  std::size_t i = 0;
+  for (const auto& p : params) {
+    if (py::isinstance<PyBuffer>(p)) {
+      out.args.addPointer(p.cast<const PyBuffer&>().buffer->ptr());
+    } else if (PyObject_CheckBuffer(p.ptr()) != 0) {
+      Py_buffer view;
+      if (PyObject_GetBuffer(p.ptr(), &view, PyBUF_SIMPLE) != 0) throw py::error_already_set();
+      out.args.add(view.buf, static_cast<std::size_t>(view.len));
+      PyBuffer_Release(&view);
+    } else {
+      throw py::type_error("launch()'s params[" + std::to_string(i) + "] is " +
+                           std::string(py::str(py::type::of(p))) + "; expected bytes or a DeviceBuffer");
+    }
+    ++i;
+  }
+}
+
 // A handler given from Python as an object: launch_names() read once, when
-// the state manager is built; expected_signature(launch) asked at each load.
+// the state manager is built; expected_signature(launch) asked at each load;
+// workspace_size(kernel) and launch(launch, workspace, args) by device plans.
 class PyDispatchHandler : public DispatchHandler {
  public:
-  PyDispatchHandler(py::object obj, std::vector<std::string> launches)
-      : obj_(std::move(obj)), launches_(std::move(launches)) {}
+  PyDispatchHandler(py::object obj, std::vector<std::string> launches, std::shared_ptr<PyKernelViews> views)
+      : obj_(std::move(obj)), launches_(std::move(launches)), views_(std::move(views)) {}
   ~PyDispatchHandler() override {
     py::gil_scoped_acquire gil;
     obj_ = py::object();
@@ -212,10 +304,70 @@ class PyDispatchHandler : public DispatchHandler {
     if (got.is_none()) return std::nullopt;
     return signatureFrom(got, "expected_signature(" + (launch.empty() ? std::string("None") : launch) + ")");
   }
+  // A Python exception here reaches the caller as it is: the size has no result to carry it.
+  std::size_t workspaceSize(const Kernel& kernel) const override {
+    py::gil_scoped_acquire gil;
+    if (!py::hasattr(obj_, "workspace_size")) return 0;
+    return obj_.attr("workspace_size")(views_->dict(kernel)).cast<std::size_t>();
+  }
+  Result<bool> prepareLaunch(const LaunchContext& context, LaunchArgs& out) const override {
+    py::gil_scoped_acquire gil;
+    const auto* run = static_cast<const PyRunArgs*>(context.arguments);
+    if (run == nullptr || run->tag != PyRunArgs::kTag) {
+      return Result<bool>::failure(makeError("NOT_EXECUTABLE", "", "",
+                                             "a dispatch handler given from Python runs only in plans run from "
+                                             "Python (Plan.run)"));
+    }
+    if (!py::hasattr(obj_, "launch")) {
+      return Result<bool>::failure(makeError("NOT_EXECUTABLE", "", "",
+                                             "the handler object has no launch(launch, workspace, args) method"));
+    }
+    try {
+      const py::object name =
+          context.launch.empty() ? py::object(py::none()) : py::object(py::str(std::string(context.launch)));
+      launchFrom(obj_.attr("launch")(name, run->workspace, run->args), out);
+    } catch (py::error_already_set& e) {
+      run->error = e.value();
+      return Result<bool>::failure(makeError("HANDLER_FAILED", "", "", "launch() raised " + exceptionText(e)));
+    } catch (const py::builtin_exception& e) {  // what launchFrom() refuses in the answer
+      return Result<bool>::failure(makeError("HANDLER_FAILED", "", "", std::string("launch() answered badly: ") + e.what()));
+    }
+    return Result<bool>::success(true);
+  }
 
  private:
   py::object obj_;
   std::vector<std::string> launches_;
+  std::shared_ptr<PyKernelViews> views_;
+};
+
+// A matcher given from Python: fn(kernel_dict, problem) -> bool.
+class PyMatchHandler : public MatchHandler {
+ public:
+  PyMatchHandler(py::object fn, std::shared_ptr<PyKernelViews> views) : fn_(std::move(fn)), views_(std::move(views)) {}
+  ~PyMatchHandler() override {
+    py::gil_scoped_acquire gil;
+    fn_ = py::object();
+  }
+  Result<bool> matches(const Kernel& kernel, const Json& problem) const override {
+    py::gil_scoped_acquire gil;
+    try {
+      // The very object select() was given, when there is one: tuples and the like stay as they are.
+      const py::object p = views_->problem ? py::reinterpret_borrow<py::object>(views_->problem) : fromJson(problem);
+      const py::object verdict = fn_(views_->dict(kernel), p);
+      const int truth = PyObject_IsTrue(verdict.ptr());
+      if (truth < 0) throw py::error_already_set();
+      return Result<bool>::success(truth == 1);
+    } catch (py::error_already_set& e) {
+      error = e.value();
+      return Result<bool>::failure(makeError("MATCHER_FAILED", "", "", "it raised " + exceptionText(e)));
+    }
+  }
+  mutable py::object error;  // the exception it raised last, for __cause__
+
+ private:
+  py::object fn_;
+  std::shared_ptr<PyKernelViews> views_;
 };
 
 std::vector<std::string> launchNamesFrom(const py::handle& value, const std::string& symbol) {
@@ -235,11 +387,12 @@ std::vector<std::string> launchNamesFrom(const py::handle& value, const std::str
   return names;
 }
 
-std::shared_ptr<const DispatchHandler> handlerFrom(const std::string& symbol, const py::handle& value) {
+std::shared_ptr<const DispatchHandler> handlerFrom(const std::string& symbol, const py::handle& value,
+                                                   const std::shared_ptr<PyKernelViews>& views) {
   if (py::hasattr(value, "launch_names")) {
     py::object names = value.attr("launch_names")();
     return std::make_shared<PyDispatchHandler>(py::reinterpret_borrow<py::object>(value),
-                                               launchNamesFrom(names, symbol));
+                                               launchNamesFrom(names, symbol), views);
   }
   if (py::isinstance<py::list>(value) || py::isinstance<py::tuple>(value)) {
     return std::make_shared<DeclaredDispatchHandler>(launchNamesFrom(value, symbol));
@@ -248,8 +401,11 @@ std::shared_ptr<const DispatchHandler> handlerFrom(const std::string& symbol, co
                         "']: expected a list of launch names or an object with launch_names()");
 }
 
-// Python's state manager: the C++ one, built over a copy of the set.
+// Python's state manager: the C++ one, built over a copy of the set, and the
+// Python matchers, whose exceptions select() raises as the cause.
 struct PyStateManager {
+  std::shared_ptr<PyKernelViews> views;
+  std::vector<std::shared_ptr<const PyMatchHandler>> matchers;
   std::unique_ptr<StateManager> manager;
 };
 
@@ -297,6 +453,8 @@ std::optional<std::string> launchArg(const std::optional<std::string>& launch) {
 }
 
 }  // namespace
+
+PyObject* runtimeCheckErrorType() { return gRuntimeCheckError; }
 
 void bindRuntime(py::module_& m) {
   gRuntimeCheckError = PyErr_NewExceptionWithDoc(
@@ -422,21 +580,35 @@ void bindRuntime(py::module_& m) {
   py::class_<PyStateManager>(m, "StateManager",
                              "Which loaded kernels the given dispatch handlers serve on a device arch.")
       .def(py::init([](const PySet& dset, const std::optional<py::dict>& handlers, const std::string& arch,
-                       const std::optional<std::vector<std::string>>& matchers,
-                       const std::optional<std::vector<std::string>>& heuristics) {
+                       const py::object& matchers, const std::optional<std::vector<std::string>>& heuristics) {
              Registry registry;
+             PyStateManager out;
+             out.views = std::make_shared<PyKernelViews>();
              if (handlers) {
                for (const auto& item : *handlers) {
                  const std::string symbol = item.first.cast<std::string>();
-                 auto added = registry.addDispatch(symbol, handlerFrom(symbol, item.second));
+                 auto added = registry.addDispatch(symbol, handlerFrom(symbol, item.second, out.views));
                  if (!added) raise(added.error());
                }
              }
-             // Matchers and heuristics: every symbol the set names unless listed.
+             // Matchers and heuristics: every symbol the set names unless listed;
+             // matchers given as {symbol: callable} run from Python.
              const auto matcher = std::make_shared<MatchHandler>();
              const auto heuristic = std::make_shared<HeuristicHandler>();
-             if (matchers) {
-               for (const std::string& s : *matchers) registry.addMatcher(s, matcher);
+             if (py::isinstance<py::dict>(matchers)) {
+               for (const auto& item : py::reinterpret_borrow<py::dict>(matchers)) {
+                 const std::string symbol = item.first.cast<std::string>();
+                 if (!PyCallable_Check(item.second.ptr())) {
+                   throw py::type_error("matchers['" + symbol + "']: expected a callable(kernel, problem) -> bool");
+                 }
+                 auto handler = std::make_shared<const PyMatchHandler>(
+                     py::reinterpret_borrow<py::object>(item.second), out.views);
+                 out.matchers.push_back(handler);
+                 auto added = registry.addMatcher(symbol, handler);
+                 if (!added) raise(added.error());
+               }
+             } else if (!matchers.is_none()) {
+               for (const std::string& s : matchers.cast<std::vector<std::string>>()) registry.addMatcher(s, matcher);
              } else {
                for (const MatcherDescriptor& u : dset.set->matchers) registry.addMatcher(u.matchSymbol, matcher);
                for (const Engine& e : dset.set->engines)
@@ -448,13 +620,17 @@ void bindRuntime(py::module_& m) {
                for (const HeuristicDescriptor& h : dset.set->heuristics)
                  if (h.symbol) registry.addHeuristic(*h.symbol, heuristic);
              }
-             return PyStateManager{std::make_unique<StateManager>(*dset.set, registry, arch)};
+             out.manager = std::make_unique<StateManager>(*dset.set, registry, arch);
+             out.views->set = &out.manager->descriptors();
+             return out;
            }),
            py::arg("dset"), py::arg("handlers") = py::none(), py::arg("arch") = "",
            py::arg("matchers") = py::none(), py::arg("heuristics") = py::none(),
            "handlers: {dispatch_symbol: [launch names]} or {symbol: object with launch_names() and optionally "
-           "expected_signature(launch) -> [{kind, size, offset, name?}] or None}. arch '' keeps every arch. "
-           "matchers / heuristics: registered symbols (default: every symbol the set names).")
+           "expected_signature(launch) -> [{kind, size, offset, name?}] or None, workspace_size(kernel) -> int and "
+           "launch(launch, workspace, args) -> (grid, block, shared, params)}. arch '' keeps every arch. "
+           "matchers: registered symbols, or {match_symbol: callable(kernel, problem) -> bool}; heuristics: "
+           "registered symbols (default for both: every symbol the set names).")
       .def("kept",
            [](const PyStateManager& s) {
              py::list out;
@@ -495,7 +671,55 @@ void bindRuntime(py::module_& m) {
             out["workspace_size"] = plan.workspaceSize;
             return out;
           },
-          py::arg("kernel_id"), "The launches a plan runs, in the handler's order, and its workspace size.");
+          py::arg("kernel_id"), "The launches a plan runs, in the handler's order, and its workspace size.")
+      .def(
+          "select",
+          [](const PyStateManager& s, const py::object& problem) -> py::object {
+            Json j;
+            try {
+              j = toJson(problem);
+            } catch (const py::builtin_exception&) {
+              j = nullptr;  // not JSON: only the Python matchers, which get the object itself, can read it
+            }
+            struct Stash {  // the problem Python matchers see, for this call only
+              PyKernelViews& v;
+              py::handle before;
+              Stash(PyKernelViews& views, py::handle p) : v(views), before(views.problem) { v.problem = p; }
+              ~Stash() { v.problem = before; }
+            } stash(*s.views, problem);
+            for (const auto& m : s.matchers) m->error = py::object();
+            auto picked = s.manager->select(j);
+            if (!picked) {
+              py::handle cause;
+              for (const auto& m : s.matchers)
+                if (m->error) cause = m->error;
+              raiseFailure(picked.error(), cause);
+            }
+            if (picked.value() == nullptr) return py::none();
+            const KernelDefinition& d = *picked.value();
+            py::dict out = keptDict(d, s.manager->descriptors());
+            out["priority"] = d.kernel->priority;
+            out["metadata"] = fromJson(d.member->completedMetadata);
+            return out;
+          },
+          py::arg("problem"),
+          "The kept kernel for a problem: among those whose pack's matchers all accept it, the highest "
+          "priority, ties by the lower id; None when none is accepted. A kept() dict plus priority and metadata.")
+      .def(
+          "plan",
+          [](const py::object& self, const std::string& kernelId, const PyBackend& backend,
+             const std::optional<std::string>& arch) {
+            const PyStateManager& s = self.cast<const PyStateManager&>();
+            auto made = DevicePlan::create(*s.manager, kernelId, backend.backend, arch.value_or(""));
+            if (!made) raiseFailure(made.error());
+            PyPlan plan;
+            plan.owner = self;
+            plan.plan = std::make_unique<DevicePlan>(std::move(made).value());
+            return plan;
+          },
+          py::arg("kernel_id"), py::arg("backend"), py::arg("arch") = py::none(),
+          "A Plan of a kept kernel on a backend (arch None: the backend's): every launch's code verified, "
+          "loaded and resolved. Raises RuntimeCheckError or DeviceError naming the kernel and the launch.");
 
   m.def(
       "load_launch_code",

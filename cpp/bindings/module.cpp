@@ -5,9 +5,10 @@
 #include "modules.hpp"
 
 PYBIND11_MODULE(_runtime, m) {
-  m.doc() = "ukdpack's C++ runtime: launch helpers, kpack reader, loader, state manager";
+  m.doc() = "ukdpack's C++ runtime: launch helpers, kpack reader, loader, state manager, device plans";
   ukdpack::bindings::bindArch(m);
   ukdpack::bindings::bindDescriptors(m);
   ukdpack::bindings::bindKpack(m);
+  ukdpack::bindings::bindDevice(m);  // before bindRuntime: StateManager.plan returns its Plan
   ukdpack::bindings::bindRuntime(m);
 }

@@ -9,5 +9,6 @@ void bindDescriptors(pybind11::module_& m);
 void bindArch(pybind11::module_& m);
 void bindKpack(pybind11::module_& m);        // KpackArchive, code object symbols
 void bindRuntime(pybind11::module_& m);      // loader, state manager, integrity, revision
+void bindDevice(pybind11::module_& m);       // device backends, buffers, plans that run
 
 }  // namespace ukdpack::bindings

@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <array>
-#include <regex>
 #include <utility>
 
 namespace ukdpack {
@@ -12,10 +11,45 @@ std::string bareArch(std::string_view arch) {
   return std::string(arch.substr(0, colon));
 }
 
-bool isArchName(std::string_view bare) {
-  static const std::regex pattern(
-      R"(^(gfx[0-9]{2,4}[0-9a-f]?|gfx[0-9]+(-[0-9]+)*-generic|sm_[0-9]{2,3}[a-z]?)$)");
-  return std::regex_match(bare.begin(), bare.end(), pattern);
+namespace {
+bool digit(char c) { return c >= '0' && c <= '9'; }
+std::size_t digits(std::string_view s, std::size_t i) {
+  std::size_t n = 0;
+  while (i + n < s.size() && digit(s[i + n])) ++n;
+  return n;
+}
+}  // namespace
+
+// gfxNN[N[N]][x] (x a hex digit), gfxN(-N)*-generic, sm_NN[N][a-z]. Hand-written:
+// it runs per arch entry of every kernel (CMake's UkdPackaging.cmake has the same
+// pattern as a regex, and a test holds the two together).
+bool isArchName(std::string_view s) {
+  if (s.substr(0, 3) == "sm_") {
+    const std::size_t n = digits(s, 3);
+    if (n < 2 || n > 3) return false;
+    const std::size_t rest = s.size() - 3 - n;
+    return rest == 0 || (rest == 1 && s.back() >= 'a' && s.back() <= 'z');
+  }
+  if (s.substr(0, 3) != "gfx") return false;
+  if (isGenericArch(s)) {
+    std::string_view mid = s.substr(3, s.size() - 3 - std::string_view("-generic").size());
+    std::size_t i = 0;
+    for (bool first = true;; first = false) {
+      if (!first) {
+        if (i >= mid.size() || mid[i] != '-') return false;
+        ++i;
+      }
+      const std::size_t n = digits(mid, i);
+      if (n == 0) return false;
+      i += n;
+      if (i == mid.size()) return true;
+    }
+  }
+  // 2-4 digits, then one optional hex digit (a fifth digit, or a-f).
+  const std::size_t n = digits(s, 3);
+  const std::size_t rest = s.size() - 3 - n;
+  if (rest == 0) return n >= 2 && n <= 5;
+  return rest == 1 && n >= 2 && n <= 4 && s.back() >= 'a' && s.back() <= 'f';
 }
 
 bool isGenericArch(std::string_view arch) {

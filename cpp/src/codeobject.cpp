@@ -24,8 +24,9 @@ constexpr std::uint64_t kShdrSize = 64;
 constexpr std::uint64_t kSymSize = 24;
 constexpr unsigned kSttObject = 1, kSttFunc = 2;
 constexpr unsigned kStbLocal = 0;
+constexpr unsigned kStoCudaEntry = 0x10;  // st_other bit nvcc sets on __global__ entry functions
 constexpr const char* kNotAnObject =
-    "not a code object: expected an AMDGPU ELF or a clang offload bundle, found ";
+    "not a code object: expected an AMDGPU ELF, a clang offload bundle or an NVIDIA cubin, found ";
 
 Diagnostic fail(const std::string& code, const std::string& message) {
   return makeError(code, "", "", message);
@@ -130,7 +131,7 @@ struct Section {
 
 struct Symbol {
   std::string name;
-  unsigned type, bind;
+  unsigned type, bind, other;
   std::uint16_t shndx;
 };
 
@@ -182,6 +183,7 @@ Result<std::vector<Symbol>> elfSymbols(std::string_view elf) {
     const std::uint64_t s = symtab->offset + i * entsize;
     const std::uint64_t nameOff = b.le(s, 4);
     const unsigned info = static_cast<unsigned char>(elf[s + 4]);
+    const unsigned other = static_cast<unsigned char>(elf[s + 5]);
     const auto shndx = static_cast<std::uint16_t>(b.le(s + 6, 2));
     if (nameOff >= strings.size()) {
       if (nameOff == 0) continue;  // the null symbol of an empty string table
@@ -190,9 +192,23 @@ Result<std::vector<Symbol>> elfSymbols(std::string_view elf) {
     const std::size_t end = strings.find('\0', nameOff);
     if (end == std::string_view::npos)
       return bad("symbol " + std::to_string(i) + " has a name that runs past the string table");
-    out.push_back({std::string(strings.substr(nameOff, end - nameOff)), info & 0xf, info >> 4, shndx});
+    out.push_back({std::string(strings.substr(nameOff, end - nameOff)), info & 0xf, info >> 4, other, shndx});
   }
   return R::success(std::move(out));
+}
+
+// A cubin's kernels: its defined, non-local functions. nvcc marks entry
+// functions STO_CUDA_ENTRY, which tells them from the device functions a
+// relocatable (-rdc) build exports too; an object marking none counts them all.
+std::vector<std::string> cudaKernels(const std::vector<Symbol>& symbols) {
+  std::set<std::string> functions, entries;
+  for (const Symbol& s : symbols) {
+    if (s.shndx == 0 || s.bind == kStbLocal || s.type != kSttFunc) continue;
+    functions.insert(s.name);
+    if (s.other & kStoCudaEntry) entries.insert(s.name);
+  }
+  const std::set<std::string>& kernels = entries.empty() ? functions : entries;
+  return std::vector<std::string>(kernels.begin(), kernels.end());
 }
 
 }  // namespace
@@ -247,11 +263,9 @@ Result<std::vector<std::string>> codeObjectKernels(std::string_view bytes) {
   using R = Result<std::vector<std::string>>;
   auto view = inspectCodeObject(bytes);
   if (!view) return R::failure(view.error());
-  if (view.value().format == CodeObjectFormat::CudaElf)
-    return R::failure(fail("CODEOBJECT_UNSUPPORTED",
-                           "NVIDIA cubin symbol reading is not supported yet"));
   auto symbols = elfSymbols(view.value().elf);
   if (!symbols) return R::failure(symbols.error());
+  if (view.value().format == CodeObjectFormat::CudaElf) return R::success(cudaKernels(symbols.value()));
   // An AMDGPU kernel is a defined, non-local function with a `<name>.kd` descriptor
   // object beside it; other functions are device functions.
   std::set<std::string> descriptors, functions;

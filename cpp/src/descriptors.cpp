@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <cctype>
 #include <charconv>
-#include <regex>
 
 #include "json_reader.hpp"
 #include "ukdpack/arch.hpp"
@@ -13,13 +12,23 @@ namespace ukdpack {
 using detail::describeFound;
 using detail::ObjectReader;
 
+namespace {
+// One number of a version: 0, or 1-6 digits without a leading zero.
+bool versionNumber(std::string_view s, int& out) {
+  if (s.empty() || s.size() > 6 || (s.size() > 1 && s.front() == '0')) return false;
+  if (!std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; })) return false;
+  std::from_chars(s.data(), s.data() + s.size(), out);
+  return true;
+}
+}  // namespace
+
 std::optional<Version> Version::parse(std::string_view text) {
-  static const std::regex pattern(R"(^(0|[1-9][0-9]{0,5})\.(0|[1-9][0-9]{0,5})$)");
-  std::match_results<std::string_view::const_iterator> m;
-  if (!std::regex_match(text.begin(), text.end(), m, pattern)) return std::nullopt;
+  const std::size_t dot = text.find('.');
   Version v;
-  std::from_chars(&*m[1].first, &*m[1].first + m[1].length(), v.major);
-  std::from_chars(&*m[2].first, &*m[2].first + m[2].length(), v.minor);
+  if (dot == std::string_view::npos || !versionNumber(text.substr(0, dot), v.major) ||
+      !versionNumber(text.substr(dot + 1), v.minor)) {
+    return std::nullopt;
+  }
   return v;
 }
 

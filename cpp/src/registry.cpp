@@ -11,6 +11,20 @@ Result<bool> DispatchHandler::launch(const LaunchRequest& request) const {
                                          "them; cannot launch " + what));
 }
 
+Result<bool> DispatchHandler::prepareLaunch(const LaunchContext& context, LaunchArgs& out) const {
+  (void)out;
+  const std::string what = context.kernel != nullptr ? "kernel '" + context.kernel->name + "'" : "a kernel";
+  return Result<bool>::failure(makeError("NOT_EXECUTABLE", "", "",
+                                         "this dispatch handler declares launches but does not prepare "
+                                         "them for a device; cannot run " + what));
+}
+
+Result<bool> MatchHandler::matches(const Kernel& kernel, const Json& problem) const {
+  (void)kernel;
+  (void)problem;
+  return Result<bool>::success(true);
+}
+
 DeclaredDispatchHandler::DeclaredDispatchHandler(std::vector<std::string> launches,
                                                  std::map<std::string, Signature> signatures,
                                                  std::size_t workspace)

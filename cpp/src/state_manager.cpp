@@ -95,7 +95,13 @@ void StateManager::build(const Registry& registry) {
                  ", the kernel has " + describeLaunchSet(has));
         continue;
       }
-      kept_.push_back(KernelDefinition{&m->kernel, m, &pack, dispatch, set_->engineOf(pack), handler, symbol});
+      KernelDefinition def{&m->kernel, m, &pack, dispatch, set_->engineOf(pack), handler, symbol, {}};
+      for (const std::string& id : pack.matchers) {
+        if (const MatcherDescriptor* umd = set_->findMatcher(id)) {
+          def.matchers.push_back(BoundMatcher{umd->id, umd->matchSymbol, registry.matcher(umd->matchSymbol)});
+        }
+      }
+      kept_.push_back(std::move(def));
       anyKept = true;
     }
     if (!anyKept) continue;
@@ -134,6 +140,37 @@ const KernelDefinition* StateManager::find(std::string_view kernelId) const {
   for (const KernelDefinition& d : kept_)
     if (idKey(d.kernel->id) == key) return &d;
   return nullptr;
+}
+
+Result<const KernelDefinition*> StateManager::select(const Json& problem) const {
+  using R = Result<const KernelDefinition*>;
+  std::vector<const KernelDefinition*> ranked;
+  ranked.reserve(kept_.size());
+  for (const KernelDefinition& d : kept_) ranked.push_back(&d);
+  std::stable_sort(ranked.begin(), ranked.end(), [](const KernelDefinition* a, const KernelDefinition* b) {
+    if (a->kernel->priority != b->kernel->priority) return a->kernel->priority > b->kernel->priority;
+    return idKey(a->kernel->id) < idKey(b->kernel->id);
+  });
+  for (const KernelDefinition* d : ranked) {
+    bool accepted = true;
+    for (const BoundMatcher& m : d->matchers) {
+      if (!m.handler) continue;
+      auto verdict = m.handler->matches(*d->kernel, problem);
+      if (!verdict) {
+        Diagnostic e = verdict.error();
+        if (e.code.empty()) e.code = "MATCHER_FAILED";
+        e.message = "matcher '" + m.symbol + "' failed for kernel '" + d->kernel->name + "' of pack '" +
+                    d->pack->name + "': " + e.message;
+        return R::failure(std::move(e));
+      }
+      if (!verdict.value()) {
+        accepted = false;
+        break;
+      }
+    }
+    if (accepted) return R::success(d);
+  }
+  return R::success(nullptr);
 }
 
 Result<std::vector<std::uint8_t>> StateManager::loadLaunchCode(std::string_view kernelId,

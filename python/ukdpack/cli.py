@@ -50,7 +50,7 @@ def cmd_pack(args: argparse.Namespace) -> int:
     opts = PackOptions(
         source_root=Path(args.source_root), out_root=Path(args.out_root),
         arches=tuple(normalize_arches(args.arch)), group=args.group,
-        jobs=args.jobs or default_jobs(), hipcc=args.hipcc,
+        jobs=args.jobs or default_jobs(), hipcc=args.hipcc, nvcc=args.nvcc,
         handlers=Path(args.handlers) if args.handlers else None,
         cache_dir=Path(args.cache_dir) if args.cache_dir else None,
         depfile=Path(args.depfile) if args.depfile else None,
@@ -129,6 +129,92 @@ def cmd_dvc_pull(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_inspect(args: argparse.Namespace) -> int:
+    from ukdpack.inspect_shard import inspect, print_json, print_tables
+
+    ins = inspect(Path(args.shard), args.arch)
+    if args.json:
+        print_json(ins, sys.stdout)
+    else:
+        _print_problem_lines([p.line() for p in ins.problems])
+        print_tables(ins, sys.stdout)
+    return 1 if any(p.severity == "error" for p in ins.problems) else 0
+
+
+def cmd_verify(args: argparse.Namespace) -> int:
+    from ukdpack.verify import verify
+
+    result = verify(Path(args.shard), Path(args.source_root), args.exclude_folder, args.arch)
+    if args.json:
+        print(json.dumps({"shard": args.shard, "source_root": args.source_root,
+                          "arch": result.shard.arch, "ok": result.ok,
+                          "problems": [p.as_dict() for p in result.problems]}, indent=2))
+    else:
+        _print_problem_lines([p.line() for p in result.problems])
+        print(f"ukdpack: {args.shard}: {result.summary()}")
+    return 0 if result.ok else 1
+
+
+def cmd_desk_check(args: argparse.Namespace) -> int:
+    from ukdpack.deskcheck import desk_check
+
+    result = desk_check(Path(args.shard), args.arch)
+    if args.json:
+        print(json.dumps({"shard": args.shard, "arch": result.shard.arch, "ok": result.ok,
+                          "problems": [p.as_dict() for p in result.problems]}, indent=2))
+    else:
+        _print_problem_lines([p.line() for p in result.problems])
+        print(f"ukdpack: {args.shard}: {result.summary()}")
+    return 0 if result.ok else 1
+
+
+def cmd_diff(args: argparse.Namespace) -> int:
+    from ukdpack.diff import diff
+
+    result = diff(Path(args.a), Path(args.b))
+    if args.json:
+        print(json.dumps(result.as_dict(), indent=2, ensure_ascii=False))
+    else:
+        _print_problem_lines([p.line() for p in result.problems])
+        for line in result.lines():
+            print(line)
+        print(result.summary())
+    return 0 if result.equal else 1
+
+
+def cmd_generate(args: argparse.Namespace) -> int:
+    from ukdpack import generate
+    from ukdpack.validate import validate
+
+    out = Path(args.out)
+    gen = generate.generate(Path(args.config))
+    what = (f"{len(gen.files)} descriptors ({gen.kernels} kernels in {gen.packs} packs) "
+            f"from {args.config}")
+    if args.check:
+        plan = generate.compare(out, gen)
+        _print_problem_lines(
+            [f"ukdpack: error: {out / rel}: differs from what {gen.config.file} generates"
+             for rel in plan.write]
+            + [f"ukdpack: error: {out / rel}: {gen.config.file} no longer generates it"
+               for rel in plan.stale])
+        if plan.write or plan.stale:
+            print(f"ukdpack: {out}: out of date; run: ukdpack generate {args.config} "
+                  f"--out {out}")
+            return 1
+        print(f"ukdpack: {out}: up to date: {what}")
+        return 0
+    plan = generate.write(out, gen)
+    for rel in plan.stale:
+        print(f"ukdpack: removed {out / rel}: {gen.config.file} no longer generates it")
+    print(f"ukdpack: {out}: {what}: {len(plan.write)} written, {len(plan.same)} unchanged")
+    if args.no_validate:
+        return 0
+    result = validate(out)
+    _print_problem_lines([p.line() for p in result.problems])
+    print(f"ukdpack: {out}: {result.summary()}")
+    return 0 if result.valid else 1
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="ukdpack",
@@ -154,6 +240,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--jobs", type=int, default=0, metavar="N",
                    help="parallel compiles (default: the CPUs this process may use)")
     p.add_argument("--hipcc", metavar="PATH", help="HIP compiler (else $UKDPACK_HIPCC, PATH)")
+    p.add_argument("--nvcc", metavar="PATH", help="CUDA compiler (else $UKDPACK_NVCC, PATH)")
     p.add_argument("--handlers", metavar="F",
                    help="handler manifest {dispatch_symbol: [launch names]} for the runtime check")
     p.add_argument("--cache-dir", metavar="D", help="compile cache (default: ~/.cache/ukdpack)")
@@ -183,6 +270,46 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("root", help="descriptor root folder")
     p.add_argument("--remote", metavar="NAME", help="remote for outputs that name none")
     p.set_defaults(handler=cmd_dvc_pull)
+
+    p = sub.add_parser("inspect", help="what a packed shard holds: engines, packs, kernels, "
+                                       "launches, toc keys, code objects")
+    p.add_argument("shard", help="a shard folder (OUT_ROOT/<arch>/)")
+    p.add_argument("--arch", metavar="A", help="the shard's arch (default: its folder's name)")
+    p.add_argument("--json", action="store_true", help="print the shard as JSON")
+    p.set_defaults(handler=cmd_inspect)
+
+    p = sub.add_parser("verify", help="check a shard against what its source root says it "
+                                      "must hold, without compiling")
+    p.add_argument("shard", help="a shard folder (OUT_ROOT/<arch>/)")
+    p.add_argument("--source-root", required=True, metavar="R",
+                   help="the authored root the shard was packed from")
+    p.add_argument("--exclude-folder", action="append", default=[], metavar="X",
+                   help="folders the pack left out (repeatable)")
+    p.add_argument("--arch", metavar="A", help="the shard's arch (default: its folder's name)")
+    p.add_argument("--json", action="store_true", help="print the verdict as JSON")
+    p.set_defaults(handler=cmd_verify)
+
+    p = sub.add_parser("desk-check", help="the whole-set rules over a packed shard")
+    p.add_argument("shard", help="a shard folder (OUT_ROOT/<arch>/)")
+    p.add_argument("--arch", metavar="A", help="the shard's arch (default: its folder's name)")
+    p.add_argument("--json", action="store_true", help="print the verdict as JSON")
+    p.set_defaults(handler=cmd_desk_check)
+
+    p = sub.add_parser("diff", help="kernels and launches added, removed and changed between "
+                                    "two shards")
+    p.add_argument("a", metavar="SHARD_A", help="the old shard")
+    p.add_argument("b", metavar="SHARD_B", help="the new shard")
+    p.add_argument("--json", action="store_true", help="print the differences as JSON")
+    p.set_defaults(handler=cmd_diff)
+
+    p = sub.add_parser("generate", help="expand a YAML engine description into descriptors")
+    p.add_argument("config", metavar="CONFIG.yaml", help="the generate config (docs/generate.md)")
+    p.add_argument("--out", required=True, metavar="R", help="folder the descriptors go to")
+    p.add_argument("--check", action="store_true",
+                   help="write nothing; exit 1 when R differs from what the config generates")
+    p.add_argument("--no-validate", action="store_true",
+                   help="do not validate R afterwards (when R is part of a larger root)")
+    p.set_defaults(handler=cmd_generate)
     return parser
 
 

@@ -1,11 +1,12 @@
 """Code objects and their signatures (SPEC 6).
 
-A code object is a bare AMDGPU ELF or a clang offload bundle holding exactly one
-amdgcn entry. Kernel names, the target and argument signatures come from the
-AMDGPU metadata note (owner ``AMDGPU``, type 32, a msgpack document).
+A code object is a bare AMDGPU ELF, a clang offload bundle holding exactly one
+amdgcn entry, or an NVIDIA cubin. For AMDGPU objects kernel names, the target and
+argument signatures come from the metadata note (owner ``AMDGPU``, type 32, a
+msgpack document); for cubins from the ``.nv.info.<kernel>`` sections (their
+``EIATTR_KPARAM_INFO`` records) and the ELF header's SM number.
 
-Format dispatch goes through ``_READERS`` keyed by the ELF machine, so an NVIDIA
-cubin reader (EM_CUDA) can be added beside the AMDGPU one.
+Format dispatch goes through ``_READERS`` keyed by the ELF machine.
 """
 
 from __future__ import annotations
@@ -29,8 +30,15 @@ ELF_MAGIC = b"\x7fELF"
 BUNDLE_MAGIC = b"__CLANG_OFFLOAD_BUNDLE__"
 COMPRESSED_BUNDLE_MAGIC = b"CCOB"
 EM_AMDGPU = 224
+EM_CUDA = 190
 NT_AMDGPU_METADATA = 32
-_NOT_AN_OBJECT = "not a code object: expected an AMDGPU ELF or a clang offload bundle, found"
+# .nv.info records: u8 format, u8 attribute, then a 2-byte value field (unused, a byte
+# or a u16 by format; records stay 4-byte aligned), or for EIFMT_SVAL a u16 size and
+# that many bytes. EIATTR_KPARAM_INFO describes one kernel parameter.
+_EIFMT_NVAL, _EIFMT_BVAL, _EIFMT_HVAL, _EIFMT_SVAL = 1, 2, 3, 4
+_EIATTR_KPARAM_INFO = 0x17
+_NOT_AN_OBJECT = ("not a code object: expected an AMDGPU ELF, a clang offload bundle or an "
+                  "NVIDIA cubin, found")
 # A bundle entry header is three u64 plus the triple; more entries than fit is corrupt.
 _BUNDLE_ENTRY_MIN = 24
 
@@ -187,10 +195,59 @@ def _amdgpu_metadata(elf: ELFFile) -> Metadata:
         "and older are not supported: rebuild with a current compiler")
 
 
-# ELF machine -> metadata reader. An NVIDIA cubin reader (EM_CUDA = 190) goes here.
-_READERS: dict[int, Callable[[ELFFile], Metadata]] = {EM_AMDGPU: _amdgpu_metadata}
+def _kparams(section_name: str, data: bytes) -> tuple[Arg, ...]:
+    """The parameters an ``.nv.info.<kernel>`` section records, in ordinal order. CUDA
+    passes every parameter by value (a pointer is an 8-byte value), so each is a
+    ``by_value`` argument; the records carry no names."""
+    params: list[tuple[int, Arg]] = []
+    i = 0
+    while i < len(data):
+        if i + 2 > len(data):
+            raise CodeObjectError(f"malformed cubin: {section_name} ends inside a record")
+        fmt, attr = data[i], data[i + 1]
+        if fmt in (_EIFMT_NVAL, _EIFMT_BVAL, _EIFMT_HVAL):
+            i += 4
+            continue
+        if fmt != _EIFMT_SVAL or i + 4 > len(data):
+            raise CodeObjectError(f"malformed cubin: {section_name} holds a record of "
+                                  f"unknown format {fmt} at byte {i}")
+        (size,) = struct.unpack_from("<H", data, i + 2)
+        payload = data[i + 4:i + 4 + size]
+        if len(payload) != size:
+            raise CodeObjectError(f"malformed cubin: a record of {section_name} runs past "
+                                  "its section")
+        i += 4 + size
+        if attr == _EIATTR_KPARAM_INFO:
+            if size < 12:
+                raise CodeObjectError(f"malformed cubin: a parameter record of "
+                                      f"{section_name} holds {size} bytes, expected 12")
+            _, ordinal, offset, flags = struct.unpack_from("<IHHI", payload)
+            params.append((ordinal, Arg("by_value", (flags >> 18) & 0x3FFF, offset, None)))
+    params.sort(key=lambda p: p[0])
+    if [o for o, _ in params] != list(range(len(params))):
+        raise CodeObjectError(f"malformed cubin: {section_name} does not number its "
+                              "parameters 0..n-1")
+    return tuple(a for _, a in params)
+
+
+def _cuda_metadata(elf: ELFFile) -> Metadata:
+    """Kernels and signatures of a cubin; the target is ``nvptx64-nvidia-cuda--sm_<NN>``,
+    the SM number taken from bits 8-15 of the ELF header's flags."""
+    sm = (elf.header["e_flags"] >> 8) & 0xFF
+    kernels: dict[str, tuple[Arg, ...]] = {}
+    for section in elf.iter_sections():
+        if section.name.startswith(".nv.info."):
+            kernels[section.name[len(".nv.info."):]] = _kparams(section.name, section.data())
+        elif section.name.startswith(".text."):
+            kernels.setdefault(section.name[len(".text."):], ())
+    return Metadata(f"nvptx64-nvidia-cuda--sm_{sm}", tuple(sorted(kernels.items())))
+
+
+# ELF machine -> metadata reader.
+_READERS: dict[int, Callable[[ELFFile], Metadata]] = {EM_AMDGPU: _amdgpu_metadata,
+                                                      EM_CUDA: _cuda_metadata}
 # pyelftools names the machines it knows; map those back to their numbers.
-_MACHINE_CODES = {"EM_AMDGPU": EM_AMDGPU}
+_MACHINE_CODES = {"EM_AMDGPU": EM_AMDGPU, "EM_CUDA": EM_CUDA}
 
 
 @lru_cache(maxsize=64)

@@ -1,9 +1,10 @@
-"""Finding the HIP compiler and running one device-only compile (SPEC 5).
+"""Finding the device compilers and running one device-only compile (SPEC 5).
 
-The compiler comes from ``--hipcc``, then ``UKDPACK_HIPCC``, then ``PATH``. Flags
-are pinned so the object depends only on the inputs: ``-fuse-cuid=none``, the
-root's absolute path mapped away, and ``-O3`` unless the build's own flags say
-otherwise (they come later on the command line and win).
+hip: hipcc, from ``--hipcc``, then ``UKDPACK_HIPCC``, then ``PATH``; cuda: nvcc, from
+``--nvcc``, then ``UKDPACK_NVCC``, then ``PATH``. Flags are pinned so the object
+depends only on the inputs (hip: ``-fuse-cuid=none`` and the root's absolute path
+mapped away), with ``-O3`` unless the build's own flags say otherwise (they come
+later on the command line and win).
 """
 
 from __future__ import annotations
@@ -22,9 +23,12 @@ from ukdpack.errors import UkdError
 INSTALL_HINT = {
     "hip": "pass --hipcc PATH, set UKDPACK_HIPCC, or install one (Debian: apt-get install "
            "hipcc; with an NVIDIA toolchain also installed, set HIP_PLATFORM=amd)",
+    "cuda": "pass --nvcc PATH, set UKDPACK_NVCC, or install the CUDA toolkit (it provides "
+            "nvcc)",
 }
-ENV_VAR = {"hip": "UKDPACK_HIPCC"}
-PROGRAM = {"hip": "hipcc"}
+ENV_VAR = {"hip": "UKDPACK_HIPCC", "cuda": "UKDPACK_NVCC"}
+PROGRAM = {"hip": "hipcc", "cuda": "nvcc"}
+OPTION = {"hip": "--hipcc", "cuda": "--nvcc"}
 
 
 @dataclass(frozen=True)
@@ -46,7 +50,7 @@ def locate(kind: str, explicit: str | None) -> str:
     candidate = explicit or os.environ.get(ENV_VAR[kind]) or PROGRAM[kind]
     found = shutil.which(candidate)
     if found is None:
-        where = (f"'{candidate}' (from --hipcc)" if explicit else
+        where = (f"'{candidate}' (from {OPTION[kind]})" if explicit else
                  f"'{candidate}' (from {ENV_VAR[kind]})" if os.environ.get(ENV_VAR[kind]) else
                  f"'{candidate}' on PATH")
         raise UkdError(f"no {kind} compiler found: {where} is not an executable; "
@@ -77,21 +81,26 @@ def _define(name: str, value: Any) -> str:
     return f"-D{name}={value}"
 
 
+def _pinned(kind: str, arch: str) -> list[str]:
+    if kind == "cuda":
+        return ["-cubin", f"-arch={arch}", "-O3"]
+    return ["--genco", f"--offload-arch={arch}", "-O3", "-fuse-cuid=none"]
+
+
+def key_argv(kind: str, build: Mapping[str, Any], arch: str) -> list[str]:
+    """What of the command line determines the object, without any path in it."""
+    defines = [_define(k, v) for k, v in sorted((build.get("defines") or {}).items())]
+    flags: Sequence[str] = build.get("flags") or []
+    return [*_pinned(kind, arch), *defines, *flags]
+
+
 def compile_argv(compiler: Compiler, source: Path, build: Mapping[str, Any], arch: str,
                  output: Path, depfile: Path, root: Path) -> list[str]:
     """The device-only compile of one translation unit for one arch."""
-    defines = [_define(k, v) for k, v in sorted((build.get("defines") or {}).items())]
-    flags: Sequence[str] = build.get("flags") or []
-    return [compiler.path, "--genco", f"--offload-arch={arch}", "-O3", "-fuse-cuid=none",
-            f"-ffile-prefix-map={root}=.", *defines, *flags,
-            "-MD", "-MF", str(depfile), "-o", str(output), str(source)]
-
-
-def key_argv(build: Mapping[str, Any], arch: str) -> list[str]:
-    """What of the command line determines the object, without any path in it."""
-    defines = [_define(k, v) for k, v in sorted((build.get("defines") or {}).items())]
-    return ["--genco", f"--offload-arch={arch}", "-O3", "-fuse-cuid=none", *defines,
-            *(build.get("flags") or [])]
+    argv = [compiler.path, *key_argv(compiler.kind, build, arch)]
+    if compiler.kind == "hip":
+        argv.insert(len(_pinned("hip", arch)) + 1, f"-ffile-prefix-map={root}=.")
+    return [*argv, "-MD", "-MF", str(depfile), "-o", str(output), str(source)]
 
 
 def parse_depfile(text: str) -> list[str]:

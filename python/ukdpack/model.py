@@ -7,6 +7,7 @@ extension keys included, for the packer to carry through.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -44,7 +45,7 @@ class Descriptor:
     name: str
     raw: Mapping[str, Any] = field(compare=False, repr=False)
 
-    @property
+    @functools.cached_property
     def key(self) -> str:
         return id_key(self.id)
 

@@ -64,6 +64,7 @@ class PackOptions:
     group: str = DEFAULT_GROUP
     jobs: int = 1
     hipcc: str | None = None
+    nvcc: str | None = None
     handlers: Path | None = None
     cache_dir: Path | None = None
     depfile: Path | None = None
@@ -211,10 +212,11 @@ class _Assembler:
                        launches: Mapping[tuple[str, str | None], packed.PackedLaunch]
                        ) -> tuple[dict[str, Any], dict[str, Any]]:
         """The packed UKD object and its sidecar entry."""
-        mine = {name: pl for (key, name), pl in launches.items() if key == m.ukd.key}
+        own = self.plan.launches_of(m.ukd)
+        mine = {ln.name: launches[(m.ukd.key, ln.name)] for ln in own
+                if (m.ukd.key, ln.name) in launches}
         library = packed.library_path(library_from, self.archive_name)
         doc = packed.packed_ukd(m.ukd.raw, self.arch, mine, library)
-        own = self.plan.launches_of(m.ukd)
         kinds = sorted({ln.source.kind for ln in own})
         prov: dict[str, Any] = {"origin_kind": kinds[0]}
         if m.ukd.kernel_source is not None:
@@ -333,7 +335,7 @@ def pack(opts: PackOptions, reporter: Reporter) -> PackReport:
         return report
 
     cache = CompileCache(opts.cache_dir or default_cache_dir())
-    producer = Producer(root, cache, opts.jobs, opts.hipcc)
+    producer = Producer(root, cache, opts.jobs, {"hip": opts.hipcc, "cuda": opts.nvcc})
     jobs: list[Job] = [j for p in plans for j in p.jobs]
     reporter.batch_started(len(jobs), f"producing for {', '.join(opts.arches)}")
     products = producer.run(jobs, lambda job, s, ran: reporter.job_done(job.what(), s, ran))

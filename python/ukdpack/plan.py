@@ -7,6 +7,7 @@ or a builder call share one job, one code object and one toc key (SPEC 3.2).
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -74,8 +75,16 @@ class ArchPlan:
     launches: tuple[Launch, ...]
     jobs: tuple[Job, ...]
 
+    @functools.cached_property
+    def _by_kernel(self) -> dict[str, list[Launch]]:
+        out: dict[str, list[Launch]] = {}
+        for ln in self.launches:
+            out.setdefault(ln.member.ukd.key, []).append(ln)
+        return out
+
     def launches_of(self, ukd: Ukd) -> list[Launch]:
-        return [ln for ln in self.launches if ln.member.ukd.key == ukd.key]
+        """The launches of one kernel, in launch-name order."""
+        return self._by_kernel.get(ukd.key, [])
 
 
 def plan_arch(tree: Tree, arch: str) -> ArchPlan:

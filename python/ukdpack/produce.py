@@ -90,11 +90,11 @@ class Producer:
     """Runs jobs for one pack; compilers are located (and their version read) once."""
 
     def __init__(self, root: Path, cache: CompileCache, jobs: int,
-                 hipcc: str | None = None) -> None:
+                 compilers: Mapping[str, str | None] | None = None) -> None:
         self.root = root
         self.cache = cache
         self.jobs = max(1, jobs)
-        self._hipcc_arg = hipcc
+        self._explicit = dict(compilers or {})  # kind -> path given on the command line
         self._compilers: dict[str, compiler.Compiler] = {}
         self._lock = threading.Lock()
         self.compiles = 0  # compiler runs in this pack
@@ -103,7 +103,7 @@ class Producer:
         """The compiler of ``kind``; raises UkdError with the install hint when missing."""
         with self._lock:
             if kind not in self._compilers:
-                path = compiler.locate(kind, self._hipcc_arg)
+                path = compiler.locate(kind, self._explicit.get(kind))
                 version = self.cache.compiler_version(path)
                 if version is None:
                     version = compiler.version_text(path)
@@ -178,13 +178,14 @@ class Producer:
             source_digest = sha256_hex(source.read_bytes())
         except OSError as e:
             raise _fail(job, f"cannot read source {job.rel}: {e.strerror}") from None
-        key = base_key({"compiler": comp.identity, "argv": compiler.key_argv(build, job.arch),
+        key = base_key({"compiler": comp.identity,
+                        "argv": compiler.key_argv(job.kind, build, job.arch),
                         "source": job.rel, "source_sha256": source_digest})
         hit = self.cache.lookup(key, self.root)
         if hit is not None:
             return self._finish(job, hit.data, hit.deps, False, f"the cached object of {job.rel}")
         with tempfile.TemporaryDirectory(prefix="ukdpack-cc-") as tmp:
-            out, dep = Path(tmp) / "out.hsaco", Path(tmp) / "out.d"
+            out, dep = Path(tmp) / "out.o", Path(tmp) / "out.d"
             argv = compiler.compile_argv(comp, source, build, job.arch, out, dep, self.root)
             with self._lock:
                 self.compiles += 1

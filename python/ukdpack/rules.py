@@ -4,7 +4,8 @@
 2. a UKD's arch is a subset of its KDP's;
 3. per arch shard, one launch set per dispatch handler (launch sets come from
    the C++ runtime's ``launch_names_of``: the runtime's own reading);
-4. toc keys shared only by kernels that share the code object;
+4. toc keys shared only by kernels that share the code object (in a packed shard:
+   the same sha256, see ``_packed_toc_keys``);
 5. metadata fills the engine's KMD and is unique per engine and arch.
 
 Plus the file rules of SPEC 2-3: paths named by descriptors exist inside the
@@ -14,6 +15,7 @@ root, and UHD artifacts ship from inside it.
 from __future__ import annotations
 
 import json
+import posixpath
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -60,7 +62,7 @@ def check(tree: Tree, arches: Sequence[str] | None = None,
     problems += _arch_subsets(tree)
     problems += _files(tree, missing_prebuilt)
     problems += _launch_sets(tree, shards)
-    problems += _toc_keys(tree)
+    problems += _toc_keys(tree) if tree.authored else _packed_toc_keys(tree)
     problems += _metadata(tree, shards)
     return problems
 
@@ -189,8 +191,18 @@ def source_file(tree: Tree, ukd: Ukd, src: Source, must_exist: bool = True) -> s
     if spec is None:
         return None
     field_name, what = spec
-    return resolve(tree.root, ukd.folder, str(src.fields[field_name]), what=what,
-                   must_exist=must_exist).rel
+    # Kernels of one tree name the same few files many times: resolve each once.
+    key = (str(ukd.folder), str(src.fields[field_name]), what, must_exist)
+    found = tree.path_memo.get(key)
+    if found is None:
+        try:
+            found = resolve(tree.root, ukd.folder, key[1], what=what, must_exist=must_exist).rel
+        except PathRefused as e:
+            found = e
+        tree.path_memo[key] = found
+    if isinstance(found, PathRefused):
+        raise found
+    return found
 
 
 def _files(tree: Tree, missing_prebuilt: MissingPrebuilt) -> list[Problem]:
@@ -348,6 +360,50 @@ def _toc_keys(tree: Tree) -> list[Problem]:
                     f"toc key '{key}' is also the toc key of kernel '{first[1].name}' "
                     f"({first[1].where()}), built from other inputs (a collision of the "
                     "48-bit digest); change either kernel's build inputs"))
+    return problems
+
+
+def _packed_launch_label(ukd: Ukd, launch: str | None) -> str:
+    return (f"kernel '{ukd.name}' (single launch)" if launch is None
+            else f"kernel '{ukd.name}' launch '{launch}'")
+
+
+def _packed_toc_keys(tree: Tree) -> list[Problem]:
+    """Rule 4.4 on a packed shard (``desk-check``): there "the same code object" means
+    the same sha256, since the archive holds one object per toc key. Every launch of
+    every kernel counts: a launch of one kernel and a launch of another may name one toc
+    key (of one archive) only with one digest; the launches of one kernel may share a
+    module, and then name one digest too."""
+    first: dict[tuple[str, str], tuple[str, Ukd, str | None]] = {}
+    reported: set[tuple[str, str, str, str]] = set()  # one problem per key and kernel pair
+    problems = []
+    for ukd in inline_and_standalone_ukds(tree):
+        for name, src in ukd.launches:
+            if src.kind != "kpack":
+                continue
+            # Keys are per archive; the library path is relative to the descriptor.
+            archive = posixpath.normpath(posixpath.join(str(ukd.folder),
+                                                        str(src.fields["library"])))
+            key, digest = str(src.fields["toc_key"]), str(src.fields["sha256"])
+            seen = first.setdefault((archive, key), (digest, ukd, name))
+            pair = (archive, key, seen[1].key, ukd.key)
+            if seen[0] == digest or pair in reported:
+                continue
+            reported.add(pair)
+            other = _packed_launch_label(seen[1], seen[2])
+            if seen[1].key == ukd.key:
+                problems.append(Problem(
+                    ukd.file, jsonpath.key(src.json_path, "sha256"),
+                    f"{_packed_launch_label(ukd, name)} names toc key '{key}' ({archive}) "
+                    f"with sha256 {digest}, and launch '{seen[2]}' of the same kernel names it "
+                    f"with sha256 {seen[0]}; one toc key holds one code object"))
+            else:
+                problems.append(Problem(
+                    ukd.file, jsonpath.key(src.json_path, "toc_key"),
+                    f"{_packed_launch_label(ukd, name)} names toc key '{key}' ({archive}) "
+                    f"with sha256 {digest}, but {other} ({seen[1].where()}) names it with "
+                    f"sha256 {seen[0]}; two kernels share a toc key only when they share "
+                    "the code object (one sha256)"))
     return problems
 
 

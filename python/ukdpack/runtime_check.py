@@ -66,6 +66,8 @@ def check_shard(shard: Path, arch: str, manifest: Mapping[str, list[str]] | None
         for launch in k["launches"] or [None]:
             try:
                 sm.load_launch_code(k["kernel_id"], launch, arch)
-            except ValueError as e:
-                problems.append(Problem(k.get("file", ""), k.get("path", ""), str(e)))
+            except _runtime.RuntimeCheckError as e:
+                d = e.diagnostic
+                problems.append(Problem(d.get("file", ""), d.get("path", ""),
+                                        f"{d.get('code', '')}: {d.get('message', '')}"))
     return problems

@@ -51,6 +51,11 @@ class Tree:
     docs: Mapping[str, Any] = field(repr=False, default_factory=dict)
 
     @functools.cached_property
+    def path_memo(self) -> dict[tuple[str, str, str, bool], Any]:
+        """Resolved paths of this tree (``rules.source_file`` fills it)."""
+        return {}
+
+    @functools.cached_property
     def unread_ids(self) -> frozenset[str]:
         """Id keys of documents that failed their checks: references to them are not
         reported again (the document's own problems explain them)."""
@@ -184,7 +189,7 @@ def _read(f: DescriptorFile, authored: bool) -> tuple[Any, Descriptor | None, li
 
 def load_tree(root: Path, exclude_folders: Iterable[str] = (), *, authored: bool = True) -> Tree:
     """Read every descriptor under ``root``; per-file problems are in ``Tree.problems``."""
-    walked = walk(root, exclude_folders)
+    walked = walk(root, exclude_folders, shard=not authored)
     problems = list(walked.problems)
     descriptors: list[Descriptor] = []
     docs: dict[str, Any] = {}

@@ -56,8 +56,10 @@ def descriptor_type(name: str) -> str | None:
     return None
 
 
-def walk(root: Path, exclude_folders: Iterable[str] = ()) -> WalkResult:
-    """List the descriptors under ``root`` (recursively, sorted) and what was skipped."""
+def walk(root: Path, exclude_folders: Iterable[str] = (), *, shard: bool = False) -> WalkResult:
+    """List the descriptors under ``root`` (recursively, sorted) and what was skipped.
+    In a shard (``shard``) the top-level ``kpack`` folder is the archive folder: not
+    walked, not refused."""
     excluded = set(exclude_folders)
     files: list[DescriptorFile] = []
     skipped: list[Skipped] = []
@@ -85,6 +87,8 @@ def walk(root: Path, exclude_folders: Iterable[str] = ()) -> WalkResult:
                 continue
             if is_dir:
                 if not rel_folder and entry.name == ARCHIVE_FOLDER:
+                    if shard:
+                        continue
                     problems.append(Problem(rel, "", f"a top-level folder named '{ARCHIVE_FOLDER}' "
                                             "would collide with the archive folder of a shard; "
                                             "rename it"))

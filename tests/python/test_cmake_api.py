@@ -43,7 +43,8 @@ def test_functions_refuse_bad_arguments(tmp_path: Path, call: str, fragment: str
 NAMES = ["gfx90a", "gfx90a:xnack-", "gfx940", "gfx942:sramecc+:xnack-", "gfx1030", "gfx1100",
          "gfx11-generic", "gfx9-4-generic", "gfx10-3-generic", "gfx900", "gfx90c", "sm_90",
          "sm_90a", "sm_100", "sm_8", "gfx", "x86_64", "gfx1030x", "gfxabc", "sm90", "gfx-generic",
-         "GFX90A", "gfx90a-generic", "sm_1000"]
+         "GFX90A", "gfx90a-generic", "sm_1000", "gfx11000", "gfx10300a", "gfx90a0", "gfx1030f",
+         "gfx9-4-", "gfx9--generic", "sm_90ab", "sm_9a"]
 
 
 def test_cmake_arch_pattern_agrees_with_the_runtime(tmp_path: Path) -> None:

@@ -159,7 +159,10 @@ def test_adding_and_removing_a_descriptor_repacks(superbuild: Superbuild) -> Non
 def test_shard_tests_and_install_without_stamps(superbuild: Superbuild) -> None:
     r = _run(["ctest", "--test-dir", str(superbuild.build), "-L", "ukdpack", "--output-on-failure"])
     assert "100% tests passed" in r.stdout
-    assert "ukdpack.example.gfx90a.validate" in r.stdout
+    for arch in ARCHES:
+        for check in ("validate", "verify", "desk-check"):
+            assert f"ukdpack.example.{arch}.{check} " in r.stdout, r.stdout
+    assert r.stdout.count(" Test #") == 2 * 3  # 3 checks per built arch, no others
     prefix = superbuild.build.parent / "prefix"
     _run(["cmake", "--install", str(superbuild.build), "--prefix", str(prefix)])
     shards = prefix / "share" / "example" / "shards"

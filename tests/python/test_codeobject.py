@@ -194,7 +194,8 @@ def test_handmade_bundle_is_read_like_hipccs() -> None:
     (b"CCOB\x01\x00\x02\x00" + b"\0" * 40, "compressed offload bundle"),
 ])
 def test_non_objects_are_refused_by_name(data: bytes, found: str) -> None:
-    prefix = "not a code object: expected an AMDGPU ELF or a clang offload bundle, found "
+    prefix = ("not a code object: expected an AMDGPU ELF, a clang offload bundle or an "
+              "NVIDIA cubin, found ")
     with pytest.raises(CodeObjectError) as err:
         codeobject.kernels(data)
     assert str(err.value).startswith(prefix) and found in str(err.value)

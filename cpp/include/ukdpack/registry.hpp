@@ -8,15 +8,17 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "ukdpack/descriptors.hpp"
 #include "ukdpack/diagnostics.hpp"
+#include "ukdpack/execution.hpp"
 
 namespace ukdpack {
 
-// One launch of a plan, as a handler receives it. Execution comes in a later
-// issue: this is the shape plans hand over, device code is not built here.
+// One launch of a plan, as runPlan() hands it to DispatchHandler::launch():
+// the verified code for handlers that launch it themselves.
 struct LaunchRequest {
   const Kernel* kernel = nullptr;
   std::string launch;                         // "" for a single-launch kernel
@@ -26,6 +28,16 @@ struct LaunchRequest {
   std::size_t workspaceSize = 0;
   void* stream = nullptr;                     // the backend's stream handle
   const void* arguments = nullptr;            // the operation's arguments (handler-defined)
+};
+
+// One launch of a device plan (plan.hpp DevicePlan), as prepareLaunch() sees
+// it: the plan owns the code and the module, the handler says what to launch.
+struct LaunchContext {
+  const Kernel* kernel = nullptr;
+  std::string_view launch;          // "" for a single-launch kernel
+  DevicePtr workspace = 0;          // one workspace shared by every launch; 0 when none
+  std::size_t workspaceSize = 0;    // the bytes the workspace holds
+  const void* arguments = nullptr;  // the operation's arguments (handler-defined)
 };
 
 // Native code that launches the kernels of packs whose UDD names its symbol.
@@ -50,16 +62,27 @@ class DispatchHandler {
     return std::nullopt;
   }
 
-  // Runs one launch. Plans call it once per launch, in launchNames() order.
+  // Runs one launch. runPlan() calls it once per launch, in launchNames() order.
   // The default refuses: a handler that executes overrides it.
   virtual Result<bool> launch(const LaunchRequest& request) const;
+
+  // What one launch of a device plan runs: fills `out` (geometry and the
+  // argument bytes, in the kernel's parameter order). DevicePlan::run calls it
+  // once per launch, in launchNames() order, with `out` cleared but its storage
+  // kept from the last run. A failure stops the run. The default refuses.
+  virtual Result<bool> prepareLaunch(const LaunchContext& context, LaunchArgs& out) const;
 };
 
 // A native applicability check named by a UMD's match_symbol (or a UED's
-// graph_match.native). Evaluation comes with execution.
+// graph_match.native).
 class MatchHandler {
  public:
   virtual ~MatchHandler() = default;
+
+  // Whether `kernel` serves `problem` (handler-defined JSON). A failure stops
+  // the selection. The base accepts every problem: a matcher that only exists
+  // (a stub) filters nothing.
+  virtual Result<bool> matches(const Kernel& kernel, const Json& problem) const;
 };
 
 // A native heuristic named by a UHD (native.symbol, custom_library.symbol).

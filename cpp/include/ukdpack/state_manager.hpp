@@ -19,6 +19,13 @@
 
 namespace ukdpack {
 
+// A matcher a kept kernel's pack names (a UMD's match_symbol), as registered.
+struct BoundMatcher {
+  std::string matcherId;  // the UMD's id
+  std::string symbol;     // its match_symbol
+  std::shared_ptr<const MatchHandler> handler;  // nullptr: none registered, the pack is served without it
+};
+
 // A kernel the state manager keeps. The pointers point into the state
 // manager's own copy of the descriptor set: valid while the manager lives.
 struct KernelDefinition {
@@ -29,6 +36,7 @@ struct KernelDefinition {
   const Engine* engine = nullptr;  // nullptr when the pack names none
   std::shared_ptr<const DispatchHandler> handler;
   std::string dispatchSymbol;
+  std::vector<BoundMatcher> matchers;  // the pack's, in its order
 };
 
 // A kernel left out, with a stable code and the reason.
@@ -64,6 +72,13 @@ class StateManager {
   const std::vector<Diagnostic>& diagnostics() const { return diagnostics_; }
 
   const KernelDefinition* find(std::string_view kernelId) const;
+
+  // The kernel for `problem`: among kept kernels whose pack's registered
+  // matchers all accept it, the highest priority, ties by the lower id.
+  // Kernels are tried in that order and matching stops at the first accepted
+  // one; nullptr when none is. A matcher's failure is returned (MATCHER_FAILED
+  // unless it gives a code), naming the matcher and the kernel.
+  Result<const KernelDefinition*> select(const Json& problem) const;
 
   // The verified code of one launch of a kept kernel (integrity.hpp), with the
   // kernel's handler's expected signature; `arch` "" means the manager's arch.

@@ -1,0 +1,201 @@
+"""Synthetic authored trees of any size, for the benchmarks.
+
+``N`` kernels over ``K`` engines, a mix of single- and multi-launch kernels; hip
+kernels over ``D`` distinct translation units (each unit exports several entry
+points, so many kernels share one compile); prebuilt hsaco kernels over real
+objects compiled by hipcc, each copy varied (a unique, incompressible tail after
+the ELF image, which ELF readers ignore) so the archive cannot compress them
+trivially.
+
+    python bench/make_tree.py OUT --kernels 1000 --engines 4 --units 40 --arches gfx90a gfx940
+    python bench/make_tree.py OUT --prebuilt 2000 --object-kib 100 --arches gfx90a
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import shutil
+import subprocess
+import sys
+import uuid
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+ENTRIES_PER_UNIT = 25  # entry points each translation unit exports
+MULTI_EVERY = 5  # every 5th hip kernel is a two-launch kernel
+
+
+def _id(*parts: object) -> str:
+    return str(uuid.uuid5(uuid.NAMESPACE_URL, "https://ukdpack.dev/bench/" + "/".join(map(str, parts))))
+
+
+def _write(path: Path, doc: object) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(doc, indent=1) + "\n")
+
+
+def hip_unit(unit: int, entries: int) -> str:
+    """One translation unit: ``entries`` distinct kernels (distinct constants, so every
+    unit compiles to its own object) and the produce/consume pair multi-launch kernels use."""
+    lines = ["#include <hip/hip_runtime.h>", "#ifndef SCALE", "#define SCALE 1", "#endif"]
+    for e in range(entries):
+        lines.append(f'extern "C" __global__ void k{e}(const float* in, float* out, unsigned n) '
+                     f"{{ unsigned i = blockIdx.x * blockDim.x + threadIdx.x; "
+                     f"if (i < n) out[i] = in[i] * {unit + 1}.{e:02d}f * SCALE; }}")
+    lines.append('extern "C" __global__ void produce(const float* in, float* ws, unsigned n) '
+                 f"{{ unsigned i = threadIdx.x; if (i < n) ws[i] = in[i] + {unit}.5f; }}")
+    lines.append('extern "C" __global__ void consume(const float* ws, float* out, unsigned n) '
+                 "{ unsigned i = threadIdx.x; if (i < n) out[i] = ws[n - 1 - i]; }")
+    return "\n".join(lines) + "\n"
+
+
+def _engine(root: Path, e: int, arches: list[str]) -> None:
+    folder = root / f"engine{e}"
+    _write(folder / "md.kmd.json", {"id": _id("kmd", e), "version": "1.0", "name": f"md{e}",
+                                    "fields": [{"name": "variant", "type": "int"},
+                                               {"name": "dtype", "type": "string",
+                                                "default_value": "FLOAT"}]})
+    _write(folder / "engine.ued.json", {"id": _id("ued", e), "version": "1.0",
+                                        "name": f"bench:engine{e}", "metadata": _id("kmd", e)})
+    _write(folder / "single.udd.json", {"id": _id("udd", e, "single"), "version": "1.0",
+                                        "name": f"single{e}", "dispatch_symbol": f"single{e}"})
+    _write(folder / "multi.udd.json", {"id": _id("udd", e, "multi"), "version": "1.1",
+                                       "name": f"multi{e}", "dispatch_symbol": f"multi{e}",
+                                       "launches": ["produce", "consume"]})
+
+
+def _kdp(pid: str, name: str, e: int, kind: str, kernels: list[object],
+         arches: list[str]) -> dict[str, object]:
+    return {"id": pid, "version": "1.0", "name": name, "arch": arches, "matchers": [],
+            "engine": _id("ued", e), "dispatch": _id("udd", e, kind), "kernelDescriptors": kernels}
+
+
+def make_hip_tree(root: Path, kernels: int, engines: int, units: int, arches: list[str],
+                  per_pack: int = 50) -> None:
+    """``kernels`` hip kernels (every ``MULTI_EVERY``-th a produce/consume pair) over
+    ``units`` translation units, spread over ``engines`` engines."""
+    for u in range(units):
+        path = root / "src" / f"unit{u:03d}.hip"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(hip_unit(u, ENTRIES_PER_UNIT))
+    for e in range(engines):
+        _engine(root, e, arches)
+    packs: dict[tuple[int, str], list[object]] = {}
+    for k in range(kernels):
+        e, u = k % engines, (k // engines) % units
+        src = f"../src/unit{u:03d}.hip"
+        if k % MULTI_EVERY == 0:
+            ukd: dict[str, object] = {
+                "id": _id("ukd", k), "version": "1.1", "name": f"multi{k}", "priority": 0,
+                "metadata": {"variant": k},
+                "sources": {"produce": {"kind": "hip", "source": src, "entry": "produce", "build": {}},
+                            "consume": {"kind": "hip", "source": src, "entry": "consume", "build": {}}}}
+            packs.setdefault((e, "multi"), []).append(ukd)
+        else:
+            ukd = {"id": _id("ukd", k), "version": "1.0", "name": f"single{k}", "priority": k % 7,
+                   "metadata": {"variant": k},
+                   "kernel_source": {"kind": "hip", "source": src,
+                                     "entry": f"k{k % ENTRIES_PER_UNIT}", "build": {}}}
+            packs.setdefault((e, "single"), []).append(ukd)
+    for (e, kind), items in sorted(packs.items()):
+        for start in range(0, len(items), per_pack):
+            chunk = items[start:start + per_pack]
+            n = start // per_pack
+            _write(root / f"engine{e}" / f"{kind}{n:03d}.kdp.json",
+                   _kdp(_id("kdp", e, kind, n), f"{kind}{e}.{n}", e, kind, chunk, arches))
+
+
+def _big_unit(v: int) -> str:
+    """A kernel with a long unrolled body: objects of tens of KiB that differ per ``v``."""
+    body = " ".join(f"acc = acc * {1.0 + (v * 131 + j) % 997 / 1000:.4f}f + in[(i + {j}) % n];"
+                    for j in range(48))
+    return ("#include <hip/hip_runtime.h>\n"
+            'extern "C" __global__ void big(const float* in, float* out, unsigned n) {\n'
+            "  unsigned i = blockIdx.x * blockDim.x + threadIdx.x; float acc = 0.0f;\n"
+            "  #pragma unroll\n  for (int r = 0; r < 64; ++r) { " + body + " }\n"
+            "  out[i % n] = acc;\n}\n")
+
+
+def compile_objects(folder: Path, distinct: int, arch: str, jobs: int) -> list[Path]:
+    """``distinct`` real objects compiled by hipcc for ``arch`` (cached in ``folder``)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    env = dict(os.environ, HIP_PLATFORM="amd")
+
+    def one(v: int) -> Path:
+        out = folder / f"big{v:03d}.{arch}.hsaco"
+        if not out.is_file():
+            src = folder / f"big{v:03d}.hip"
+            src.write_text(_big_unit(v))
+            subprocess.run(["hipcc", "--genco", f"--offload-arch={arch}", "-O3",
+                            "-fuse-cuid=none", str(src), "-o", str(out)], check=True, env=env,
+                           capture_output=True)
+        return out
+
+    with ThreadPoolExecutor(max_workers=jobs) as pool:
+        return list(pool.map(one, range(distinct)))
+
+
+def make_prebuilt_tree(root: Path, count: int, object_kib: int, arch: str, objects: list[Path],
+                       engines: int = 4, per_pack: int = 100, seed: int = 7) -> int:
+    """``count`` single-launch hsaco kernels, each over its own copy of one of ``objects``
+    padded with random bytes to about ``object_kib`` KiB. Returns the bytes written."""
+    rng = random.Random(seed)
+    total = 0
+    for e in range(engines):
+        _engine(root, e, [arch])
+    packs: dict[int, list[object]] = {}
+    for k in range(count):
+        e = k % engines
+        base = objects[k % len(objects)].read_bytes()
+        pad = max(0, object_kib * 1024 - len(base))
+        data = base + rng.randbytes(pad)
+        rel = f"objects/{k // 1000:02d}/obj{k:05d}.hsaco"
+        path = root / f"engine{e}" / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(data)
+        total += len(data)
+        packs.setdefault(e, []).append({
+            "id": _id("pre", k), "version": "1.0", "name": f"pre{k}", "priority": 0,
+            "metadata": {"variant": k}, "arch": [arch],
+            "kernel_source": {"kind": "hsaco", "file": rel, "symbol": "big"}})
+    for e, items in sorted(packs.items()):
+        for start in range(0, len(items), per_pack):
+            n = start // per_pack
+            _write(root / f"engine{e}" / f"pre{n:03d}.kdp.json",
+                   _kdp(_id("kdp", e, "pre", n), f"pre{e}.{n}", e, "single",
+                        items[start:start + per_pack], [arch]))
+    return total
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    p.add_argument("out", type=Path)
+    p.add_argument("--kernels", type=int, default=0, help="hip kernels")
+    p.add_argument("--engines", type=int, default=4)
+    p.add_argument("--units", type=int, default=40, help="distinct translation units")
+    p.add_argument("--prebuilt", type=int, default=0, help="prebuilt hsaco kernels")
+    p.add_argument("--object-kib", type=int, default=100)
+    p.add_argument("--distinct-objects", type=int, default=24)
+    p.add_argument("--arches", nargs="+", default=["gfx90a"])
+    p.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
+    args = p.parse_args(argv)
+    if args.out.exists():
+        shutil.rmtree(args.out)
+    args.out.mkdir(parents=True)
+    if args.kernels:
+        make_hip_tree(args.out, args.kernels, args.engines, args.units, args.arches)
+    if args.prebuilt:
+        objs = compile_objects(args.out.parent / ".objects", args.distinct_objects,
+                               args.arches[0], args.jobs)
+        size = make_prebuilt_tree(args.out, args.prebuilt, args.object_kib, args.arches[0], objs,
+                                  args.engines)
+        print(f"{args.prebuilt} prebuilt kernels, {size / 2**20:.1f} MiB of objects",
+              file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,98 @@
+"""``ukdpack desk-check SHARD``: the whole-set rules (SPEC 4) over a packed shard.
+
+The shard is read as a tree (``tree.load_tree(shard, authored=False)``) and judged
+by the very rules ``validate`` applies to an authored root (``rules.check``); rule
+4.4 takes its packed form there (one toc key, one sha256). On top, what only a
+packed shard can get wrong: every launch is in packed form, every toc key and arch
+it names is in the archive it names, and archive entries no launch claims are
+noted.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from ukdpack import jsonpath, rules
+from ukdpack.errors import Problem, errors_only
+from ukdpack.shard import Shard, load_shard
+
+
+@dataclass(frozen=True)
+class DeskCheck:
+    """The verdict on one shard: every problem, notes included."""
+
+    shard: Shard
+    problems: tuple[Problem, ...]
+
+    @property
+    def ok(self) -> bool:
+        return not errors_only(self.problems)
+
+    def summary(self) -> str:
+        t = self.shard.tree
+        counts = (f"{len(self.shard.kdps())} packs, {len(t.members)} kernels, "
+                  f"{len(self.shard.launches)} launches")
+        if self.ok:
+            return f"desk-check passed: {counts}"
+        n = len(errors_only(self.problems))
+        return f"desk-check failed: {n} error{'s' if n != 1 else ''} ({counts})"
+
+
+def _archive_problems(shard: Shard) -> list[Problem]:
+    """Every launch packed, and in its archive; what no launch claims, noted."""
+    problems: list[Problem] = []
+    claimed: set[tuple[str, str, str]] = set()
+    named: set[str] = set()
+    for ln in shard.launches:
+        if ln.source.kind == "embedded_source":
+            continue  # ships as authored, with no code object
+        if not ln.packed:
+            problems.append(Problem(ln.ukd.file, jsonpath.key(ln.json_path, "kind"),
+                                    f"{ln.label()}: kind '{ln.source.kind}' in a packed shard; "
+                                    "the packer writes every code object as kind 'kpack'"))
+            continue
+        opened = shard.archive_of(ln)
+        if opened.archive is None:
+            problems.append(Problem(ln.ukd.file, jsonpath.key(ln.json_path, "library"),
+                                    f"{ln.label()}: {opened.error}"))
+            continue
+        named.add(opened.rel)
+        for arch in shard.arches_of(ln.member):
+            claimed.add((opened.rel, ln.toc_key, arch))
+            if (ln.toc_key, arch) not in opened.archive:
+                held = sorted(a for a in opened.archive.arches()
+                              if opened.archive.entry(ln.toc_key, a) is not None)
+                found = (f"for that key it holds arches {', '.join(held)}" if held
+                         else "it holds no entry of that key")
+                problems.append(Problem(ln.ukd.file, jsonpath.key(ln.json_path, "toc_key"),
+                                        f"{ln.label()}: toc key '{ln.toc_key}' for arch {arch} "
+                                        f"is not in the archive {opened.rel} ({found})"))
+    for rel in sorted(set(shard.archive_files()) | named):
+        opened = shard.open_archive(rel)
+        if opened.archive is None:
+            if rel not in named:  # a named one was reported at its launches
+                problems.append(Problem(rel, "", str(opened.error)))
+            continue
+        if rel not in named:
+            problems.append(Problem(rel, "", "no launch of the shard names this archive; it "
+                                    "ships for nothing", "note"))
+            continue
+        for key, arch in opened.entries():
+            if (rel, key, arch) not in claimed:
+                problems.append(Problem(rel, "", f"entry '{key}' for {arch} is claimed by no "
+                                        "launch; it ships for nothing", "note"))
+    return problems
+
+
+def desk_check(shard_path: Path, arch: str | None = None,
+               exclude_folders: Sequence[str] = ()) -> DeskCheck:
+    """Every whole-set problem of the packed shard at ``shard_path``."""
+    shard = load_shard(shard_path, arch, exclude_folders)
+    problems = list(shard.problems)
+    problems += rules.check(shard.tree, [shard.arch] if shard.arch is not None else None)
+    problems += _archive_problems(shard)
+    order = {f.rel: i for i, f in enumerate(shard.tree.files)}
+    problems.sort(key=lambda p: (order.get(p.file, len(order)), p.file, p.path))
+    return DeskCheck(shard, tuple(problems))

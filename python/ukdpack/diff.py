@@ -1,0 +1,236 @@
+"""``ukdpack diff A B``: kernels and launches added, removed and changed between two
+packed shards, and the other descriptors that differ.
+
+Kernels are matched by id (UUIDs case-insensitively, as everywhere), launches by
+name, never by position: reordering ``sources`` keys changes nothing. A kernel
+changes when any field it ships with changes (name, priority, metadata, arch, its
+pack...) or any launch is added, removed or changed (kind, toc key, symbol,
+sha256, signature, library).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+from ukdpack.errors import Problem
+from ukdpack.model import Descriptor, Ukd
+from ukdpack.shard import Shard, ShardLaunch, describe_signature, load_shard
+from ukdpack.tree import Member
+
+Status = Literal["added", "removed", "changed"]
+#: Launch fields compared, in the order changes are listed.
+LAUNCH_FIELDS = ("kind", "toc_key", "symbol", "sha256", "signature", "library")
+_TYPE_NAMES = {"Kdp": "KDP", "Ukd": "UKD", "Udd": "UDD", "Ued": "UED", "Kmd": "KMD",
+               "Umd": "UMD", "Uhd": "UHD"}
+
+
+def _show(field: str, value: Any) -> str:
+    if value is None:
+        return "absent"
+    if field == "signature" and isinstance(value, list):
+        return describe_signature(value)
+    if isinstance(value, str):
+        return f"'{value}'"
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False, sort_keys=True)
+
+
+@dataclass(frozen=True)
+class Change:
+    """One field that differs: its value in A and in B (None: absent)."""
+
+    field: str
+    a: Any
+    b: Any
+
+    def line(self) -> str:
+        return f"{self.field}: {_show(self.field, self.a)} -> {_show(self.field, self.b)}"
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"field": self.field, "a": self.a, "b": self.b}
+
+
+@dataclass(frozen=True)
+class LaunchDiff:
+    name: str | None  # None: the one launch of a single-launch kernel
+    status: Status
+    changes: tuple[Change, ...] = ()
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "status": self.status,
+                "changes": [c.as_dict() for c in self.changes]}
+
+
+@dataclass(frozen=True)
+class KernelDiff:
+    id: str
+    name: str
+    pack: str  # the pack's name (in B, else in A)
+    file: str
+    path: str
+    status: Status
+    changes: tuple[Change, ...] = ()
+    launches: tuple[LaunchDiff, ...] = ()
+
+    def lines(self) -> list[str]:
+        where = f"{self.file}: {self.path}" if self.path != "$" else self.file
+        head = f"{self.status} kernel '{self.name}' ({self.id}) in pack '{self.pack}' ({where})"
+        out = [head]
+        out += [f"  {c.line()}" for c in self.changes]
+        for ln in self.launches:
+            label = "launch (single)" if ln.name is None else f"launch '{ln.name}'"
+            if ln.status != "changed":
+                out.append(f"  {label}: {ln.status}")
+            out += [f"  {label}: {c.line()}" for c in ln.changes]
+        return out
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"id": self.id, "name": self.name, "pack": self.pack, "file": self.file,
+                "path": self.path, "status": self.status,
+                "changes": [c.as_dict() for c in self.changes],
+                "launches": [ln.as_dict() for ln in self.launches]}
+
+
+@dataclass(frozen=True)
+class DescriptorDiff:
+    """A pack or generic descriptor (not a kernel) added, removed or changed."""
+
+    id: str
+    type: str
+    name: str
+    file: str
+    status: Status
+    fields: tuple[str, ...] = ()
+
+    def line(self) -> str:
+        fields = f": {', '.join(self.fields)}" if self.fields else ""
+        return f"{self.status} {self.type} '{self.name}' ({self.file}){fields}"
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"id": self.id, "type": self.type, "name": self.name, "file": self.file,
+                "status": self.status, "fields": list(self.fields)}
+
+
+@dataclass(frozen=True)
+class ShardDiff:
+    a: Shard
+    b: Shard
+    kernels: tuple[KernelDiff, ...]
+    descriptors: tuple[DescriptorDiff, ...]
+    problems: tuple[Problem, ...]
+
+    def count(self, status: Status) -> int:
+        return sum(1 for k in self.kernels if k.status == status)
+
+    @property
+    def launches_changed(self) -> int:
+        """Launches added, removed or changed within the kernels both shards hold."""
+        return sum(len(k.launches) for k in self.kernels if k.status == "changed")
+
+    @property
+    def equal(self) -> bool:
+        return not self.kernels and not self.descriptors
+
+    def summary(self) -> str:
+        return (f"{self.count('added')} kernels added, {self.count('removed')} removed, "
+                f"{self.count('changed')} changed ({self.launches_changed} launches changed)")
+
+    def lines(self) -> list[str]:
+        out = [ln for k in self.kernels for ln in k.lines()]
+        out += [d.line() for d in self.descriptors]
+        return out
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"a": str(self.a.root), "b": str(self.b.root), "equal": self.equal,
+                "summary": self.summary(),
+                "kernels": {s: [k.as_dict() for k in self.kernels if k.status == s]
+                            for s in ("added", "removed", "changed")},
+                "launches_changed": self.launches_changed,
+                "descriptors": [d.as_dict() for d in self.descriptors],
+                "problems": [{"shard": "a" if i < len(self.a.problems) else "b", **p.as_dict()}
+                             for i, p in enumerate(self.problems)]}
+
+
+def _launch_fields(ln: ShardLaunch) -> dict[str, Any]:
+    if not ln.packed:  # embedded_source: the authored source is all there is
+        return {"kind": ln.source.kind, "source": dict(ln.source.fields)}
+    return {f: ln.source.get(f) for f in LAUNCH_FIELDS}
+
+
+def _changes(a: Mapping[str, Any], b: Mapping[str, Any]) -> tuple[Change, ...]:
+    ordered = [*a, *(k for k in b if k not in a)]
+    return tuple(Change(k, a.get(k), b.get(k)) for k in ordered if a.get(k) != b.get(k))
+
+
+def _kernel_fields(m: Member) -> dict[str, Any]:
+    """What a kernel ships with, launches aside; its pack by name."""
+    out = {k: v for k, v in m.ukd.raw.items() if k not in ("kernel_source", "sources")}
+    out["pack"] = m.kdp.name
+    return out
+
+
+def _kernel(a: Member | None, b: Member | None, sa: Shard, sb: Shard) -> KernelDiff | None:
+    m = b or a
+    assert m is not None
+    status: Status = "added" if a is None else "removed" if b is None else "changed"
+    base: dict[str, Any] = {"id": m.ukd.id, "name": m.ukd.name, "pack": m.kdp.name, "file": m.ukd.file,
+            "path": m.ukd.json_path}
+    if a is None or b is None:
+        return KernelDiff(**base, status=status)
+    changes = _changes(_kernel_fields(a), _kernel_fields(b))
+    la, lb = sa.launches_of(a.ukd), sb.launches_of(b.ukd)
+    launches: list[LaunchDiff] = []
+    for name in sorted(set(la) | set(lb), key=lambda n: n or ""):
+        if name not in lb:
+            launches.append(LaunchDiff(name, "removed"))
+        elif name not in la:
+            launches.append(LaunchDiff(name, "added"))
+        elif found := _changes(_launch_fields(la[name]), _launch_fields(lb[name])):
+            launches.append(LaunchDiff(name, "changed", found))
+    if not changes and not launches:
+        return None
+    return KernelDiff(**base, status=status, changes=changes, launches=tuple(launches))
+
+
+def _others(sa: Shard, sb: Shard) -> list[DescriptorDiff]:
+    def index(s: Shard) -> dict[str, Descriptor]:
+        return {d.key: d for d in s.tree.descriptors if not isinstance(d, Ukd)}
+
+    da, db = index(sa), index(sb)
+    out = []
+    for key in [*da, *(k for k in db if k not in da)]:
+        a, b = da.get(key), db.get(key)
+        d = b or a
+        assert d is not None
+        kind = _TYPE_NAMES[type(d).__name__]
+        if a is None or b is None:
+            out.append(DescriptorDiff(d.id, kind, d.name, d.file,
+                                      "added" if a is None else "removed"))
+            continue
+        # A pack's kernels are compared kernel by kernel, above.
+        ra = {k: v for k, v in a.raw.items() if k != "kernelDescriptors"}
+        rb = {k: v for k, v in b.raw.items() if k != "kernelDescriptors"}
+        fields = [c.field for c in _changes(ra, rb)]
+        if a.file != b.file:
+            fields.append("file")
+        if fields:
+            out.append(DescriptorDiff(d.id, kind, d.name, d.file, "changed", tuple(fields)))
+    return out
+
+
+def diff(path_a: Path, path_b: Path) -> ShardDiff:
+    """What changed from the shard at ``path_a`` to the one at ``path_b``."""
+    sa, sb = load_shard(path_a), load_shard(path_b)
+    ma = {m.ukd.key: m for m in sa.tree.members}
+    mb = {m.ukd.key: m for m in sb.tree.members}
+    kernels = []
+    for key in [*ma, *(k for k in mb if k not in ma)]:
+        found = _kernel(ma.get(key), mb.get(key), sa, sb)
+        if found is not None:
+            kernels.append(found)
+    return ShardDiff(sa, sb, tuple(kernels), tuple(_others(sa, sb)),
+                     sa.problems + sb.problems)
+

@@ -1,0 +1,557 @@
+"""The YAML configuration of ``ukdpack generate`` (SPEC 13), read and checked.
+
+Every problem is named by the YAML path of the field (``$.variants[2].launches.
+consume.role``), in the JSON-path notation the rest of ukdpack uses, and all of
+them are reported in one run. The generic sections (``kmd``, ``engine``,
+``matchers``, ``dispatches``) are the descriptors' own JSON shapes without ``id``
+and ``version``, so they are checked by the descriptors' own schemas and the
+runtime's parser; packs and variant sets are checked here. The format is
+documented in ``docs/generate.md``.
+"""
+
+from __future__ import annotations
+
+import itertools
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from ukdpack import _runtime, jsonpath, schema
+from ukdpack.errors import Problem, UkdError, from_runtime
+
+#: The format version of the configuration this reader reads.
+CONFIG_VERSION = 1
+Scalar = str | int | float | bool
+_SCALARS = (str, int, float, bool)
+_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+#: Source fields each kind takes on a variant set (as in SPEC 3.1).
+KIND_FIELDS: dict[str, tuple[str, ...]] = {
+    "hip": ("source", "entry", "build"),
+    "cuda": ("source", "entry", "build"),
+    "hsaco": ("file", "symbol"),
+    "builder": ("module", "function", "spec", "entry", "role"),
+    "embedded_source": ("source_file", "entry_point"),
+}
+#: Fields each kind's source must end up with, on the set or on every launch.
+REQUIRED_FIELDS: dict[str, tuple[str, ...]] = {
+    "hip": ("source", "entry"), "cuda": ("source", "entry"), "hsaco": ("file", "symbol"),
+    "builder": ("module", "function"), "embedded_source": ("source_file", "entry_point"),
+}
+#: Fields a launch may override, per kind (SPEC 13; builder ``entry`` too, since it is
+#: what picks each launch's kernel out of one multi-kernel object).
+LAUNCH_FIELDS: dict[str, tuple[str, ...]] = {
+    "hip": ("source", "entry", "build"),
+    "cuda": ("source", "entry", "build"),
+    "hsaco": ("file", "symbol"),
+    "builder": ("module", "function", "spec", "role", "entry"),
+}
+_TOP_KEYS = ("version", "namespace", "kmd", "engine", "matchers", "dispatches", "packs",
+             "variants")
+_PACK_KEYS = ("name", "dispatch", "matchers", "arch")
+_VARIANT_KEYS = ("pack", "name", "priority", "metadata", "params", "arches", "kind",
+                 "launches")
+
+
+@dataclass(frozen=True)
+class Generic:
+    """A generic descriptor as written in the config: its JSON body without id/version."""
+
+    name: str
+    body: Mapping[str, Any]
+    path: str  # YAML path of its section
+
+
+@dataclass(frozen=True)
+class Pack:
+    name: str
+    dispatch: str | None  # a dispatch's name
+    matchers: tuple[str, ...]  # matchers' names
+    arch: tuple[str, ...]
+    path: str
+
+
+@dataclass(frozen=True)
+class VariantSet:
+    """One entry of ``variants``: templates expanded once per (parameter row, arch)."""
+
+    path: str
+    pack: str
+    name: Any  # template of the kernel name
+    priority: Any
+    metadata: Any
+    rows: tuple[Mapping[str, Scalar], ...]  # parameter rows; one empty row when none
+    arches: tuple[str, ...] | None  # one kernel per arch, arch narrowed; None: the pack's
+    kind: str
+    fields: Mapping[str, Any]  # the source fields set on the variant set (templates)
+    launches: tuple[tuple[str, Mapping[str, Any]], ...] | None  # name -> override
+
+
+@dataclass(frozen=True)
+class Config:
+    file: str  # the config's file name, as generated files name it
+    namespace: str
+    kmd: Generic
+    engine: Generic
+    matchers: tuple[Generic, ...]
+    dispatches: tuple[Generic, ...]
+    packs: tuple[Pack, ...]
+    variants: tuple[VariantSet, ...] = field(default=())
+
+
+class _BadYaml(Exception):
+    def __init__(self, mark: Any, message: str) -> None:
+        super().__init__(message)
+        self.mark = mark
+
+
+class _Loader(yaml.SafeLoader):
+    """A safe loader that refuses repeated keys (the last would silently win) and keys
+    that are not strings (a YAML ``on:`` key is a boolean)."""
+
+
+def _construct_mapping(loader: _Loader, node: yaml.MappingNode) -> dict[str, Any]:
+    loader.flatten_mapping(node)
+    out: dict[str, Any] = {}
+    lines: dict[str, int] = {}
+    for key_node, value_node in node.value:
+        key = loader.construct_object(key_node, deep=True)
+        if not isinstance(key, str):
+            raise _BadYaml(key_node.start_mark, f"expected a string key, found "
+                           f"{_found(key)}; quote it")
+        if key in out:
+            raise _BadYaml(key_node.start_mark, f"key '{key}' appears twice in one mapping "
+                           f"(first on line {lines[key]}); the last would silently win")
+        lines[key] = key_node.start_mark.line + 1
+        out[key] = loader.construct_object(value_node, deep=True)
+    return out
+
+
+_Loader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
+
+
+def _found(value: Any) -> str:
+    """How a found value reads in messages (as in the descriptor rules)."""
+    if isinstance(value, bool):
+        return f"boolean {str(value).lower()}"
+    if isinstance(value, int):
+        return f"integer {value}"
+    if isinstance(value, float):
+        return f"number {value}"
+    if isinstance(value, str):
+        return f"'{value}'"
+    if value is None:
+        return "null"
+    if isinstance(value, Mapping):
+        return "a mapping"
+    if isinstance(value, list):
+        return "a list"
+    return type(value).__name__
+
+
+def load_yaml(path: Path) -> Any:
+    """The YAML document at ``path``; UkdError naming the line of a syntax problem."""
+    name = path.name
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as e:
+        raise UkdError(Problem(str(path), "", f"cannot read the config: {e.strerror}")) from None
+    except UnicodeDecodeError as e:
+        raise UkdError(Problem(name, "", f"not UTF-8 text: {e.reason} at byte {e.start}")
+                       ) from None
+    try:
+        return yaml.load(text, Loader=_Loader)  # a SafeLoader subclass: builds no objects
+    except _BadYaml as e:
+        raise UkdError(Problem(name, "", f"line {e.mark.line + 1}, column "
+                               f"{e.mark.column + 1}: {e}")) from None
+    except yaml.MarkedYAMLError as e:
+        mark = e.problem_mark
+        where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark else ""
+        raise UkdError(Problem(name, "", f"{where}not valid YAML: {e.problem}")) from None
+    except yaml.YAMLError as e:
+        raise UkdError(Problem(name, "", f"not valid YAML: {e}")) from None
+
+
+class _Reader:
+    """Reads sections of the config, collecting every problem."""
+
+    def __init__(self, file: str) -> None:
+        self.file = file
+        self.problems: list[Problem] = []
+
+    def fail(self, path: str, message: str) -> None:
+        self.problems.append(Problem(self.file, path, message))
+
+    def mapping(self, value: Any, path: str, what: str, allowed: Sequence[str],
+                required: Sequence[str] = ()) -> Mapping[str, Any] | None:
+        if not isinstance(value, Mapping):
+            self.fail(path, f"expected {what} (a mapping), found {_found(value)}")
+            return None
+        for key in value:
+            if key not in allowed:
+                self.fail(jsonpath.key(path, key), f"unknown key '{key}' in {what}; expected "
+                          f"one of {', '.join(allowed)}")
+        for key in required:
+            if key not in value:
+                self.fail(path, f"{what} misses required key '{key}'")
+        return value
+
+    def string(self, value: Any, path: str, pattern: re.Pattern[str] | None = None,
+               expect: str = "a non-empty string") -> str | None:
+        if not isinstance(value, str) or not value or (pattern and not pattern.match(value)):
+            self.fail(path, f"expected {expect}, found {_found(value)}")
+            return None
+        return value
+
+    def names(self, value: Any, path: str, what: str) -> tuple[str, ...]:
+        if not isinstance(value, list):
+            self.fail(path, f"expected a list of {what}, found {_found(value)}")
+            return ()
+        out = []
+        for i, item in enumerate(value):
+            s = self.string(item, jsonpath.index(path, i), expect=f"the name of {what[:-1]}")
+            if s is not None:
+                out.append(s)
+        return tuple(out)
+
+    def arches(self, value: Any, path: str) -> tuple[str, ...]:
+        if not isinstance(value, list):
+            self.fail(path, f"expected a list of arch ids, found {_found(value)}")
+            return ()
+        out: list[str] = []
+        for i, a in enumerate(value):
+            where = jsonpath.index(path, i)
+            if not isinstance(a, str) or not _runtime.is_arch_name(a) or _runtime.bare_arch(a) != a:
+                self.fail(where, f"expected a bare arch id such as gfx90a or sm_90, found "
+                          f"{_found(a)}")
+            elif a in out:
+                self.fail(where, f"arch '{a}' is listed twice")
+            else:
+                out.append(a)
+        return tuple(out)
+
+    # -- generic descriptors -----------------------------------------------------
+
+    def generic(self, value: Any, path: str, dtype: str, what: str,
+                forbidden: Sequence[str] = ()) -> Generic | None:
+        """A generic section: its descriptor's body, checked by that descriptor's schema
+        (with a placeholder id and version, which generate writes)."""
+        if not isinstance(value, Mapping):
+            self.fail(path, f"expected {what} (a mapping), found {_found(value)}")
+            return None
+        for key in ("id", "version", *forbidden):
+            if key in value:
+                self.fail(jsonpath.key(path, key), f"'{key}' is written by generate; leave it "
+                          "out of the config")
+        body = {k: v for k, v in value.items() if k not in ("id", "version", *forbidden)}
+        doc: dict[str, Any] = {"id": "generated", "version": version_of(dtype, body), **body}
+        if dtype == "ued":
+            doc["metadata"] = "generated"
+        found = [(p, m) for p, m in schema.check(doc, dtype)]
+        if not found:
+            found = [(d.path, d.message) for d in (
+                from_runtime(x) for x in _runtime.check_descriptor(dtype, doc, self.file))
+                if d.severity == "error"]
+        for p, m in found:
+            self.fail(path + p[1:] if p.startswith("$") else path, m)
+        name = body.get("name")
+        return Generic(name, body, path) if not found and isinstance(name, str) else None
+
+    # -- packs -------------------------------------------------------------------
+
+    def pack(self, value: Any, path: str) -> Pack | None:
+        obj = self.mapping(value, path, "a pack", _PACK_KEYS, ("name", "dispatch"))
+        if obj is None:
+            return None
+        name = self.string(obj.get("name"), jsonpath.key(path, "name"))
+        dispatch = obj.get("dispatch")
+        if dispatch is not None:
+            dispatch = self.string(dispatch, jsonpath.key(path, "dispatch"),
+                                   expect="the name of a dispatch, or null")
+        matchers = self.names(obj.get("matchers", []), jsonpath.key(path, "matchers"),
+                              "matchers")
+        arch = self.arches(obj.get("arch", []), jsonpath.key(path, "arch"))
+        if name is None or ("dispatch" in obj and obj["dispatch"] is not None
+                            and dispatch is None):
+            return None
+        return Pack(name, dispatch, matchers, arch, path)
+
+    # -- variant sets ------------------------------------------------------------
+
+    def rows(self, value: Any, path: str, reserved: Sequence[str]) -> tuple[dict[str, Scalar],
+                                                                          ...]:
+        """``params``: a mapping of value lists (their product, in key order, the last key
+        varying fastest) or a list of rows."""
+        def names_ok(row: Mapping[str, Any], where: str) -> bool:
+            ok = True
+            for k, v in row.items():
+                if not _NAME.match(k):
+                    self.fail(jsonpath.key(where, k), f"expected a parameter name matching "
+                              f"[A-Za-z_][A-Za-z0-9_]*, found '{k}'")
+                    ok = False
+                elif k in reserved:
+                    self.fail(jsonpath.key(where, k), f"parameter '{k}' is reserved: "
+                              "'{arch}' is the arch of each kernel of 'arches'")
+                    ok = False
+                elif not isinstance(v, list) and not isinstance(v, _SCALARS):
+                    self.fail(jsonpath.key(where, k), f"expected a scalar parameter value, "
+                              f"found {_found(v)}")
+                    ok = False
+            return ok
+
+        if value is None:
+            return ({},)
+        if isinstance(value, Mapping):
+            if not value:
+                self.fail(path, "expected at least one parameter, found an empty mapping")
+                return ()
+            if not names_ok({k: v if isinstance(v, list) else [] for k, v in value.items()},
+                            path):
+                return ()
+            lists: list[list[Scalar]] = []
+            ok = True
+            for k, v in value.items():
+                where = jsonpath.key(path, k)
+                if not isinstance(v, list) or not v:
+                    self.fail(where, f"expected a non-empty list of values, found {_found(v)}")
+                    ok = False
+                    continue
+                for i, item in enumerate(v):
+                    if not isinstance(item, _SCALARS):
+                        self.fail(jsonpath.index(where, i), f"expected a scalar parameter "
+                                  f"value, found {_found(item)}")
+                        ok = False
+                lists.append(list(v))
+            if not ok:
+                return ()
+            keys = list(value)
+            return tuple(dict(zip(keys, combo, strict=True))
+                         for combo in itertools.product(*lists))
+        if isinstance(value, list):
+            if not value:
+                self.fail(path, "expected at least one row of parameters, found an empty list")
+                return ()
+            out = []
+            for i, row in enumerate(value):
+                where = jsonpath.index(path, i)
+                if not isinstance(row, Mapping):
+                    self.fail(where, f"expected a row of parameters (a mapping), found "
+                              f"{_found(row)}")
+                elif names_ok(row, where) and not any(isinstance(v, list)
+                                                      for v in row.values()):
+                    out.append(dict(row))
+                else:
+                    for k, v in row.items():
+                        if isinstance(v, list):
+                            self.fail(jsonpath.key(where, k), "expected a scalar parameter "
+                                      "value, found a list")
+            return tuple(out) if len(out) == len(value) else ()
+        self.fail(path, f"expected parameters: a mapping of value lists (their product) or a "
+                  f"list of rows, found {_found(value)}")
+        return ()
+
+    def variant(self, value: Any, path: str) -> VariantSet | None:
+        kind = value.get("kind") if isinstance(value, Mapping) else None
+        source_keys = KIND_FIELDS.get(kind, ()) if isinstance(kind, str) else ()
+        allowed = (*_VARIANT_KEYS, *source_keys)
+        if isinstance(value, Mapping) and "role" in value and kind in ("hip", "cuda", "hsaco",
+                                                                        "embedded_source"):
+            self.fail(jsonpath.key(path, "role"), f"'role' is a builder-only field; a {kind} "
+                      "source takes no role")
+            value = {k: v for k, v in value.items() if k != "role"}
+        before = len(self.problems)
+        obj = self.mapping(value, path, "a variant set" + (f" of kind {kind}" if source_keys
+                                                           else ""),
+                           allowed, ("pack", "name", "kind"))
+        if obj is None:
+            return None
+        kind_path = jsonpath.key(path, "kind")
+        if "kind" in obj and kind not in KIND_FIELDS:
+            if kind == "kpack":
+                self.fail(kind_path, "kind 'kpack' is the packed form written by the packer; "
+                          "a config names what to build (hip, hsaco, cuda, builder or "
+                          "embedded_source)")
+            else:
+                self.fail(kind_path, f"expected one of {', '.join(KIND_FIELDS)}, found "
+                          f"{_found(kind)}")
+        pack = self.string(obj.get("pack"), jsonpath.key(path, "pack"),
+                           expect="the name of a pack")
+        arches = (self.arches(obj["arches"], jsonpath.key(path, "arches"))
+                  if "arches" in obj else None)
+        if arches is not None and not arches and "arches" in obj:
+            self.fail(jsonpath.key(path, "arches"), "expected at least one arch (leave "
+                      "'arches' out for kernels that run on every arch of their pack)")
+        if kind == "hsaco" and not arches:
+            self.fail(path, "an hsaco kernel names its arch (SPEC 2.3): give the variant set "
+                      "'arches', one prebuilt object per arch, e.g. file: objects/{arch}/x.hsaco")
+        rows = self.rows(obj.get("params"), jsonpath.key(path, "params"), ("arch",))
+        fields = {k: v for k, v in obj.items() if k in source_keys}
+        launches = None
+        if "launches" in obj:
+            launches = self.launches(obj["launches"], jsonpath.key(path, "launches"),
+                                     str(kind))
+        elif isinstance(kind, str) and kind in REQUIRED_FIELDS:
+            for key in REQUIRED_FIELDS[kind]:
+                if key not in fields:
+                    self.fail(path, f"a {kind} variant set misses '{key}'")
+        if "metadata" in obj and not isinstance(obj["metadata"], Mapping):
+            self.fail(jsonpath.key(path, "metadata"), f"expected a mapping of metadata values, "
+                      f"found {_found(obj['metadata'])}")
+        if len(self.problems) != before or pack is None or not isinstance(kind, str):
+            return None
+        return VariantSet(path, pack, obj["name"], obj.get("priority", 0),
+                          obj.get("metadata", {}), rows, arches, kind, fields, launches)
+
+    def launches(self, value: Any, path: str, kind: str
+                 ) -> tuple[tuple[str, Mapping[str, Any]], ...] | None:
+        if kind == "embedded_source":
+            self.fail(path, "an embedded_source kernel ships as authored, with no code object, "
+                      "so it has no launches; give a hip, hsaco, cuda or builder kind, or drop "
+                      "'launches'")
+            return None
+        if kind not in LAUNCH_FIELDS:
+            return None  # the kind is reported
+        if not isinstance(value, Mapping):
+            self.fail(path, f"expected a mapping of launch name to override, found "
+                      f"{_found(value)}")
+            return None
+        if len(value) < 2:
+            self.fail(path, f"expected at least two launches (a multi-launch kernel), found "
+                      f"{len(value)}; a single-launch kernel names its source on the variant "
+                      "set")
+        allowed = LAUNCH_FIELDS[kind]
+        out = []
+        for name, override in value.items():
+            where = jsonpath.key(path, name)
+            if not _runtime.is_launch_name(name):
+                self.fail(where, f"expected a launch name matching [A-Za-z][A-Za-z0-9_]*, "
+                          f"found '{name}'")
+                continue
+            if not override:  # {} or null: the launch would be its kernel source unchanged
+                self.fail(where, f"launch '{name}' overrides nothing; each launch sets what "
+                          f"differs from its kernel source ({', '.join(allowed)})")
+                continue
+            if not isinstance(override, Mapping):
+                self.fail(where, f"expected the fields launch '{name}' overrides (a mapping), "
+                          f"found {_found(override)}")
+                continue
+            for key in override:
+                if key == "role" and kind != "builder":
+                    self.fail(jsonpath.key(where, key), f"'role' is a builder-only field; a "
+                              f"{kind} launch takes no role")
+                elif key not in allowed:
+                    self.fail(jsonpath.key(where, key), f"a launch inherits its kernel "
+                              f"source's kind ('{kind}') and may override only "
+                              f"{', '.join(allowed)}; found '{key}'")
+            out.append((name, override))
+        return tuple(out)
+
+
+def version_of(dtype: str, body: Mapping[str, Any]) -> str:
+    """The ``version`` generate writes for a generic descriptor of ``dtype`` with ``body``:
+    the lowest that holds its fields (a UDD with ``launches`` is 1.1)."""
+    return "1.1" if dtype == "udd" and "launches" in body else "1.0"
+
+
+def _unique(reader: _Reader, items: Sequence[Generic | Pack], what: str) -> None:
+    seen: dict[str, str] = {}
+    for item in items:
+        first = seen.setdefault(item.name, item.path)
+        if first != item.path:
+            reader.fail(jsonpath.key(item.path, "name"), f"{what} '{item.name}' is also the name "
+                        f"of {first}; names are unique per type (ids are made from them)")
+
+
+def read_config(path: Path) -> Config:
+    """The checked config at ``path``; UkdError with every problem found."""
+    doc = load_yaml(path)
+    r = _Reader(path.name)
+    top = r.mapping(doc, "$", "a generate config", _TOP_KEYS,
+                    ("version", "namespace", "kmd", "engine", "packs", "variants"))
+    if top is None:
+        raise UkdError(r.problems)
+    if "version" in top and top["version"] != CONFIG_VERSION:
+        r.fail("$.version", f"expected config version {CONFIG_VERSION}, found "
+               f"{_found(top['version'])}")
+    namespace = r.string(top.get("namespace"), "$.namespace",
+                         expect="a namespace (a non-empty string that seeds every id)")
+    kmd = r.generic(top.get("kmd"), "$.kmd", "kmd", "the metadata schema (KMD)")
+    engine = r.generic(top.get("engine"), "$.engine", "ued", "the engine (UED)",
+                       forbidden=("metadata",))
+
+    def listed(key: str, what: str) -> list[Any]:
+        value = top.get(key, [])
+        if not isinstance(value, list):
+            r.fail(f"$.{key}", f"expected a list of {what}, found {_found(value)}")
+            return []
+        return value
+
+    matchers = [m for i, v in enumerate(listed("matchers", "matchers (UMD)"))
+                if (m := r.generic(v, f"$.matchers[{i}]", "umd", "a matcher (UMD)"))]
+    dispatches = [d for i, v in enumerate(listed("dispatches", "dispatches (UDD)"))
+                  if (d := r.generic(v, f"$.dispatches[{i}]", "udd", "a dispatch (UDD)"))]
+    packs = [p for i, v in enumerate(listed("packs", "packs (KDP)"))
+             if (p := r.pack(v, f"$.packs[{i}]"))]
+    variants = [s for i, v in enumerate(listed("variants", "variant sets"))
+                if (s := r.variant(v, f"$.variants[{i}]"))]
+    if "packs" in top and not top["packs"]:
+        r.fail("$.packs", "expected at least one pack")
+    if "variants" in top and not top["variants"]:
+        r.fail("$.variants", "expected at least one variant set")
+    _unique(r, matchers, "matcher")
+    _unique(r, dispatches, "dispatch")
+    _unique(r, packs, "pack")
+    # A pack named only by variant sets that failed their own checks is not also empty.
+    named = {v.get("pack") for v in top.get("variants", []) if isinstance(v, Mapping)} \
+        if isinstance(top.get("variants"), list) else set()
+    _references(r, kmd, engine, matchers, dispatches, packs, variants, named)
+    if r.problems:
+        raise UkdError(r.problems)
+    assert namespace is not None and kmd is not None and engine is not None
+    return Config(path.name, namespace, kmd, engine, tuple(matchers), tuple(dispatches),
+                  tuple(packs), tuple(variants))
+
+
+def _references(r: _Reader, kmd: Generic | None, engine: Generic | None,
+                matchers: Sequence[Generic], dispatches: Sequence[Generic],
+                packs: Sequence[Pack], variants: Sequence[VariantSet], named: set[Any]) -> None:
+    """Names that refer to other sections resolve; arches fit their pack's."""
+    if kmd is not None and engine is not None:
+        fields = [f.get("name") for f in kmd.body.get("fields", [])]
+        for i, knob in enumerate(engine.body.get("knobs", [])):
+            if knob not in fields:
+                r.fail(f"$.engine.knobs[{i}]", f"knob '{knob}' is no field of the KMD; "
+                       f"expected one of {', '.join(map(str, fields)) or '(none)'}")
+    matcher_names = {m.name for m in matchers}
+    dispatch_names = {d.name for d in dispatches}
+    by_name = {p.name: p for p in packs}
+    used: set[str] = set()
+    for p in packs:
+        if p.dispatch is not None and p.dispatch not in dispatch_names:
+            r.fail(jsonpath.key(p.path, "dispatch"), f"'{p.dispatch}' names no dispatch of "
+                   f"$.dispatches; expected one of {', '.join(sorted(dispatch_names)) or '(none)'}"
+                   ", or null")
+        for i, m in enumerate(p.matchers):
+            if m not in matcher_names:
+                r.fail(jsonpath.index(jsonpath.key(p.path, "matchers"), i), f"'{m}' names no "
+                       f"matcher of $.matchers; expected one of "
+                       f"{', '.join(sorted(matcher_names)) or '(none)'}")
+    for s in variants:
+        pack = by_name.get(s.pack)
+        if pack is None:
+            r.fail(jsonpath.key(s.path, "pack"), f"'{s.pack}' names no pack of $.packs; "
+                   f"expected one of {', '.join(sorted(by_name)) or '(none)'}")
+            continue
+        used.add(pack.name)
+        for i, a in enumerate(s.arches or ()):
+            if pack.arch and a not in pack.arch:
+                r.fail(jsonpath.index(jsonpath.key(s.path, "arches"), i), f"arch '{a}' is not "
+                       f"an arch of pack '{pack.name}' [{', '.join(pack.arch)}]; a kernel's "
+                       "arch is a subset of its pack's")
+    for p in packs:
+        if p.name not in used and p.name not in named:
+            r.fail(p.path, f"pack '{p.name}' has no kernels: no variant set names it")

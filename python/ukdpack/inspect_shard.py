@@ -1,0 +1,210 @@
+"""``ukdpack inspect SHARD``: what a packed shard holds, for people (a table) and
+machines (``--json``).
+
+Engines, packs, kernels with their launches (toc key, symbol, sha256, signature)
+and the code objects of the archives with their sizes, as the shard's descriptors
+and the runtime's kpack reader say.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TextIO
+
+from ukdpack.errors import Problem
+from ukdpack.model import Kdp, Kmd, Udd, Ued
+from ukdpack.shard import Shard, ShardLaunch, describe_signature, load_shard
+
+#: Width of the table when stdout is no terminal (a log, a pipe): wide enough that
+#: toc keys and signatures are not wrapped mid-word.
+PLAIN_WIDTH = 200
+
+
+@dataclass(frozen=True)
+class Inspection:
+    """What a shard holds, as one JSON-ready document, and the problems reading it."""
+
+    shard: Shard
+    doc: Mapping[str, Any]
+    problems: tuple[Problem, ...]
+
+
+def _launch(shard: Shard, ln: ShardLaunch) -> dict[str, Any]:
+    out: dict[str, Any] = {"name": ln.name, "kind": ln.source.kind}
+    if not ln.packed:
+        out["source"] = dict(ln.source.fields)
+        return out
+    opened = shard.archive_of(ln)
+    size = None
+    if opened.archive is not None:
+        for arch in shard.arches_of(ln.member):
+            entry = opened.archive.entry(ln.toc_key, arch)
+            if entry is not None:
+                size = int(entry["original_size"])
+    out.update({"archive": opened.rel, "toc_key": ln.toc_key, "symbol": ln.symbol,
+                "sha256": ln.sha256, "size": size, "signature": ln.signature})
+    return out
+
+
+def _pack(shard: Shard, kdp: Kdp) -> dict[str, Any]:
+    t = shard.tree
+    ued, udd = t.ued_of(kdp), t.udd_of(kdp)
+    kernels = []
+    for m in t.members:
+        if m.kdp.key != kdp.key:
+            continue
+        kernels.append({
+            "id": m.ukd.id, "name": m.ukd.name, "file": m.ukd.file, "path": m.ukd.json_path,
+            "version": m.ukd.version, "priority": m.ukd.priority,
+            "arch": list(m.ukd.arch) if m.ukd.arch is not None else None,
+            "metadata": dict(m.ukd.metadata),
+            "launches": [_launch(shard, shard.launches_of(m.ukd)[name])
+                         for name, _ in m.ukd.launches]})
+    return {"id": kdp.id, "name": kdp.name, "file": kdp.file, "arch": list(kdp.arch),
+            "engine": ued.name if ued else kdp.engine,
+            "dispatch_symbol": udd.dispatch_symbol if udd else None,
+            "dispatch_launches": list(udd.launches) if udd and udd.launches is not None
+            else None,
+            "kernels": kernels}
+
+
+def _archives(shard: Shard) -> list[dict[str, Any]]:
+    users: dict[tuple[str, str, str], list[str]] = {}
+    broken: dict[str, str] = {}  # a library that names no readable archive -> why
+    for ln in shard.launches:
+        if not ln.packed:
+            continue
+        opened = shard.archive_of(ln)
+        if opened.archive is None:
+            broken.setdefault(opened.rel, f"{ln.label()}: {opened.error}")
+            continue
+        for arch in shard.arches_of(ln.member):
+            label = ln.ukd.name + (f"/{ln.name}" if ln.name else "")
+            users.setdefault((opened.rel, ln.toc_key, arch), []).append(label)
+    out: list[dict[str, Any]] = []
+    for rel in sorted(set(shard.archive_files()) | {rel for rel, _, _ in users}):
+        opened = shard.open_archive(rel)
+        a = opened.archive
+        if a is None:
+            out.append({"path": rel, "error": opened.error})
+            continue
+        entries = []
+        for key, arch in opened.entries():
+            entry = a.entry(key, arch)
+            assert entry is not None
+            entries.append({"toc_key": key, "arch": arch, "type": entry["type"],
+                            "size": int(entry["original_size"]),
+                            "used_by": users.get((rel, key, arch), [])})
+        out.append({"path": rel, "group": a.group(), "arches": a.arches(), "scheme": a.scheme(),
+                    "bytes": (shard.root / rel).stat().st_size, "entries": entries})
+    listed = {o["path"] for o in out}
+    out += [{"path": rel, "error": why} for rel, why in sorted(broken.items()) if rel not in listed]
+    return out
+
+
+def inspect(shard_path: Path, arch: str | None = None) -> Inspection:
+    """Read the shard at ``shard_path`` into an inspection document."""
+    shard = load_shard(shard_path, arch)
+    t = shard.tree
+    kdps = shard.kdps()
+    engines = []
+    for ued in t.of_type(Ued):
+        kmd = t.kmd_of(ued)
+        engines.append({"id": ued.id, "name": ued.name, "file": ued.file,
+                        "metadata": kmd.name if isinstance(kmd, Kmd) else ued.metadata,
+                        "knobs": list(ued.knobs),
+                        "packs": [k.name for k in kdps if t.ued_of(k) is ued]})
+    archives = _archives(shard)
+    # An archive that cannot be read is a problem of the shard, said once per archive.
+    problems = list(shard.problems) + [Problem(a["path"], "", a["error"]) for a in archives
+                                       if "error" in a]
+    doc = {
+        "shard": str(shard_path), "arch": shard.arch,
+        "engines": engines,
+        "dispatches": [{"id": u.id, "name": u.name, "file": u.file,
+                        "dispatch_symbol": u.dispatch_symbol,
+                        "launches": list(u.launches) if u.launches is not None else None}
+                       for u in t.of_type(Udd)],
+        "packs": [_pack(shard, k) for k in kdps],
+        "archives": archives,
+        "problems": [p.as_dict() for p in problems],
+    }
+    return Inspection(shard, doc, tuple(problems))
+
+
+def _size(n: Any) -> str:
+    return f"{n:,}" if isinstance(n, int) else "-"
+
+
+def print_json(ins: Inspection, out: TextIO) -> None:
+    print(json.dumps(ins.doc, indent=2, ensure_ascii=False), file=out)
+
+
+def print_tables(ins: Inspection, out: TextIO) -> None:
+    """The inspection as rich tables: engines, then each pack's kernels and launches,
+    then the archives."""
+    from rich.console import Console
+    from rich.table import Table
+    from rich.text import Text
+
+    def row(table: Table, *cells: str) -> None:
+        # Text cells: a metadata value such as [1] must not be read as rich markup.
+        table.add_row(*(Text(c) for c in cells))
+
+    console = Console(file=out, width=None if out.isatty() else PLAIN_WIDTH,
+                      highlight=False, emoji=False)
+    doc = ins.doc
+    packs: list[dict[str, Any]] = doc["packs"]
+    kernels = [k for p in packs for k in p["kernels"]]
+    launches = sum(len(k["launches"]) for k in kernels)
+    objects = sum(len(a.get("entries", [])) for a in doc["archives"])
+    archive_bytes = sum(a.get("bytes", 0) for a in doc["archives"])
+    console.print(f"shard {doc['shard']}: arch {doc['arch'] or '(unknown)'}, "
+                  f"{len(doc['engines'])} engines, {len(packs)} packs, {len(kernels)} kernels, "
+                  f"{launches} launches, {objects} code objects ({archive_bytes:,} archive bytes)",
+                  markup=False)
+
+    engines = Table(title=Text("engines"), title_justify="left")
+    for col in ("engine", "metadata (KMD)", "knobs", "packs", "file"):
+        engines.add_column(col)
+    for e in doc["engines"]:
+        row(engines, e["name"], str(e["metadata"]), ", ".join(e["knobs"]),
+                        ", ".join(e["packs"]), e["file"])
+    console.print(engines)
+
+    for p in packs:
+        dispatch = p["dispatch_symbol"] or "(no dispatch)"
+        if p["dispatch_launches"] is not None:
+            dispatch += " {" + ", ".join(p["dispatch_launches"]) + "}"
+        table = Table(title=Text(f"pack {p['name']} ({p['file']}): engine "
+                                 f"{p['engine'] or '-'}, dispatch {dispatch}"),
+                      title_justify="left")
+        for col in ("kernel", "prio", "metadata", "launch", "toc key", "symbol", "bytes",
+                    "signature"):
+            table.add_column(col, justify="right" if col in ("prio", "bytes") else "left")
+        for k in p["kernels"]:
+            meta = json.dumps(k["metadata"], separators=(",", ":"), sort_keys=True)
+            for i, ln in enumerate(k["launches"]):
+                first = i == 0
+                row(table, k["name"] if first else "", str(k["priority"]) if first else "",
+                              meta if first else "", ln["name"] or "-",
+                              ln.get("toc_key", f"({ln['kind']})"), ln.get("symbol", "-"),
+                              _size(ln.get("size")),
+                              describe_signature(ln["signature"]) if "signature" in ln else "-")
+        console.print(table)
+
+    for a in doc["archives"]:
+        if "error" in a:
+            console.print(f"archive {a['path']}: {a['error']}", markup=False)
+            continue
+        table = Table(title=Text(f"archive {a['path']}: group {a['group']}, {a['scheme']}, "
+                                 f"{a['bytes']:,} bytes"), title_justify="left")
+        for col in ("toc key", "arch", "type", "bytes", "used by"):
+            table.add_column(col, justify="right" if col == "bytes" else "left")
+        for e in a["entries"]:
+            row(table, e["toc_key"], e["arch"], e["type"], _size(e["size"]),
+                          ", ".join(e["used_by"]) or "(unclaimed)")
+        console.print(table)

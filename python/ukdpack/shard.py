@@ -1,0 +1,208 @@
+"""A packed shard as the shard tools read it (inspect, verify, desk-check, diff).
+
+Descriptors are read by the packer's own reader (``tree.load_tree(shard,
+authored=False)``), so a shard is held to the same shapes as an authored tree;
+archives are opened with the C++ runtime's kpack reader, so what a tool finds in
+an archive (membership, bytes) is what the runtime would find.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ukdpack import _runtime, walk
+from ukdpack.errors import Problem, UkdError
+from ukdpack.model import Kdp, Source, Ukd, id_key
+from ukdpack.paths import PathRefused, resolve
+from ukdpack.tree import Member, Tree, load_tree
+
+#: The field of a packed source that names its archive, relative to the descriptor.
+LIBRARY = "library"
+
+
+def launch_label(ukd: Ukd, launch: str | None) -> str:
+    """``kernel 'x' launch 'produce'`` (or ``kernel 'x' (single launch)``) for messages."""
+    if launch is None:
+        return f"kernel '{ukd.name}' (single launch)"
+    return f"kernel '{ukd.name}' launch '{launch}'"
+
+
+def describe_signature(signature: Sequence[Mapping[str, Any]]) -> str:
+    """``(global_buffer 8@0, by_value 4@16)``: a signature on one line."""
+    parts = []
+    for arg in signature:
+        name = f" {arg['name']}" if "name" in arg else ""
+        parts.append(f"{arg.get('kind')}{name} {arg.get('size')}@{arg.get('offset')}")
+    return f"({', '.join(parts)})"
+
+
+@dataclass(frozen=True)
+class ShardLaunch:
+    """One launch of one kernel of a shard, with what its packed entry records."""
+
+    member: Member
+    name: str | None  # None for a single-launch kernel
+    source: Source
+
+    @property
+    def ukd(self) -> Ukd:
+        return self.member.ukd
+
+    @property
+    def packed(self) -> bool:
+        """Whether the launch has a packed code object (``kind: kpack``)."""
+        return self.source.kind == "kpack"
+
+    @property
+    def toc_key(self) -> str:
+        return str(self.source.get("toc_key", ""))
+
+    @property
+    def symbol(self) -> str:
+        return str(self.source.get("symbol", ""))
+
+    @property
+    def sha256(self) -> str:
+        return str(self.source.get("sha256", ""))
+
+    @property
+    def signature(self) -> list[dict[str, Any]]:
+        return [dict(a) for a in self.source.get("signature", [])]
+
+    @property
+    def json_path(self) -> str:
+        return self.source.json_path
+
+    def label(self) -> str:
+        return launch_label(self.ukd, self.name)
+
+
+@dataclass(frozen=True)
+class Opened:
+    """An archive of the shard: opened by the runtime's reader, or why it could not be."""
+
+    rel: str  # shard-relative path
+    archive: _runtime.KpackArchive | None
+    error: str | None = None
+
+    def entries(self) -> list[tuple[str, str]]:
+        """Every (toc key, arch) the archive holds, sorted."""
+        if self.archive is None:
+            return []
+        a = self.archive
+        toc_keys, arches = a.keys(), a.arches()  # the C++ reader is not iterable
+        return [(key, arch) for key in toc_keys for arch in arches
+                if a.entry(key, arch) is not None]
+
+
+@dataclass(frozen=True)
+class Shard:
+    """A packed shard: its folder, its arch, its descriptors and their problems."""
+
+    root: Path
+    arch: str | None
+    tree: Tree
+    problems: tuple[Problem, ...]
+    _archives: dict[str, Opened] = field(default_factory=dict, repr=False, compare=False)
+
+    @functools.cached_property
+    def launches(self) -> tuple[ShardLaunch, ...]:
+        """Every launch of every kernel, in file order, launches by name."""
+        return tuple(ShardLaunch(m, name, src) for m in self.tree.members
+                     for name, src in m.ukd.launches)
+
+    def launches_of(self, ukd: Ukd) -> dict[str | None, ShardLaunch]:
+        """The launches of one kernel by name (None for a single launch)."""
+        return {ln.name: ln for ln in self.launches if ln.ukd.key == ukd.key}
+
+    def archive_rel(self, launch: ShardLaunch) -> str:
+        """Shard-relative path of the archive a packed launch names; raises PathRefused
+        when the library path leaves the shard or names no file."""
+        return resolve(self.root, launch.ukd.folder, str(launch.source.get(LIBRARY, "")),
+                       what="archive").rel
+
+    def open_archive(self, rel: str) -> Opened:
+        """The archive at shard-relative ``rel``, opened once."""
+        found = self._archives.get(rel)
+        if found is None:
+            try:
+                found = Opened(rel, _runtime.KpackArchive(str(self.root / rel)))
+            except ValueError as e:  # KpackError: the reader's own message
+                found = Opened(rel, None, str(e))
+            self._archives[rel] = found
+        return found
+
+    def archive_of(self, launch: ShardLaunch) -> Opened:
+        """The archive a packed launch names; ``error`` says why there is none."""
+        try:
+            rel = self.archive_rel(launch)
+        except PathRefused as e:
+            return Opened(str(launch.source.get(LIBRARY, "")), None, str(e))
+        return self.open_archive(rel)
+
+    def archive_files(self) -> list[str]:
+        """Shard-relative paths of the ``*.kpack`` files in the shard's archive folder."""
+        folder = self.root / walk.ARCHIVE_FOLDER
+        if not folder.is_dir():
+            return []
+        return sorted(f"{walk.ARCHIVE_FOLDER}/{p.name}" for p in folder.iterdir()
+                      if p.is_file() and p.name.endswith(".kpack"))
+
+    def arches_of(self, member: Member) -> tuple[str, ...]:
+        """The arches a kernel's code is looked up for: the shard's, else the kernel's own
+        (its UKD arch, else its pack's)."""
+        if self.arch is not None:
+            return (self.arch,)
+        return tuple(member.ukd.arch or member.kdp.arch)
+
+    def kdps(self) -> list[Kdp]:
+        return self.tree.of_type(Kdp)
+
+    def kernel_ids(self) -> frozenset[str]:
+        """Ids of every kernel object a shard file holds, whether or not it read cleanly:
+        a kernel whose own problems were reported is not reported missing too."""
+        ids: set[str] = set()
+        for doc in self.tree.docs.values():
+            for item in _kernel_docs(doc):
+                if isinstance(item.get("id"), str):
+                    ids.add(id_key(item["id"]))
+        return frozenset(ids)
+
+
+def _kernel_docs(doc: Any) -> Iterator[Mapping[str, Any]]:
+    if not isinstance(doc, Mapping):
+        return
+    kernels = doc.get("kernelDescriptors")
+    if isinstance(kernels, list):
+        yield from (k for k in kernels if isinstance(k, Mapping))
+    elif "metadata" in doc and "id" in doc:
+        yield doc
+
+
+def _shard_arch(root: Path, tree: Tree, given: str | None) -> str | None:
+    """The arch of the shard: ``given``, else the folder's name (``OUT/<arch>/``), else the
+    one arch every pack names."""
+    if given is not None:
+        bare = str(_runtime.bare_arch(given.strip()))
+        if not _runtime.is_arch_name(bare):
+            raise UkdError(f"--arch {given}: expected a GPU arch such as gfx90a or sm_90")
+        return bare
+    name = root.resolve().name
+    if _runtime.is_arch_name(name):
+        return name
+    named = {a for kdp in tree.of_type(Kdp) for a in kdp.arch}
+    return next(iter(named)) if len(named) == 1 else None
+
+
+def load_shard(path: Path, arch: str | None = None,
+               exclude_folders: Sequence[str] = ()) -> Shard:
+    """Read the shard at ``path``; its reading problems are in ``Shard.problems``."""
+    if not path.is_dir():
+        raise UkdError(Problem(str(path), "", "expected a shard folder (OUT_ROOT/<arch>/), found "
+                               + ("a file" if path.exists() else "nothing at that path")))
+    tree = load_tree(path, exclude_folders, authored=False)
+    return Shard(path, _shard_arch(path, tree, arch), tree, tree.problems)

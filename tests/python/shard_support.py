@@ -1,0 +1,84 @@
+"""Helpers shared by the shard-tool tests (inspect, verify, desk-check, diff): the
+example tree packed once per module, and ways to damage a copy of a shard."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import pytest
+from pack_support import REPO, copy_example, run_pack
+
+from ukdpack import kpack
+
+ARCH = "gfx90a"
+
+
+def pack_example(tmp_path_factory: pytest.TempPathFactory, name: str,
+                 arches: Sequence[str] = (ARCH,)) -> tuple[Path, Path]:
+    """The example tree copied and packed: (tree, out root). The compile cache is shared
+    by every module of the session (it is content-addressed), so each compile runs once."""
+    base = tmp_path_factory.mktemp(name)
+    cache = tmp_path_factory.getbasetemp() / "shard-tools-cache"
+    tree = copy_example(base / "tree")
+    r = run_pack(tree, base / "out", arches, cache=cache)
+    assert r.returncode == 0, r.stderr
+    return tree, base / "out"
+
+
+def copy_shard(src: Path, dst: Path) -> Path:
+    shutil.copytree(src, dst)
+    return dst
+
+
+def read(path: Path) -> Any:
+    return json.loads(path.read_text())
+
+
+def write(path: Path, doc: Any) -> None:
+    """Written compact, as the packer writes shard descriptors."""
+    path.write_text(json.dumps(doc, separators=(",", ":")) + "\n")
+
+
+def edit(path: Path, change: Callable[[Any], None]) -> None:
+    doc = read(path)
+    change(doc)
+    write(path, doc)
+
+
+def kernel(doc: Any, name: str) -> dict[str, Any]:
+    """The kernel object named ``name`` in a KDP document."""
+    found: dict[str, Any] = next(k for k in doc["kernelDescriptors"] if k["name"] == name)
+    return found
+
+
+def rewrite_archive(shard: Path, drop: Sequence[str] = (),
+                    add: dict[str, bytes] | None = None) -> None:
+    """Rebuild the shard's archive without the toc keys ``drop`` and with extra entries."""
+    path = shard / "kpack" / f"kernels_{ARCH}.kpack"
+    old = kpack.Archive.open(path)
+    writer = kpack.ArchiveWriter(old.group, [ARCH])
+    for key, arch in old:
+        if key not in drop:
+            writer.add(key, arch, old.get(key, arch))
+    for key, data in (add or {}).items():
+        writer.add(key, ARCH, data)
+    old.close()
+    writer.write(path)
+
+
+def ukdpack(*args: str, cwd: Path = REPO) -> subprocess.CompletedProcess[str]:
+    """``python -m ukdpack ...`` as a person or CTest runs it."""
+    env = dict(os.environ, HIP_PLATFORM="amd")
+    return subprocess.run([sys.executable, "-m", "ukdpack", *args], capture_output=True,
+                          text=True, cwd=cwd, env=env, check=False)
+
+
+def errors(stderr: str, severity: str = "error") -> list[str]:
+    return [ln for ln in stderr.splitlines() if ln.startswith(f"ukdpack: {severity}: ")]

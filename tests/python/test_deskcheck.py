@@ -1,0 +1,177 @@
+"""``ukdpack desk-check``: the whole-set rules (SPEC 4) over a packed shard, toc keys
+judged by sha256, archive membership, unclaimed entries."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from pack_support import read_json
+from shard_support import (
+    ARCH,
+    copy_shard,
+    edit,
+    errors,
+    kernel,
+    pack_example,
+    rewrite_archive,
+    ukdpack,
+)
+
+from ukdpack import kpack
+from ukdpack.deskcheck import desk_check
+
+
+@pytest.fixture(scope="module")
+def shard(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return pack_example(tmp_path_factory, "deskcheck")[1] / ARCH
+
+
+@pytest.fixture()
+def copy(shard: Path, tmp_path: Path) -> Path:
+    return copy_shard(shard, tmp_path / ARCH)
+
+
+def _key(shard: Path, kdp: str, name: str, launch: str | None = None) -> str:
+    k = kernel(read_json(shard / kdp), name)
+    src = k["kernel_source"] if launch is None else k["sources"][launch]
+    return str(src["toc_key"])
+
+
+def test_a_fresh_shard_passes(shard: Path) -> None:
+    r = ukdpack("desk-check", str(shard))
+    assert r.returncode == 0, r.stderr
+    assert r.stderr == ""  # nothing unclaimed, nothing noted
+    assert "desk-check passed: 4 packs, 5 kernels, 7 launches" in r.stdout
+
+
+def test_single_launch_kernel_reusing_a_multi_launch_toc_key(copy: Path) -> None:
+    """scale.f32 names split_kv's toc key (its object shared by produce and consume) with
+    its own digest: two kernels, one key, two code objects."""
+    split_key = _key(copy, "attention/split_kv.kdp.json", "split_kv.f32", "consume")
+    edit(copy / "attention" / "scale.kdp.json",
+         lambda d: kernel(d, "scale.f32")["kernel_source"].update(toc_key=split_key))
+    r = ukdpack("desk-check", str(copy))
+    assert r.returncode == 1
+    (line,) = errors(r.stderr)
+    assert line.startswith(
+        "ukdpack: error: attention/split_kv.kdp.json: $.kernelDescriptors[0].sources.consume."
+        f"toc_key: kernel 'split_kv.f32' launch 'consume' names toc key '{split_key}' "
+        "(kpack/kernels_gfx90a.kpack) with sha256 ")
+    assert ("but kernel 'scale.f32' (single launch) (attention/scale.kdp.json: "
+            "$.kernelDescriptors[0]) names it with sha256 ") in line
+    assert line.endswith("two kernels share a toc key only when they share the code object "
+                         "(one sha256)")
+    # scale.f32's own entry is now named by no launch.
+    (note,) = errors(r.stderr, "note")
+    assert note.startswith("ukdpack: note: kpack/kernels_gfx90a.kpack: entry 'scale_")
+    assert "is claimed by no launch" in note
+
+
+def test_any_launch_of_a_multi_launch_kernel_counts(copy: Path) -> None:
+    """The second launch (by name) of twostage reuses scale.f16's key: found although
+    twostage's first launch is fine."""
+    f16_key = _key(copy, "attention/scale.kdp.json", "scale.f16")
+    edit(copy / "prebuilt" / "twostage.kdp.json",
+         lambda d: kernel(d, "twostage.gfx90a")["sources"]["partial"].update(toc_key=f16_key))
+    (problem,) = [p for p in desk_check(copy).problems if p.severity == "error"]
+    assert problem.file == "prebuilt/twostage.kdp.json"
+    assert problem.path == "$.kernelDescriptors[0].sources.partial.toc_key"
+    assert "kernel 'twostage.gfx90a' launch 'partial' names toc key" in problem.message
+    assert "but kernel 'scale.f16' (single launch)" in problem.message
+
+
+def test_kernels_sharing_one_object_pass(copy: Path) -> None:
+    """reduce_sum and both launches of twostage read one prebuilt object: one key, one
+    digest. A second kernel naming that key and digest is sharing, not a clash."""
+    def share(doc: Any) -> None:
+        source = kernel(doc, "twostage.gfx90a")["sources"]["partial"]
+        kernel(doc, "twostage.gfx90a")["sources"]["combine"].update(
+            toc_key=source["toc_key"], sha256=source["sha256"])
+
+    edit(copy / "prebuilt" / "twostage.kdp.json", share)
+    reduce_doc = read_json(copy / "prebuilt" / "reduce.kdp.json")
+    twostage = read_json(copy / "prebuilt" / "twostage.kdp.json")
+    assert kernel(reduce_doc, "reduce_sum.gfx90a")["kernel_source"]["toc_key"] == \
+        kernel(twostage, "twostage.gfx90a")["sources"]["partial"]["toc_key"]
+    assert desk_check(copy).ok
+
+
+def test_launches_of_one_kernel_naming_one_key_with_two_digests(copy: Path) -> None:
+    edit(copy / "attention" / "split_kv.kdp.json",
+         lambda d: kernel(d, "split_kv.f32")["sources"]["produce"].update(sha256="a" * 64))
+    (problem,) = [p for p in desk_check(copy).problems if p.severity == "error"]
+    assert problem.path == "$.kernelDescriptors[0].sources.produce.sha256"
+    assert ("kernel 'split_kv.f32' launch 'produce' names toc key 'split_kv_" in problem.message
+            and "and launch 'consume' of the same kernel names it with sha256 "
+            in problem.message and "one toc key holds one code object" in problem.message)
+
+
+def test_toc_keys_missing_from_the_archive_and_unclaimed_entries(copy: Path) -> None:
+    f32_key = _key(copy, "attention/scale.kdp.json", "scale.f32")
+    rewrite_archive(copy, drop=[f32_key], add={"spare_000000000000": b"not even an object"})
+    edit(copy / "attention" / "scale.kdp.json",
+         lambda d: kernel(d, "scale.f16")["kernel_source"].update(library="../../away.kpack"))
+    r = ukdpack("desk-check", str(copy), "--json")
+    assert r.returncode == 1
+    doc = json.loads(r.stdout)
+    got = {(p["severity"], p["file"], p["path"], p["message"]) for p in doc["problems"]}
+    assert ("error", "attention/scale.kdp.json", "$.kernelDescriptors[0].kernel_source.toc_key",
+            f"kernel 'scale.f32' (single launch): toc key '{f32_key}' for arch gfx90a is not in "
+            "the archive kpack/kernels_gfx90a.kpack (it holds no entry of that key)") in got
+    assert ("error", "attention/scale.kdp.json", "$.kernelDescriptors[1].kernel_source.library",
+            "kernel 'scale.f16' (single launch): path '../../away.kpack' leaves the descriptor "
+            "root") in got
+    assert ("note", "kpack/kernels_gfx90a.kpack", "",
+            "entry 'spare_000000000000' for gfx90a is claimed by no launch; it ships for "
+            "nothing") in got
+    assert len(got) == 4  # and scale.f16's own entry, which no launch names any more
+
+
+def test_an_unclaimed_entry_alone_is_a_note(copy: Path) -> None:
+    rewrite_archive(copy, add={"spare_000000000000": b"x"})
+    r = ukdpack("desk-check", str(copy))
+    assert r.returncode == 0, r.stderr
+    assert errors(r.stderr) == []
+    assert errors(r.stderr, "note") == [
+        "ukdpack: note: kpack/kernels_gfx90a.kpack: entry 'spare_000000000000' for gfx90a is "
+        "claimed by no launch; it ships for nothing"]
+    # A second archive no launch names at all.
+    other = kpack.ArchiveWriter("other", [ARCH])
+    other.add("x_000000000000", ARCH, b"x")
+    other.write(copy / "kpack" / "other_gfx90a.kpack")
+    assert ("ukdpack: note: kpack/other_gfx90a.kpack: no launch of the shard names this "
+            "archive; it ships for nothing") in ukdpack("desk-check", str(copy)).stderr
+
+
+def test_launch_sets_and_metadata_rules_apply_to_the_shard(copy: Path) -> None:
+    """Rules 4.3 and 4.5, as validate applies them to an authored root."""
+    edit(copy / "attention" / "split_kv.udd.json", lambda d: d.update(launches=["produce",
+                                                                               "finish"]))
+    edit(copy / "attention" / "scale.kdp.json",
+         lambda d: kernel(d, "scale.f16").update(metadata={"dtype": "FLOAT"}))
+    r = ukdpack("desk-check", str(copy))
+    assert r.returncode == 1
+    lines = errors(r.stderr)
+    assert any("attention/split_kv.kdp.json: $.kernelDescriptors: dispatch symbol "
+               "'example_split_kv_dispatch' runs launches {finish, produce}" in ln
+               for ln in lines), r.stderr
+    assert any("attention/scale.kdp.json: $.kernelDescriptors[1].metadata: completed metadata "
+               in ln and "equals that of kernel 'scale.f32'" in ln for ln in lines), r.stderr
+    assert len(lines) == 2
+
+
+def test_authored_sources_in_a_shard_and_bad_input(copy: Path, tmp_path: Path) -> None:
+    edit(copy / "attention" / "scale.kdp.json",
+         lambda d: kernel(d, "scale.f32").update(kernel_source={
+             "kind": "hip", "source": "k.hip", "entry": "e", "build": {}}))
+    lines = errors(ukdpack("desk-check", str(copy)).stderr)
+    assert any("$.kernelDescriptors[0].kernel_source.kind: kernel 'scale.f32' (single launch): "
+               "kind 'hip' in a packed shard; the packer writes every code object as kind "
+               "'kpack'" in ln for ln in lines), lines
+    r = ukdpack("desk-check", str(tmp_path / "nowhere"))
+    assert r.returncode == 1 and "expected a shard folder" in r.stderr
+    assert "Traceback" not in r.stderr
+    assert ukdpack("desk-check").returncode == 2

@@ -1,0 +1,237 @@
+"""``ukdpack verify``: a packed shard against what its source root says it must hold."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pytest
+from pack_support import read_json, write_json
+from shard_support import (
+    ARCH,
+    copy_shard,
+    edit,
+    errors,
+    kernel,
+    pack_example,
+    rewrite_archive,
+    ukdpack,
+)
+
+from ukdpack.verify import verify
+
+
+@pytest.fixture(scope="module")
+def packed(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    """The example tree and its shards for gfx90a (hip and prebuilt kernels) and gfx908
+    (hip kernels, the generated engine among them)."""
+    return pack_example(tmp_path_factory, "verify", (ARCH, "gfx908"))
+
+
+def _shard(packed: tuple[Path, Path], tmp_path: Path, arch: str = ARCH) -> Path:
+    return copy_shard(packed[1] / arch, tmp_path / arch)
+
+
+def test_a_fresh_shard_verifies(packed: tuple[Path, Path]) -> None:
+    tree, out = packed
+    for arch, kernels, launches in ((ARCH, 5, 7), ("gfx908", 8, 11)):
+        r = ukdpack("verify", str(out / arch), "--source-root", str(tree))
+        assert r.returncode == 0, r.stderr
+        assert errors(r.stderr) == []
+        assert (f"verified against {tree}: {kernels} kernels, {launches} launches for {arch}"
+                in r.stdout)
+
+
+def test_missing_entry_tampered_digest_and_changed_signature_all_reported(
+        packed: tuple[Path, Path], tmp_path: Path) -> None:
+    tree, _ = packed
+    shard = _shard(packed, tmp_path)
+    scale = read_json(shard / "attention" / "scale.kdp.json")
+    f16_key = kernel(scale, "scale.f16")["kernel_source"]["toc_key"]
+    rewrite_archive(shard, drop=[f16_key])  # scale.f16's object is gone from the archive
+
+    def tamper_digest(doc: Any) -> None:
+        kernel(doc, "split_kv.f32")["sources"]["produce"]["sha256"] = "0" * 64
+
+    def change_signature(doc: Any) -> None:
+        kernel(doc, "twostage.gfx90a")["sources"]["combine"]["signature"][3]["size"] = 4
+
+    edit(shard / "attention" / "split_kv.kdp.json", tamper_digest)
+    edit(shard / "prebuilt" / "twostage.kdp.json", change_signature)
+    r = ukdpack("verify", str(shard), "--source-root", str(tree))
+    assert r.returncode == 1
+    assert "Traceback" not in r.stderr
+    lines = errors(r.stderr)
+    assert len(lines) == 3, r.stderr
+    missing, digest, signature = lines
+    assert missing.startswith("ukdpack: error: attention/scale.kdp.json: "
+                              "$.kernelDescriptors[1].kernel_source.toc_key: kernel 'scale.f16' "
+                              "(single launch): the archive kpack/kernels_gfx90a.kpack holds no "
+                              f"entry for toc key '{f16_key}' and arch gfx90a")
+    assert digest.startswith("ukdpack: error: attention/split_kv.kdp.json: "
+                             "$.kernelDescriptors[0].sources.produce.sha256: kernel "
+                             f"'split_kv.f32' launch 'produce': sha256 {'0' * 64} differs from "
+                             "the digest of its archive entry")
+    assert signature.startswith("ukdpack: error: prebuilt/twostage.kdp.json: "
+                                "$.kernelDescriptors[0].sources.combine.signature: kernel "
+                                "'twostage.gfx90a' launch 'combine': signature (")
+    assert "by_value 4@24) differs from the one read from the code object for " \
+           "'twostage_combine', (" in signature
+    assert "does not match" in r.stdout and "3 errors" in r.stdout
+
+
+def test_launches_compare_by_name_not_position(packed: tuple[Path, Path],
+                                               tmp_path: Path) -> None:
+    """Reordered sources keys, in the shard and in the root, change nothing."""
+    tree, _ = packed
+    shard = _shard(packed, tmp_path)
+
+    def reverse(doc: Any) -> None:
+        k = kernel(doc, "split_kv.f32")
+        k["sources"] = dict(reversed(list(k["sources"].items())))
+
+    edit(shard / "attention" / "split_kv.kdp.json", reverse)
+    assert list(kernel(read_json(shard / "attention" / "split_kv.kdp.json"),
+                       "split_kv.f32")["sources"]) == ["produce", "consume"]
+    root = tmp_path / "root"
+    shutil.copytree(tree, root)
+    authored = root / "prebuilt" / "twostage.kdp.json"
+    doc = read_json(authored)
+    for k in doc["kernelDescriptors"]:
+        k["sources"] = dict(reversed(list(k["sources"].items())))
+    write_json(authored, doc)
+    r = ukdpack("verify", str(shard), "--source-root", str(root))
+    assert r.returncode == 0, r.stderr
+
+
+def test_launches_swapped_between_names_are_caught(packed: tuple[Path, Path],
+                                                   tmp_path: Path) -> None:
+    """The same two entries under each other's names: every value is still there, but
+    each launch now runs the other's symbol."""
+    tree, _ = packed
+    shard = _shard(packed, tmp_path)
+
+    def swap(doc: Any) -> None:
+        s = kernel(doc, "split_kv.f32")["sources"]
+        s["produce"], s["consume"] = s["consume"], s["produce"]
+
+    edit(shard / "attention" / "split_kv.kdp.json", swap)
+    r = ukdpack("verify", str(shard), "--source-root", str(tree))
+    assert r.returncode == 1
+    lines = errors(r.stderr)
+    assert any(".sources.produce.symbol: kernel 'split_kv.f32' launch 'produce': symbol is "
+               "'split_kv_consume' in the shard, 'split_kv_produce' in the root" in ln
+               for ln in lines), r.stderr
+    assert any(".sources.consume.symbol: kernel 'split_kv.f32' launch 'consume': symbol is "
+               "'split_kv_produce' in the shard, 'split_kv_consume' in the root" in ln
+               for ln in lines), r.stderr
+
+
+def test_prebuilt_objects_compare_byte_for_byte(packed: tuple[Path, Path],
+                                                tmp_path: Path) -> None:
+    """A root whose prebuilt object changed after packing: the shard no longer holds it."""
+    tree, out = packed
+    root = tmp_path / "root"
+    shutil.copytree(tree, root)
+    obj = root / "prebuilt" / "objects" / ARCH / "reduce.hsaco"
+    data = bytearray(obj.read_bytes())
+    data[-1] ^= 0xFF  # the tail of the ELF (section headers' padding or names): still an object
+    obj.unlink()  # DVC links objects from its cache: replace the file, do not write through
+    obj.write_bytes(bytes(data))
+    r = ukdpack("verify", str(out / ARCH), "--source-root", str(root))
+    assert r.returncode == 1
+    lines = errors(r.stderr)
+    # reduce_sum and both launches of twostage read that object.
+    assert len([ln for ln in lines if "differs from the root's prebuilt object "
+                "prebuilt/objects/gfx90a/reduce.hsaco" in ln]) == 3, r.stderr
+    assert any("kernel 'twostage.gfx90a' launch 'partial'" in ln for ln in lines)
+
+
+def test_kernels_missing_extra_moved_or_changed(packed: tuple[Path, Path],
+                                                tmp_path: Path) -> None:
+    tree, _ = packed
+    shard = _shard(packed, tmp_path)
+
+    def drop_and_change(doc: Any) -> None:
+        doc["kernelDescriptors"] = [k for k in doc["kernelDescriptors"]
+                                    if k["name"] != "scale.f32"]
+        kernel(doc, "scale.f16")["priority"] = 99
+
+    edit(shard / "attention" / "scale.kdp.json", drop_and_change)
+
+    def wrong_arch(doc: Any) -> None:
+        kernel(doc, "reduce_sum.gfx90a")["arch"] = ["gfx940"]
+        kernel(doc, "reduce_sum.gfx90a")["metadata"] = {"op": "max"}
+
+    edit(shard / "prebuilt" / "reduce.kdp.json", wrong_arch)
+
+    def rename_launch(doc: Any) -> None:
+        sources = kernel(doc, "split_kv.f32")["sources"]
+        sources["finish"] = sources.pop("consume")
+
+    edit(shard / "attention" / "split_kv.kdp.json", rename_launch)
+    r = ukdpack("verify", str(shard), "--source-root", str(tree), "--json")
+    assert r.returncode == 1
+    doc = json.loads(r.stdout)
+    assert doc["ok"] is False and doc["arch"] == ARCH
+    found = {(p["file"], p["path"], p["message"]) for p in doc["problems"]
+             if p["severity"] == "error"}
+    assert ("attention/scale.kdp.json", "$.kernelDescriptors",
+            "kernel 'scale.f32' (29f00a30-4246-57a5-9889-af778425f9c3, attention/scale.kdp.json: "
+            "$.kernelDescriptors[0] in the root) is not in the shard; the root puts it in the "
+            "gfx90a shard") in found
+    assert ("attention/scale.kdp.json", "$.kernelDescriptors[0].priority",
+            "kernel 'scale.f16': priority is 99 in the shard, 5 in the root") in found
+    assert ("prebuilt/reduce.kdp.json", "$.kernelDescriptors[0].arch",
+            "kernel 'reduce_sum.gfx90a': arch is [\"gfx940\"] in the shard, expected "
+            "[\"gfx90a\"] for the gfx90a shard") in found
+    assert ("prebuilt/reduce.kdp.json", "$.kernelDescriptors[0].metadata",
+            "kernel 'reduce_sum.gfx90a': metadata is {\"op\":\"max\"} in the shard, "
+            "{\"op\":\"sum\"} in the root") in found
+    assert ("attention/split_kv.kdp.json", "$.kernelDescriptors[0].sources",
+            "kernel 'split_kv.f32' launch 'consume' is missing from the shard; the root's "
+            "kernel has launches {consume, produce}") in found
+    assert ("attention/split_kv.kdp.json", "$.kernelDescriptors[0].sources.finish",
+            "kernel 'split_kv.f32' launch 'finish' is in the shard, but the root's kernel has "
+            "launches {consume, produce}") in found
+    assert len(found) == 6
+
+
+def test_excluded_folders_and_the_arch_of_the_packs(packed: tuple[Path, Path],
+                                                    tmp_path: Path) -> None:
+    tree, out = packed
+    # The root without prebuilt/ says the shard must not hold its kernels.
+    r = ukdpack("verify", str(out / ARCH), "--source-root", str(tree),
+                "--exclude-folder", "prebuilt")
+    assert r.returncode == 1
+    lines = errors(r.stderr)
+    assert any("prebuilt/reduce.kdp.json: $.kernelDescriptors[0]: kernel 'reduce_sum.gfx90a' "
+               "(11f56662-04c9-5b01-991e-71b4342e43e8) is in the shard, but the root does not "
+               "put it in the gfx90a shard" in ln for ln in lines), r.stderr
+    assert any("prebuilt/prebuilt.ued.json: $: UED 'example:prebuilt'" in ln for ln in lines)
+    # A shard folder not named for its arch: told by --arch, or by its packs.
+    shard = copy_shard(out / ARCH, tmp_path / "renamed")
+    assert verify(shard, tree).shard.arch == ARCH
+    edit(shard / "attention" / "scale.kdp.json", lambda d: d.update(arch=["gfx940"]))
+    result = verify(shard, tree, arch="gfx90a:xnack-")
+    assert [(p.file, p.path, p.message) for p in result.problems] == [
+        ("attention/scale.kdp.json", "$.arch",
+         "pack 'scale': arch is [\"gfx940\"] in the shard, [\"gfx90a\"] in the root")]
+
+
+def test_a_root_that_breaks_the_rules_is_refused(packed: tuple[Path, Path],
+                                                 tmp_path: Path) -> None:
+    _, out = packed
+    root = tmp_path / "root"
+    write_json(root / "a.udd.json", {"id": "u", "version": "1.0", "name": "u"})
+    r = ukdpack("verify", str(out / ARCH), "--source-root", str(root))
+    assert r.returncode == 1
+    assert f"ukdpack: error: {root}/a.udd.json: $: missing required field " \
+           "'dispatch_symbol'" in r.stderr
+    assert "the source root breaks the rules above" in r.stderr
+    r = ukdpack("verify", str(tmp_path / "nowhere"), "--source-root", str(root))
+    assert r.returncode == 1 and "expected a shard folder" in r.stderr
+    assert "Traceback" not in r.stderr
+    assert ukdpack("verify", str(out / ARCH)).returncode == 2  # --source-root is required

@@ -4,11 +4,19 @@
 include_guard(GLOBAL)
 
 find_package(nlohmann_json 3.10 REQUIRED)
+# UKDPACK_PREFER_STATIC_DEPS: link zstd and libcrypto statically, for a runtime and
+# extension that run on machines without those libraries (e.g. a lent GPU machine).
+option(UKDPACK_PREFER_STATIC_DEPS "Link ukdpack's zstd and OpenSSL statically" OFF)
+if(UKDPACK_PREFER_STATIC_DEPS)
+  set(OPENSSL_USE_STATIC_LIBS TRUE)
+endif()
 find_package(OpenSSL REQUIRED COMPONENTS Crypto)
 
 # zstd: the upstream config where there is one, else the library and header.
 find_package(zstd CONFIG QUIET)
-if(TARGET zstd::libzstd_shared)
+if(UKDPACK_PREFER_STATIC_DEPS AND TARGET zstd::libzstd_static)
+  set(UKDPACK_ZSTD_TARGET zstd::libzstd_static)
+elseif(TARGET zstd::libzstd_shared)
   set(UKDPACK_ZSTD_TARGET zstd::libzstd_shared)
 elseif(TARGET zstd::libzstd_static)
   set(UKDPACK_ZSTD_TARGET zstd::libzstd_static)

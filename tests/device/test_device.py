@@ -1,0 +1,226 @@
+"""Device end to end: a packed multi-launch CUDA kernel (and a single-launch one) loaded
+from its shard, selected through the state manager with a test-only matcher, planned
+and executed on a real GPU, launch after launch over one workspace.
+
+Run with ``scripts/test.sh --device`` on a machine with an NVIDIA GPU and driver (and
+nvcc, to pack the tree). No GPU is a failure here, never a skip.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import struct
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ukdpack import _runtime
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parents[1]
+TREE = HERE / "tree"
+N = 4096
+IN = [float(i % 97) for i in range(N)]
+SCALE, A, B, TAG = 2.0, 0.5, 3.0, 7
+NAN = b"\xff\xff\xff\x7f"  # a quiet NaN: what a launch that did not run leaves behind
+
+
+def f32s(values: list[float]) -> bytes:
+    return struct.pack(f"<{len(values)}f", *values)
+
+
+def floats(data: bytes) -> list[float]:
+    return list(struct.unpack(f"<{len(data) // 4}f", data))
+
+
+def expected_split() -> list[float]:
+    """Every value is exact in float32: produce then consume, over one workspace."""
+    ws = [IN[i] * SCALE + i for i in range(N)]
+    return [ws[N - 1 - i] * A + B + TAG for i in range(N)]
+
+
+@pytest.fixture(scope="module")
+def backend() -> _runtime.DeviceBackend:
+    try:
+        return _runtime.CudaBackend()
+    except _runtime.DeviceError as e:
+        pytest.fail(f"the device tests need an NVIDIA GPU and driver: {e}")
+
+
+@pytest.fixture(scope="module")
+def shard(backend: _runtime.DeviceBackend, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The device tree packed by ukdpack, with nvcc, for this GPU's arch."""
+    base = tmp_path_factory.mktemp("device")
+    tree = base / "tree"
+    shutil.copytree(TREE, tree)
+    arch = backend.arch()
+    for kdp in tree.glob("*.kdp.json"):
+        doc = json.loads(kdp.read_text())
+        doc["arch"] = [arch]
+        kdp.write_text(json.dumps(doc, indent=2) + "\n")
+    r = subprocess.run([sys.executable, "-m", "ukdpack", "pack", "--source-root", str(tree),
+                        "--out-root", str(base / "out"), "--arch", arch, "--plain",
+                        "--cache-dir", str(base / "cache")], capture_output=True, text=True,
+                       check=False)
+    assert r.returncode == 0, r.stderr
+    return base / "out" / arch
+
+
+class SplitHandler:
+    """The split kernel's dispatch handler: produce, then consume, over one workspace."""
+
+    def __init__(self, order: tuple[str, ...] = ("produce", "consume"),
+                 consume_workspace: _runtime.DeviceBuffer | None = None) -> None:
+        self.order = order
+        self.consume_workspace = consume_workspace
+
+    def launch_names(self) -> list[str]:
+        return list(self.order)
+
+    def workspace_size(self, kernel: dict[str, Any]) -> int:
+        return N * 4
+
+    def launch(self, name: str | None, workspace: _runtime.DeviceBuffer,
+               args: dict[str, _runtime.DeviceBuffer]) -> tuple[Any, ...]:
+        grid, block = ((N + 255) // 256, 1, 1), (256, 1, 1)
+        n = struct.pack("<I", N)
+        if name == "produce":
+            return grid, block, 0, [args["in"], workspace, n, struct.pack("<f", SCALE)]
+        ws = self.consume_workspace or workspace
+        return grid, block, 0, [ws, args["out"], n, struct.pack("<ffI", A, B, TAG)]
+
+
+class ScaleHandler:
+    def launch_names(self) -> list[str]:
+        return []
+
+    def launch(self, name: str | None, workspace: _runtime.DeviceBuffer,
+               args: dict[str, _runtime.DeviceBuffer]) -> tuple[Any, ...]:
+        return (((N + 255) // 256, 1, 1), (256, 1, 1), 0,
+                [args["in"], args["out"], struct.pack("<I", N), struct.pack("<f", 1.5)])
+
+
+def _manager(shard: Path, split: SplitHandler | None = None) -> _runtime.StateManager:
+    dset = _runtime.load_shard(str(shard))
+    return _runtime.StateManager(
+        dset, handlers={"device_split_dispatch": split or SplitHandler(),
+                        "device_scale_dispatch": ScaleHandler()},
+        matchers={"device_test_match": lambda kernel, problem:
+                  kernel["metadata"]["op"] == problem["op"]},
+        arch=dset.packs[0]["arch"][0])
+
+
+def _buffers(backend: _runtime.DeviceBackend) -> dict[str, _runtime.DeviceBuffer]:
+    inp, out = backend.alloc(N * 4), backend.alloc(N * 4)
+    inp.upload(f32s(IN))
+    out.upload(NAN * N)
+    return {"in": inp, "out": out}
+
+
+def _run_split(backend: _runtime.DeviceBackend, sm: _runtime.StateManager,
+               workspace: _runtime.DeviceBuffer | None = None) -> list[float]:
+    chosen = sm.select({"op": "split"})
+    assert chosen is not None and chosen["name"] == "split.f32"
+    plan = sm.plan(chosen["kernel_id"], backend)
+    bufs = _buffers(backend)
+    plan.run(bufs, workspace)
+    return floats(bufs["out"].download())
+
+
+def test_multi_launch_kernel_selected_planned_and_run(backend: _runtime.DeviceBackend,
+                                                      shard: Path) -> None:
+    sm = _manager(shard)
+    assert sm.dropped() == []
+    chosen = sm.select({"op": "split"})
+    assert chosen is not None
+    plan = sm.plan(chosen["kernel_id"], backend)
+    assert plan.launches == ["produce", "consume"]
+    assert plan.symbols == ["split_produce", "split_consume"]
+    assert plan.module_count == 1  # both launches share one code object
+    assert plan.workspace_size == N * 4
+    workspace = backend.alloc(N * 4)
+    workspace.upload(NAN * N)
+    assert _run_split(backend, sm, workspace) == expected_split()
+    assert _run_split(backend, sm) == expected_split()  # the plan's own workspace
+
+
+def test_output_needs_both_launches_in_order_over_one_workspace(
+        backend: _runtime.DeviceBackend, shard: Path) -> None:
+    want = expected_split()
+    reversed_order = _manager(shard, SplitHandler(order=("consume", "produce")))
+    workspace = backend.alloc(N * 4)
+    workspace.upload(NAN * N)
+    assert _run_split(backend, reversed_order, workspace) != want
+    other = backend.alloc(N * 4)
+    other.upload(NAN * N)
+    elsewhere = _manager(shard, SplitHandler(consume_workspace=other))
+    assert _run_split(backend, elsewhere) != want
+
+
+def test_single_launch_kernel(backend: _runtime.DeviceBackend, shard: Path) -> None:
+    sm = _manager(shard)
+    chosen = sm.select({"op": "scale"})
+    assert chosen is not None and chosen["name"] == "scale.f32"
+    plan = sm.plan(chosen["kernel_id"], backend)
+    assert len(plan.launches) == 1 and plan.module_count == 1
+    bufs = _buffers(backend)
+    plan.run(bufs)
+    assert floats(bufs["out"].download()) == [x * 1.5 for x in IN]
+
+
+def test_handler_declaring_fewer_launches_drops_the_kernel(shard: Path) -> None:
+    class Fewer(SplitHandler):
+        def launch_names(self) -> list[str]:
+            return ["produce"]
+
+    sm = _manager(shard, Fewer())
+    assert [d["name"] for d in sm.dropped()] == ["split.f32"]
+    (line,) = sm.log()
+    assert "declares launches {produce}, the kernel has {consume, produce}" in line
+    assert sm.select({"op": "split"}) is None
+
+
+def _overhead_tool() -> Path | None:
+    for candidate in (os.environ.get("UKDPACK_PLAN_OVERHEAD"),
+                      REPO / "build" / "py" / "bin" / "ukdpack_plan_overhead"):
+        if candidate and Path(candidate).is_file():
+            return Path(candidate)
+    return None
+
+
+def test_plan_overhead_figure(backend: _runtime.DeviceBackend, shard: Path,
+                              tmp_path: Path) -> None:
+    """The plan's overhead over two raw driver launches of the same kernels (median of
+    1,000 runs each): a figure, recorded, not a pass/fail threshold."""
+    tool = _overhead_tool()
+    assert tool is not None, "build ukdpack_plan_overhead (UKDPACK_BUILD_TESTS=ON)"
+    dset = _runtime.load_shard(str(shard))
+    (split,) = [k for p in dset.packs for k in p["kernels"] if k["name"] == "split.f32"]
+    grid, block = [(N + 255) // 256], [256]
+    layout = {"workspace_bytes": N * 4,
+              "buffers": {"in": {"size": N * 4, "f32": IN}, "out": N * 4},
+              "launches": [
+                  {"name": "produce", "grid": grid, "block": block, "shared": 0,
+                   "params": [{"buffer": "in"}, "workspace", {"u32": N}, {"f32": SCALE}]},
+                  {"name": "consume", "grid": grid, "block": block, "shared": 0,
+                   "params": ["workspace", {"buffer": "out"}, {"u32": N},
+                              {"struct": [{"f32": A}, {"f32": B}, {"u32": TAG}]}]}],
+              "read": ["out"]}
+    (tmp_path / "layout.json").write_text(json.dumps(layout))
+    r = subprocess.run([str(tool), "--shard", str(shard), "--kernel", split["id"], "--layout",
+                        str(tmp_path / "layout.json"), "--iterations", "1000"],
+                       capture_output=True, text=True, check=False)
+    assert r.returncode == 0, r.stderr
+    figure = json.loads(r.stdout.strip().splitlines()[-1])
+    out = bytes.fromhex(figure["outputs"]["out"])
+    assert floats(out) == expected_split()
+    print(f"plan overhead: plan {figure['plan_median_us']:.1f} us, raw {figure['raw_median_us']:.1f}"
+          f" us -> {figure['ratio']:.3f} (goal <= 1.10)")
+    results = Path(os.environ.get("UKDPACK_DEVICE_RESULTS", REPO / "tests" / "device"))
+    results.mkdir(parents=True, exist_ok=True)
+    (results / "plan_overhead.json").write_text(json.dumps(figure, indent=2) + "\n")

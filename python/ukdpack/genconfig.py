@@ -135,21 +135,14 @@ _Loader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _constru
 
 
 def _found(value: Any) -> str:
-    """How a found value reads in messages (as in the descriptor rules)."""
-    if isinstance(value, bool):
-        return f"boolean {str(value).lower()}"
-    if isinstance(value, int):
-        return f"integer {value}"
-    if isinstance(value, float):
-        return f"number {value}"
-    if isinstance(value, str):
-        return f"'{value}'"
-    if value is None:
-        return "null"
+    """How a found value reads in messages: as in the descriptor rules, with YAML's
+    names for containers."""
     if isinstance(value, Mapping):
         return "a mapping"
     if isinstance(value, list):
         return "a list"
+    if value is None or isinstance(value, (str, bool, int, float)):
+        return schema.describe(value)
     return type(value).__name__
 
 

@@ -620,7 +620,7 @@ void bindRuntime(py::module_& m) {
                for (const HeuristicDescriptor& h : dset.set->heuristics)
                  if (h.symbol) registry.addHeuristic(*h.symbol, heuristic);
              }
-             out.manager = std::make_unique<StateManager>(*dset.set, registry, arch);
+             out.manager = std::make_unique<StateManager>(dset.set, registry, arch);
              out.views->set = &out.manager->descriptors();
              return out;
            }),

@@ -1,5 +1,7 @@
 #include "json_reader.hpp"
 
+#include <algorithm>
+
 #include <utility>
 
 namespace ukdpack::detail {
@@ -58,7 +60,7 @@ bool ObjectReader::has(std::string_view key) const {
 
 const Json* ObjectReader::member(std::string_view key, bool required) {
   if (object_ == nullptr) return nullptr;
-  known_.emplace(key);
+  know(key);
   const auto it = object_->find(key);
   if (it == object_->end()) {
     if (required) error(path_, "missing required field '" + std::string(key) + "'");
@@ -148,15 +150,19 @@ std::optional<std::vector<std::string>> ObjectReader::stringList(std::string_vie
   return out;
 }
 
+void ObjectReader::know(std::string_view key) {
+  if (std::find(known_.begin(), known_.end(), key) == known_.end()) known_.emplace_back(key);
+}
+
 void ObjectReader::allow(std::initializer_list<std::string_view> keys) {
-  for (std::string_view k : keys) known_.emplace(k);
+  for (std::string_view k : keys) know(k);
 }
 
 void ObjectReader::finish() {
   if (object_ == nullptr) return;
   for (auto it = object_->begin(); it != object_->end(); ++it) {
     const std::string& key = it.key();
-    if (known_.count(key) != 0 || isExtensionKey(key)) continue;
+    if (std::find(known_.begin(), known_.end(), key) != known_.end() || isExtensionKey(key)) continue;
     error(pathOf(key), "unknown key '" + key + "'; extension keys start with 'x-' or '_'");
   }
 }

@@ -57,7 +57,10 @@ class ObjectReader {
   std::string file_;
   std::string path_;
   std::vector<Diagnostic>& diags_;
-  std::set<std::string, std::less<>> known_;
+  // Keys read or allowed: a few per object, so a vector scanned linearly (short keys
+  // stay in the string's own buffer) beats a set's node allocations.
+  std::vector<std::string> known_;
+  void know(std::string_view key);
   bool failed_ = false;
 };
 

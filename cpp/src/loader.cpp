@@ -732,36 +732,62 @@ std::vector<WalkedFile> walkRoot(const fs::path& root, std::vector<Diagnostic>& 
   return out;
 }
 
+namespace {
+// The DOM builder of nlohmann, plus the keys of each open object (few: a linear
+// scan beats a set), to find a key said twice.
+class DuplicateKeySax {
+ public:
+  explicit DuplicateKeySax(Json& root) : dom_(root, /*allow_exceptions=*/true) {}
+  std::optional<std::string> duplicate;
+
+  bool null() { return dom_.null(); }
+  bool boolean(bool v) { return dom_.boolean(v); }
+  bool number_integer(Json::number_integer_t v) { return dom_.number_integer(v); }
+  bool number_unsigned(Json::number_unsigned_t v) { return dom_.number_unsigned(v); }
+  bool number_float(Json::number_float_t v, const std::string& s) { return dom_.number_float(v, s); }
+  bool string(std::string& v) { return dom_.string(v); }
+  bool binary(Json::binary_t& v) { return dom_.binary(v); }
+  bool start_object(std::size_t n) {
+    if (depth_ == keys_.size()) keys_.emplace_back();
+    keys_[depth_++].clear();
+    return dom_.start_object(n);
+  }
+  bool key(std::string& k) {
+    std::vector<std::string>& seen = keys_[depth_ - 1];
+    if (!duplicate && std::find(seen.begin(), seen.end(), k) != seen.end()) duplicate = k;
+    seen.push_back(k);
+    return dom_.key(k);
+  }
+  bool end_object() {
+    --depth_;
+    return dom_.end_object();
+  }
+  bool start_array(std::size_t n) { return dom_.start_array(n); }
+  bool end_array() { return dom_.end_array(); }
+  bool parse_error(std::size_t pos, const std::string& token, const nlohmann::detail::exception& e) {
+    return dom_.parse_error(pos, token, e);
+  }
+
+ private:
+  nlohmann::detail::json_sax_dom_parser<Json> dom_;
+  std::vector<std::vector<std::string>> keys_;  // reused per depth
+  std::size_t depth_ = 0;
+};
+}  // namespace
+
 Result<Json> parseDescriptorText(std::string_view text) {
   if (const std::size_t bad = detail::firstInvalidUtf8(text); bad != std::string_view::npos) {
     return Result<Json>::failure(makeError("ENCODING", "", "",
                                            "not UTF-8 text: byte " + std::to_string(bad) + " cannot be decoded"));
   }
-  // Keys seen per open object, innermost last: nlohmann keeps the last of
-  // duplicate keys silently, and a descriptor must not say a field twice.
-  std::vector<std::set<std::string>> open;
-  std::optional<std::string> duplicate;
-  const Json::parser_callback_t track = [&](int, Json::parse_event_t ev, Json& parsed) {
-    switch (ev) {
-      case Json::parse_event_t::object_start:
-        open.emplace_back();
-        break;
-      case Json::parse_event_t::object_end:
-        if (!open.empty()) open.pop_back();
-        break;
-      case Json::parse_event_t::key:
-        if (!open.empty() && !open.back().insert(parsed.get<std::string>()).second && !duplicate) {
-          duplicate = parsed.get<std::string>();
-        }
-        break;
-      default:
-        break;
-    }
-    return true;
-  };
+  // nlohmann keeps the last of duplicate keys silently, and a descriptor must not
+  // say a field twice: a SAX handler builds the DOM and watches the keys.
+  Json doc;
+  DuplicateKeySax sax(doc);
   try {
-    Json doc = Json::parse(text.begin(), text.end(), track, /*allow_exceptions=*/true,
-                           /*ignore_comments=*/true);
+    Json::sax_parse(text.begin(), text.end(), &sax, nlohmann::detail::input_format_t::json,
+                    /*strict=*/true, /*ignore_comments=*/true);
+    const std::optional<std::string>& duplicate = sax.duplicate;
     if (duplicate) {
       return Result<Json>::failure(
           makeError("DUPLICATE_KEY", "", "", "duplicate key '" + *duplicate + "' in one object"));

@@ -29,9 +29,12 @@ std::vector<std::string> kernelArches(const Pack& pack, const Kernel& kernel) {
 }
 
 StateManager::StateManager(DescriptorSet set, const Registry& registry, std::string arch)
-    : set_(std::make_shared<const DescriptorSet>(std::move(set))),
-      arch_(std::move(arch)),
-      cache_(std::make_unique<ArchiveCache>()) {
+    : StateManager(std::make_shared<const DescriptorSet>(std::move(set)), registry,
+                   std::move(arch)) {}
+
+StateManager::StateManager(std::shared_ptr<const DescriptorSet> set, const Registry& registry,
+                           std::string arch)
+    : set_(std::move(set)), arch_(std::move(arch)), cache_(std::make_unique<ArchiveCache>()) {
   build(registry);
 }
 

@@ -58,6 +58,9 @@ class StateManager {
  public:
   // `arch` is the device arch; "" keeps every arch.
   StateManager(DescriptorSet set, const Registry& registry, std::string arch = "");
+  // The same over a set shared with others (no copy: the set is immutable).
+  StateManager(std::shared_ptr<const DescriptorSet> set, const Registry& registry,
+               std::string arch = "");
 
   const DescriptorSet& descriptors() const { return *set_; }
   const std::string& arch() const { return arch_; }

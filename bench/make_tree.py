@@ -3,9 +3,10 @@
 ``N`` kernels over ``K`` engines, a mix of single- and multi-launch kernels; hip
 kernels over ``D`` distinct translation units (each unit exports several entry
 points, so many kernels share one compile); prebuilt hsaco kernels over real
-objects compiled by hipcc, each copy varied (a unique, incompressible tail after
-the ELF image, which ELF readers ignore) so the archive cannot compress them
-trivially.
+objects compiled by hipcc: each object holds a global data table of about
+``--object-kib`` KiB, and each copy gets its table refilled with random words (a
+valid object still, only its data differs) so the archive can neither deduplicate
+nor compress them trivially.
 
     python bench/make_tree.py OUT --kernels 1000 --engines 4 --units 40 --arches gfx90a gfx940
     python bench/make_tree.py OUT --prebuilt 2000 --object-kib 100 --arches gfx90a
@@ -14,6 +15,7 @@ trivially.
 from __future__ import annotations
 
 import argparse
+import io
 import json
 import os
 import random
@@ -108,50 +110,84 @@ def make_hip_tree(root: Path, kernels: int, engines: int, units: int, arches: li
                    _kdp(_id("kdp", e, kind, n), f"{kind}{e}.{n}", e, kind, chunk, arches))
 
 
-def _big_unit(v: int) -> str:
-    """A kernel with a long unrolled body: objects of tens of KiB that differ per ``v``."""
-    body = " ".join(f"acc = acc * {1.0 + (v * 131 + j) % 997 / 1000:.4f}f + in[(i + {j}) % n];"
-                    for j in range(48))
+def _big_unit(v: int, table_words: int) -> str:
+    """A kernel that reads a ``table_words``-word global table: the table lives in the
+    object's data, so objects are as large as the table and every copy can vary it."""
+    rng = random.Random(v)
+    words = [rng.getrandbits(32) for _ in range(table_words)]
+    rows = ",\n".join(", ".join(f"0x{w:08x}u" for w in words[i:i + 12])
+                      for i in range(0, len(words), 12))
     return ("#include <hip/hip_runtime.h>\n"
+            f"__device__ unsigned table[{table_words}] = {{\n{rows}\n}};\n"
             'extern "C" __global__ void big(const float* in, float* out, unsigned n) {\n'
-            "  unsigned i = blockIdx.x * blockDim.x + threadIdx.x; float acc = 0.0f;\n"
-            "  #pragma unroll\n  for (int r = 0; r < 64; ++r) { " + body + " }\n"
-            "  out[i % n] = acc;\n}\n")
+            "  unsigned i = blockIdx.x * blockDim.x + threadIdx.x;\n"
+            f"  out[i % n] = in[i % n] * float(table[(i * 2654435761u) % {table_words}u]);\n"
+            "}\n")
 
 
-def compile_objects(folder: Path, distinct: int, arch: str, jobs: int) -> list[Path]:
-    """``distinct`` real objects compiled by hipcc for ``arch`` (cached in ``folder``)."""
+def compile_objects(folder: Path, distinct: int, arch: str, jobs: int,
+                    object_kib: int = 100) -> list[Path]:
+    """``distinct`` real objects compiled by hipcc for ``arch``, each holding a table of
+    about ``object_kib`` KiB (cached in ``folder``)."""
     folder.mkdir(parents=True, exist_ok=True)
     env = dict(os.environ, HIP_PLATFORM="amd")
+    words = object_kib * 256
 
     def one(v: int) -> Path:
-        out = folder / f"big{v:03d}.{arch}.hsaco"
+        out = folder / f"big{v:03d}.{object_kib}k.{arch}.hsaco"
         if not out.is_file():
-            src = folder / f"big{v:03d}.hip"
-            src.write_text(_big_unit(v))
+            src = folder / f"big{v:03d}.{object_kib}k.hip"
+            src.write_text(_big_unit(v, words))
+            tmp = out.with_suffix(".tmp")
             subprocess.run(["hipcc", "--genco", f"--offload-arch={arch}", "-O3",
-                            "-fuse-cuid=none", str(src), "-o", str(out)], check=True, env=env,
+                            "-fuse-cuid=none", str(src), "-o", str(tmp)], check=True, env=env,
                            capture_output=True)
+            tmp.replace(out)
         return out
 
     with ThreadPoolExecutor(max_workers=jobs) as pool:
         return list(pool.map(one, range(distinct)))
 
 
-def make_prebuilt_tree(root: Path, count: int, object_kib: int, arch: str, objects: list[Path],
+def table_span(data: bytes) -> tuple[int, int]:
+    """File offset and size of the object's ``table``, from its symbol table (``data`` may
+    be hipcc's offload bundle around the ELF image)."""
+    from elftools.elf.elffile import ELFFile
+
+    from ukdpack.codeobject import elf_image
+
+    image = elf_image(data)
+    base = data.index(image)
+    elf = ELFFile(io.BytesIO(image))
+    symtab = elf.get_section_by_name(".symtab")
+    for sym in symtab.iter_symbols() if symtab is not None else []:
+        if sym.name == "table":
+            section = elf.get_section(sym["st_shndx"])
+            return (base + section["sh_offset"] + sym["st_value"] - section["sh_addr"],
+                    sym["st_size"])
+    raise SystemExit("bench object without a 'table' symbol: remove bench/.work/*/objects")
+
+
+def vary_object(data: bytes, span: tuple[int, int], rng: random.Random) -> bytes:
+    """A copy of a compiled object with its table refilled with fresh random words: the
+    same valid code object (only data changed), but no two copies share those bytes."""
+    start, size = span
+    return data[:start] + rng.randbytes(size) + data[start + size:]
+
+
+def make_prebuilt_tree(root: Path, count: int, arch: str, objects: list[Path],
                        engines: int = 4, per_pack: int = 100, seed: int = 7) -> int:
-    """``count`` single-launch hsaco kernels, each over its own copy of one of ``objects``
-    padded with random bytes to about ``object_kib`` KiB. Returns the bytes written."""
+    """``count`` single-launch hsaco kernels, each over its own varied copy of one of
+    ``objects`` (see ``vary_object``). Returns the bytes written."""
     rng = random.Random(seed)
     total = 0
     for e in range(engines):
         _engine(root, e, [arch])
     packs: dict[int, list[object]] = {}
+    bases = [(data, table_span(data)) for data in (o.read_bytes() for o in objects)]
     for k in range(count):
         e = k % engines
-        base = objects[k % len(objects)].read_bytes()
-        pad = max(0, object_kib * 1024 - len(base))
-        data = base + rng.randbytes(pad)
+        data = vary_object(*bases[k % len(bases)], rng)
         rel = f"objects/{k // 1000:02d}/obj{k:05d}.hsaco"
         path = root / f"engine{e}" / rel
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -189,9 +225,8 @@ def main(argv: list[str] | None = None) -> int:
         make_hip_tree(args.out, args.kernels, args.engines, args.units, args.arches)
     if args.prebuilt:
         objs = compile_objects(args.out.parent / ".objects", args.distinct_objects,
-                               args.arches[0], args.jobs)
-        size = make_prebuilt_tree(args.out, args.prebuilt, args.object_kib, args.arches[0], objs,
-                                  args.engines)
+                               args.arches[0], args.jobs, args.object_kib)
+        size = make_prebuilt_tree(args.out, args.prebuilt, args.arches[0], objs, args.engines)
         print(f"{args.prebuilt} prebuilt kernels, {size / 2**20:.1f} MiB of objects",
               file=sys.stderr)
     return 0

@@ -7,7 +7,7 @@ root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$root"
 
 packages=(hipcc libzstd-dev libmsgpack-cxx-dev nlohmann-json3-dev libssl-dev libgtest-dev
-          ninja-build git)
+          ninja-build git clang-15 libclang-common-15-dev)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

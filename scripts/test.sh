@@ -2,6 +2,8 @@
 # Sets up (scripts/setup.sh), then runs the lint and type checks, the Python
 # tests and the C++ tests. Extra arguments go to pytest.
 #   scripts/test.sh --device   the device tests (tests/device/) on a machine with a GPU
+#   scripts/test.sh --sanitize the C++ tests built with UKDPACK_SANITIZE=address;undefined
+#                              (build/asan), then every fuzz seed replayed under ASan+UBSan
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$root"
@@ -14,6 +16,16 @@ if [ "${1:-}" = "--device" ]; then
   shift
   export UKDPACK_PLAN_OVERHEAD="$root/build/py/bin/ukdpack_plan_overhead"
   exec python -m pytest tests/device -v -s "$@"
+fi
+
+if [ "${1:-}" = "--sanitize" ]; then
+  cmake -S . -B build/asan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+    -DUKDPACK_SANITIZE="address;undefined" -DUKDPACK_BUILD_PYTHON=OFF -DUKDPACK_BUILD_TESTS=ON
+  cmake --build build/asan
+  # Any sanitizer report fails the test that triggered it (UBSan does not recover).
+  ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+    ctest --test-dir build/asan --output-on-failure -j 2
+  exec tests/fuzz/run.sh 0
 fi
 
 # The example tree's prebuilt objects come from its committed local DVC remote.

@@ -10,7 +10,9 @@ a damaged entry is dropped and rebuilt, never packed.
 
 Layout under the cache folder: ``v1/objects/<ab>/<sha256>``,
 ``v1/manifests/<ab>/<base key>.json``, ``v1/info/<ab>/<sha256>.json`` (what was
-read from an object: kernels, target, signatures) and ``v1/compilers/``.
+read from an object: kernels, target, signatures) and ``v1/compilers/`` (each
+compiler's version text). Every record carries a digest binding it to its key: a
+record that fails it is ignored and rewritten.
 """
 
 from __future__ import annotations
@@ -124,12 +126,16 @@ class CompileCache:
         return self.folder / "manifests" / base_key[:2] / f"{base_key}.json"
 
     def _manifest(self, base_key: str) -> list[dict[str, Any]]:
+        """The manifest's entries; none when it is unreadable or fails its digest (an
+        altered entry could name another valid object, which the object check can't see)."""
         try:
             doc = json.loads(self._manifest_path(base_key).read_bytes())
         except (OSError, ValueError):
             return []
         entries = doc.get("entries") if isinstance(doc, dict) else None
-        return [e for e in entries or [] if isinstance(e, dict)
+        if not isinstance(entries, list) or doc.get("digest") != _bound(base_key, entries):
+            return []
+        return [e for e in entries if isinstance(e, dict)
                 and isinstance(e.get("deps"), dict) and isinstance(e.get("object"), str)]
 
     def lookup(self, base_key: str, root: Path) -> Hit | None:
@@ -154,7 +160,8 @@ class CompileCache:
         with self._lock:
             entries = [e for e in self._manifest(base_key) if e["deps"] != recorded]
             entries.append({"deps": recorded, "object": sha})
-            doc = {"entries": entries[-8:]}
+            kept = entries[-8:]
+            doc = {"digest": _bound(base_key, kept), "entries": kept}
             write_atomic(self._manifest_path(base_key), canonical_json(doc))
 
     # ------------------------------------------------------------ object info
@@ -188,18 +195,30 @@ class CompileCache:
             doc = json.loads((self.folder / "compilers" / f"{key}.json").read_bytes())
         except (OSError, ValueError):
             return None
-        version = doc.get("version") if isinstance(doc, dict) else None
-        return version if isinstance(version, str) else None
+        if not isinstance(doc, dict) or not isinstance(doc.get("version"), str):
+            return None
+        # Bound by a digest: an altered version would change every key and the provenance.
+        record = {"path": doc.get("path"), "version": doc["version"]}
+        if doc.get("digest") != _bound(key, record):
+            return None
+        version: str = doc["version"]
+        return version
 
     def put_compiler_version(self, path: str, version: str) -> None:
         key = _stat_key(path)
         if key is not None:
+            record = {"path": path, "version": version}
             write_atomic(self.folder / "compilers" / f"{key}.json",
-                         canonical_json({"path": path, "version": version}))
+                         canonical_json({"digest": _bound(key, record), **record}))
 
 
 def _info_digest(sha: str, info: Mapping[str, Any]) -> str:
     return sha256_hex(sha.encode() + b"\0" + canonical_json(info))
+
+
+def _bound(key: str, content: Any) -> str:
+    """The digest binding a record's content to the key it is stored under."""
+    return sha256_hex(key.encode() + b"\0" + canonical_json(content))
 
 
 def _stat_key(path: str) -> str | None:

@@ -11,7 +11,6 @@ Format dispatch goes through ``_READERS`` keyed by the ELF machine.
 
 from __future__ import annotations
 
-import io
 import struct
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -19,10 +18,6 @@ from functools import lru_cache
 from typing import Any
 
 import msgpack  # type: ignore[import-untyped]
-from elftools.common.exceptions import ELFError
-from elftools.construct import ConstructError
-from elftools.elf.elffile import ELFFile
-from elftools.elf.sections import NoteSection
 
 from ukdpack import _runtime
 
@@ -32,6 +27,7 @@ COMPRESSED_BUNDLE_MAGIC = b"CCOB"
 EM_AMDGPU = 224
 EM_CUDA = 190
 NT_AMDGPU_METADATA = 32
+SHT_NOTE = 7
 # .nv.info records: u8 format, u8 attribute, then a 2-byte value field (unused, a byte
 # or a u16 by format; records stay 4-byte aligned), or for EIFMT_SVAL a u16 size and
 # that many bytes. EIATTR_KPARAM_INFO describes one kernel parameter.
@@ -133,6 +129,76 @@ def elf_image(data: bytes) -> bytes:
     return image
 
 
+@dataclass(frozen=True)
+class _Section:
+    name: str
+    type: int
+    data: bytes
+
+
+@dataclass(frozen=True)
+class _Elf:
+    """The parts of an ELF64 little-endian image the readers need: the header's machine
+    and flags, and every section with its name and bytes (each bounds-checked)."""
+
+    machine: int
+    flags: int
+    sections: tuple[_Section, ...]
+
+
+def _read_elf(image: bytes) -> _Elf:
+    # A few struct reads instead of a general ELF library: this runs once per code
+    # object of a tree, and a full parser dominated prebuilt packs (bench/README.md).
+    if len(image) < 64:
+        raise CodeObjectError(f"malformed ELF: {len(image)} bytes cannot hold an ELF64 header")
+    if image[4] != 2 or image[5] != 1:
+        raise CodeObjectError("malformed ELF: expected a 64-bit little-endian ELF "
+                              f"(class {image[4]}, data {image[5]})")
+    machine, = struct.unpack_from("<H", image, 18)
+    shoff, = struct.unpack_from("<Q", image, 40)
+    flags, = struct.unpack_from("<I", image, 48)
+    shentsize, shnum, shstrndx = struct.unpack_from("<HHH", image, 58)
+    if shnum and shentsize < 64:
+        raise CodeObjectError(f"malformed ELF: section headers of {shentsize} bytes, expected 64")
+    if shoff > len(image) or shnum * shentsize > len(image) - shoff:
+        raise CodeObjectError(f"malformed ELF: {shnum} section headers at byte {shoff} run "
+                              f"past the end ({len(image)} bytes)")
+    headers = []
+    for i in range(shnum):
+        name, typ, _, _, offset, size = struct.unpack_from("<IIQQQQ", image, shoff + i * shentsize)
+        if typ != 8 and (offset > len(image) or size > len(image) - offset):  # 8: SHT_NOBITS
+            raise CodeObjectError(f"malformed ELF: section {i} at {offset}+{size} lies outside "
+                                  f"the {len(image)}-byte image")
+        headers.append((name, typ, image[offset:offset + size] if typ != 8 else b""))
+    if shnum and shstrndx >= shnum:
+        raise CodeObjectError(f"malformed ELF: section name table {shstrndx} of {shnum} sections")
+    names = headers[shstrndx][2] if shnum else b""
+
+    def name_of(at: int) -> str:
+        end = names.find(b"\0", at)
+        if at >= len(names) or end < 0:
+            raise CodeObjectError(f"malformed ELF: section name at {at} lies outside its table")
+        return names[at:end].decode("utf-8", "replace")
+
+    return _Elf(machine, flags, tuple(_Section(name_of(n), t, d) for n, t, d in headers))
+
+
+def _notes(section: _Section) -> list[tuple[bytes, int, bytes]]:
+    """(owner, type, descriptor) of every note of an SHT_NOTE section (4-byte aligned)."""
+    out, data, i = [], section.data, 0
+    while i + 12 <= len(data):
+        namesz, descsz, typ = struct.unpack_from("<III", data, i)
+        name_at = i + 12
+        desc_at = name_at + (namesz + 3) // 4 * 4
+        end = desc_at + (descsz + 3) // 4 * 4
+        if desc_at + descsz > len(data):
+            raise CodeObjectError(f"malformed ELF: a note of {section.name} runs past its section")
+        out.append((data[name_at:name_at + namesz].rstrip(b"\0"), typ,
+                    data[desc_at:desc_at + descsz]))
+        i = end
+    return out
+
+
 def _field(obj: dict[Any, Any], key: str, typ: type, where: str) -> Any:
     value = obj.get(key)
     if not isinstance(value, typ) or (typ is int and isinstance(value, bool)):
@@ -174,20 +240,17 @@ def _parse_amdgpu_document(doc: Any) -> Metadata:
     return Metadata(target, tuple(kernels))
 
 
-def _amdgpu_metadata(elf: ELFFile) -> Metadata:
-    for section in elf.iter_sections():
-        if not isinstance(section, NoteSection):
+def _amdgpu_metadata(elf: _Elf) -> Metadata:
+    for section in elf.sections:
+        if section.type != SHT_NOTE:
             continue
-        for note in section.iter_notes():
-            if note["n_name"] != "AMDGPU" or note["n_type"] not in (
-                    NT_AMDGPU_METADATA, "NT_AMDGPU_METADATA"):
+        for owner, typ, desc in _notes(section):
+            if owner != b"AMDGPU" or typ != NT_AMDGPU_METADATA:
                 continue
-            desc = note["n_desc"]
-            if isinstance(desc, str):  # pyelftools decodes some descriptors as text
-                desc = desc.encode("latin-1")
             try:
                 doc = msgpack.unpackb(desc, raw=False, strict_map_key=False)
-            except (ValueError, msgpack.UnpackException) as e:
+            except (ValueError, TypeError, OverflowError, msgpack.UnpackException) as e:
+                # unhashable map keys surface as TypeError
                 raise CodeObjectError(f"bad AMDGPU metadata: not a msgpack document ({e})") from e
             return _parse_amdgpu_document(doc)
     raise CodeObjectError(
@@ -230,44 +293,32 @@ def _kparams(section_name: str, data: bytes) -> tuple[Arg, ...]:
     return tuple(a for _, a in params)
 
 
-def _cuda_metadata(elf: ELFFile) -> Metadata:
+def _cuda_metadata(elf: _Elf) -> Metadata:
     """Kernels and signatures of a cubin; the target is ``nvptx64-nvidia-cuda--sm_<NN>``,
     the SM number taken from bits 8-15 of the ELF header's flags."""
-    sm = (elf.header["e_flags"] >> 8) & 0xFF
+    sm = (elf.flags >> 8) & 0xFF
     kernels: dict[str, tuple[Arg, ...]] = {}
-    for section in elf.iter_sections():
+    for section in elf.sections:
         if section.name.startswith(".nv.info."):
-            kernels[section.name[len(".nv.info."):]] = _kparams(section.name, section.data())
+            kernels[section.name[len(".nv.info."):]] = _kparams(section.name, section.data)
         elif section.name.startswith(".text."):
             kernels.setdefault(section.name[len(".text."):], ())
     return Metadata(f"nvptx64-nvidia-cuda--sm_{sm}", tuple(sorted(kernels.items())))
 
 
 # ELF machine -> metadata reader.
-_READERS: dict[int, Callable[[ELFFile], Metadata]] = {EM_AMDGPU: _amdgpu_metadata,
-                                                      EM_CUDA: _cuda_metadata}
-# pyelftools names the machines it knows; map those back to their numbers.
-_MACHINE_CODES = {"EM_AMDGPU": EM_AMDGPU, "EM_CUDA": EM_CUDA}
+_READERS: dict[int, Callable[[_Elf], Metadata]] = {EM_AMDGPU: _amdgpu_metadata,
+                                                   EM_CUDA: _cuda_metadata}
 
 
 @lru_cache(maxsize=64)
 def metadata(data: bytes) -> Metadata:
     """The parsed metadata of a code object (cached: the packer asks several questions)."""
-    image = elf_image(data)
-    try:
-        elf = ELFFile(io.BytesIO(image))
-        machine = elf.header["e_machine"]
-        code = machine if isinstance(machine, int) else _MACHINE_CODES.get(machine, -1)
-        reader = _READERS.get(code)
-        if reader is None:
-            raise CodeObjectError(f"{_NOT_AN_OBJECT} an ELF for machine {machine}")
-        return reader(elf)
-    except CodeObjectError:
-        raise
-    except (ELFError, ConstructError, ValueError, IndexError, KeyError, AttributeError,
-            TypeError, struct.error, UnicodeDecodeError, EOFError, OverflowError) as e:
-        # pyelftools reports malformed headers with several exception types.
-        raise CodeObjectError(f"malformed ELF: {e}") from e
+    elf = _read_elf(elf_image(data))
+    reader = _READERS.get(elf.machine)
+    if reader is None:
+        raise CodeObjectError(f"{_NOT_AN_OBJECT} an ELF for machine {elf.machine}")
+    return reader(elf)
 
 
 

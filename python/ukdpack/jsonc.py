@@ -72,7 +72,9 @@ def loads(text: str) -> Any:
         return json.loads(strip_comments(text), object_pairs_hook=_no_duplicates,
                           parse_constant=_refuse_constant)
     except json.JSONDecodeError as e:
-        raise JsoncError(f"not valid JSON: {e.msg} at line {e.lineno} column {e.colno}") from None
+        # Some of json's messages end in " at" already ("Unterminated string starting at").
+        msg = e.msg.removesuffix(" at")
+        raise JsoncError(f"not valid JSON: {msg} at line {e.lineno} column {e.colno}") from None
     except RecursionError:
         raise JsoncError("not valid JSON: nested too deeply") from None
 

@@ -70,9 +70,9 @@ def _fail(job: Job, message: str, detail: str = "", said: str = "") -> JobFailed
     return JobFailed(Problem(user.file, user.json_path, text))
 
 
-def object_info(elf: bytes, cache: CompileCache | None) -> ObjectInfo:
-    """Target and signatures of every kernel of ``elf`` (cached by digest)."""
-    sha = sha256_hex(elf)
+def object_info(elf: bytes, sha: str, cache: CompileCache | None) -> ObjectInfo:
+    """Target and signatures of every kernel of ``elf`` (whose sha256 is ``sha``; cached
+    by that digest)."""
     found = cache.get_info(sha) if cache is not None else None
     if found is not None:
         return ObjectInfo(found["target"], found["signatures"])
@@ -158,13 +158,14 @@ class Producer:
                 what: str) -> Product:
         try:
             elf = codeobject.elf_image(raw)
-            info = object_info(elf, self.cache)
+            sha = sha256_hex(elf)
+            info = object_info(elf, sha, self.cache)
         except codeobject.CodeObjectError as e:
             raise _fail(job, f"{what} is not a usable code object: {e}") from None
         if not _runtime.target_runs_on(info.target, job.arch):
             raise _fail(job, f"{what} targets {info.target}, not {job.arch}; the shard of "
                              f"{job.arch} needs an object built for it")
-        return Product(job, elf, sha256_hex(elf), info, deps, compiled)
+        return Product(job, elf, sha, info, deps, compiled)
 
     def _compile(self, job: Job) -> Product:
         assert job.rel is not None

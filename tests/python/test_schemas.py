@@ -55,7 +55,7 @@ def test_messages_name_the_path_and_finding() -> None:
 def test_fast_and_wording_validators_agree_on_the_corpus() -> None:
     """jsonschema-rs gives the verdict, jsonschema the wording: never two verdicts."""
     seen = 0
-    for path in sorted((REPO / "tests" / "corpus").rglob("*.json")):
+    for path in sorted(p for p in (REPO / "tests" / "corpus").rglob("*.json") if p.is_file()):
         dtype = descriptor_type(path.name)
         if dtype is None:
             continue

@@ -1,0 +1,1 @@
+extern "C" __global__ void ka(float* p) { p[0] = N; }

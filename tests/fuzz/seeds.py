@@ -1,0 +1,56 @@
+"""Seed corpora for the fuzz targets, made from the conformance corpus and test data.
+
+``python tests/fuzz/seeds.py OUT`` writes ``OUT/fuzz_loader``, ``OUT/fuzz_kpack`` and
+``OUT/fuzz_codeobject``: every descriptor tree and packed shard of ``tests/corpus`` as one
+loader input (its files as ``<path>\\n<content>`` joined by NUL bytes, the format
+``fuzz_loader.cpp`` reads), every kpack archive, and every code object.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import sys
+from pathlib import Path
+
+TESTS = Path(__file__).resolve().parents[1]
+CORPUS = TESTS / "corpus"
+# The loader target writes at most 16 files per input.
+MAX_FILES = 16
+
+
+def _write(folder: Path, data: bytes) -> None:
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / hashlib.sha1(data).hexdigest()).write_bytes(data)
+
+
+def loader_inputs() -> list[bytes]:
+    """One input per corpus tree or shard: its JSON files, path and content."""
+    out = []
+    for case in sorted(p for p in CORPUS.iterdir() if p.is_dir()):
+        for top in ("tree", "shard"):
+            root = case / top
+            files = sorted(p for p in root.rglob("*.json") if p.is_file()) if root.is_dir() else []
+            if files:
+                out.append(b"\0".join(p.relative_to(root).as_posix().encode() + b"\n"
+                                      + p.read_bytes() for p in files[:MAX_FILES]))
+    return out
+
+
+def files_named(*suffixes: str) -> list[bytes]:
+    return [p.read_bytes() for p in sorted(TESTS.rglob("*"))
+            if p.is_file() and p.name.endswith(suffixes)]
+
+
+def main(out: Path) -> int:
+    seeds = {"fuzz_loader": loader_inputs(),
+             "fuzz_kpack": files_named(".kpack"),
+             "fuzz_codeobject": files_named(".hsaco", ".cubin", ".co")}
+    for target, inputs in seeds.items():
+        for data in inputs:
+            _write(out / target, data)
+        print(f"{target}: {len(inputs)} seeds")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(Path(sys.argv[1])))

@@ -60,7 +60,9 @@ for t in "${targets[@]}"; do
   cov=$(sed -n 's/.* cov: \([0-9]*\).*/\1/p' <<<"$last")
   ft=$(sed -n 's/.* ft: \([0-9]*\).*/\1/p' <<<"$last")
   corp=$(ls "$build/corpus/$t" | wc -l)
-  line="$t: ${runs:-0} executions in ${seconds}s, cov ${cov:-?}, ft ${ft:-?}, corpus $corp"
+  # Edges libFuzzer instrumented in this target (the runtime code it links).
+  edges=$(sed -n 's/.*(\([0-9]*\) inline 8-bit counters).*/\1/p' "$log" | head -1)
+  line="$t: ${runs:-0} executions in ${seconds}s, cov ${cov:-?} of ${edges:-?} edges, ft ${ft:-?}, corpus $corp"
   echo "$line" | tee -a "$build/summary.txt"
   if ls "$build/crashes/$t" | grep -q .; then
     echo "fuzz: $t FOUND: $(ls "$build/crashes/$t")" | tee -a "$build/summary.txt"

@@ -36,6 +36,20 @@ StateManager::StateManager(std::shared_ptr<const DescriptorSet> set, const Regis
                            std::string arch)
     : set_(std::move(set)), arch_(std::move(arch)), cache_(std::make_unique<ArchiveCache>()) {
   build(registry);
+  std::vector<std::string> keys;
+  keys.reserve(kept_.size());
+  keptByKey_.reserve(kept_.size());
+  for (std::size_t i = 0; i < kept_.size(); ++i) {
+    keys.push_back(idKey(kept_[i].kernel->id));
+    keptByKey_.emplace(keys.back(), i);  // ids are unique; the first would win anyway
+  }
+  ranked_.resize(kept_.size());
+  for (std::size_t i = 0; i < ranked_.size(); ++i) ranked_[i] = i;
+  std::stable_sort(ranked_.begin(), ranked_.end(), [&](std::size_t a, std::size_t b) {
+    if (kept_[a].kernel->priority != kept_[b].kernel->priority)
+      return kept_[a].kernel->priority > kept_[b].kernel->priority;
+    return keys[a] < keys[b];
+  });
 }
 
 void StateManager::drop(const Pack& pack, const PackMember& m, const std::string& symbol,
@@ -139,22 +153,14 @@ void StateManager::build(const Registry& registry) {
 }
 
 const KernelDefinition* StateManager::find(std::string_view kernelId) const {
-  const std::string key = idKey(kernelId);
-  for (const KernelDefinition& d : kept_)
-    if (idKey(d.kernel->id) == key) return &d;
-  return nullptr;
+  const auto it = keptByKey_.find(idKey(kernelId));
+  return it == keptByKey_.end() ? nullptr : &kept_[it->second];
 }
 
 Result<const KernelDefinition*> StateManager::select(const Json& problem) const {
   using R = Result<const KernelDefinition*>;
-  std::vector<const KernelDefinition*> ranked;
-  ranked.reserve(kept_.size());
-  for (const KernelDefinition& d : kept_) ranked.push_back(&d);
-  std::stable_sort(ranked.begin(), ranked.end(), [](const KernelDefinition* a, const KernelDefinition* b) {
-    if (a->kernel->priority != b->kernel->priority) return a->kernel->priority > b->kernel->priority;
-    return idKey(a->kernel->id) < idKey(b->kernel->id);
-  });
-  for (const KernelDefinition* d : ranked) {
+  for (const std::size_t index : ranked_) {
+    const KernelDefinition* d = &kept_[index];
     bool accepted = true;
     for (const BoundMatcher& m : d->matchers) {
       if (!m.handler) continue;

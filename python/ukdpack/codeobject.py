@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
 
@@ -133,7 +133,15 @@ def elf_image(data: bytes) -> bytes:
 class _Section:
     name: str
     type: int
-    data: bytes
+    image: bytes = field(repr=False)
+    offset: int = 0
+    size: int = 0
+
+    @property
+    def data(self) -> bytes:
+        """The section's bytes, copied only when a reader asks: most sections (code, a
+        prebuilt object's data tables) are never read."""
+        return self.image[self.offset:self.offset + self.size]
 
 
 @dataclass(frozen=True)
@@ -169,10 +177,13 @@ def _read_elf(image: bytes) -> _Elf:
         if typ != 8 and (offset > len(image) or size > len(image) - offset):  # 8: SHT_NOBITS
             raise CodeObjectError(f"malformed ELF: section {i} at {offset}+{size} lies outside "
                                   f"the {len(image)}-byte image")
-        headers.append((name, typ, image[offset:offset + size] if typ != 8 else b""))
+        headers.append((name, typ, offset, size if typ != 8 else 0))
     if shnum and shstrndx >= shnum:
         raise CodeObjectError(f"malformed ELF: section name table {shstrndx} of {shnum} sections")
-    names = headers[shstrndx][2] if shnum else b""
+    names = b""
+    if shnum:
+        _, _, names_at, names_size = headers[shstrndx]
+        names = image[names_at:names_at + names_size]
 
     def name_of(at: int) -> str:
         end = names.find(b"\0", at)
@@ -180,7 +191,8 @@ def _read_elf(image: bytes) -> _Elf:
             raise CodeObjectError(f"malformed ELF: section name at {at} lies outside its table")
         return names[at:end].decode("utf-8", "replace")
 
-    return _Elf(machine, flags, tuple(_Section(name_of(n), t, d) for n, t, d in headers))
+    return _Elf(machine, flags, tuple(_Section(name_of(n), t, image, o, z)
+                                      for n, t, o, z in headers))
 
 
 def _notes(section: _Section) -> list[tuple[bytes, int, bytes]]:

@@ -7,6 +7,7 @@ numbers still point into the file as written. Duplicate keys are refused.
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 
@@ -14,43 +15,27 @@ class JsoncError(ValueError):
     """Text that is not JSON (with comments): the message says where and why."""
 
 
+# One token at a time: a string (running to the end when unterminated), a line comment,
+# a block comment, or the opening of one that never closes. Text between tokens is kept.
+_TOKENS = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"?|//[^\n]*|/\*.*?\*/|/\*', re.S)
+_NOT_NEWLINE = re.compile(r"[^\n]")
+
+
 def strip_comments(text: str) -> str:
     """Replace every comment outside a string by spaces, keeping newlines."""
-    out: list[str] = []
-    i, n = 0, len(text)
-    in_string = False
-    while i < n:
-        c = text[i]
-        if in_string:
-            out.append(c)
-            if c == "\\" and i + 1 < n:
-                out.append(text[i + 1])
-                i += 2
-                continue
-            if c == '"':
-                in_string = False
-            i += 1
-            continue
-        if c == '"':
-            in_string = True
-            out.append(c)
-            i += 1
-        elif text.startswith("//", i):
-            end = text.find("\n", i)
-            end = n if end < 0 else end
-            out.append(" " * (end - i))
-            i = end
-        elif text.startswith("/*", i):
-            end = text.find("*/", i + 2)
-            if end < 0:
-                line = text.count("\n", 0, i) + 1
-                raise JsoncError(f"unterminated /* comment starting on line {line}")
-            out.append("".join(ch if ch == "\n" else " " for ch in text[i : end + 2]))
-            i = end + 2
-        else:
-            out.append(c)
-            i += 1
-    return "".join(out)
+    if "/" not in text:  # no comment can start: the common case of packed files
+        return text
+
+    def blank(m: re.Match[str]) -> str:
+        token = m.group()
+        if token.startswith('"'):
+            return token
+        if token == "/*":
+            line = text.count("\n", 0, m.start()) + 1
+            raise JsoncError(f"unterminated /* comment starting on line {line}")
+        return _NOT_NEWLINE.sub(" ", token)
+
+    return _TOKENS.sub(blank, text)
 
 
 def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:

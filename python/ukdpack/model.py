@@ -49,7 +49,7 @@ class Descriptor:
     def key(self) -> str:
         return id_key(self.id)
 
-    @property
+    @functools.cached_property
     def folder(self) -> PurePosixPath:
         """Root-relative folder of the file; relative paths in it start here."""
         return PurePosixPath(self.file).parent

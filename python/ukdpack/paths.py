@@ -26,9 +26,20 @@ class PathRefused(ValueError):
         self.missing = missing
 
 
+def _realpath(path: str, memo: dict[str, str] | None) -> str:
+    if memo is None:
+        return os.path.realpath(path)
+    found = memo.get(path)
+    if found is None:
+        found = memo[path] = os.path.realpath(path)
+    return found
+
+
 def resolve(root: Path, folder: PurePosixPath | str, name: str, *, must_exist: bool = True,
-            what: str = "file") -> Resolved:
-    """Resolve ``name`` against the root-relative ``folder``; raise PathRefused when refused."""
+            what: str = "file", realpaths: dict[str, str] | None = None) -> Resolved:
+    """Resolve ``name`` against the root-relative ``folder``; raise PathRefused when refused.
+    ``realpaths`` memoizes the real paths of folders across calls (one tree's walk: a
+    tree names thousands of files in a few folders)."""
     if name.startswith(("/", "\\")) or (len(name) > 1 and name[1] == ":"):
         raise PathRefused(f"expected a path relative to the descriptor's folder, found an "
                           f"absolute path '{name}'")
@@ -36,8 +47,13 @@ def resolve(root: Path, folder: PurePosixPath | str, name: str, *, must_exist: b
     if joined == ".." or joined.startswith("../"):
         raise PathRefused(f"path '{name}' leaves the descriptor root")
     candidate = root / joined
-    real_root = os.path.realpath(root)
-    real = os.path.realpath(candidate)
+    real_root = _realpath(str(root), realpaths)
+    parent, base = posixpath.split(joined)
+    if os.path.islink(candidate):
+        real = os.path.realpath(candidate)
+    else:  # not a link itself: its real path is its folder's (normpath left no . or ..)
+        real = os.path.join(_realpath(str(root / parent), realpaths) if parent else real_root,
+                            base)
     if real != real_root and not real.startswith(real_root + os.sep):
         raise PathRefused(f"path '{name}' leaves the descriptor root through a symbolic link")
     if must_exist and not candidate.is_file():

@@ -159,7 +159,8 @@ class Producer:
         try:
             elf = codeobject.elf_image(raw)
             sha = sha256_hex(elf)
-            info = object_info(elf, sha, self.cache)
+            # A prebuilt object's metadata reads faster than a cache record writes.
+            info = object_info(elf, sha, None if job.kind == "hsaco" else self.cache)
         except codeobject.CodeObjectError as e:
             raise _fail(job, f"{what} is not a usable code object: {e}") from None
         if not _runtime.target_runs_on(info.target, job.arch):

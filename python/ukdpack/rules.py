@@ -196,7 +196,8 @@ def source_file(tree: Tree, ukd: Ukd, src: Source, must_exist: bool = True) -> s
     found = tree.path_memo.get(key)
     if found is None:
         try:
-            found = resolve(tree.root, ukd.folder, key[1], what=what, must_exist=must_exist).rel
+            found = resolve(tree.root, ukd.folder, key[1], what=what, must_exist=must_exist,
+                            realpaths=tree.realpaths).rel
         except PathRefused as e:
             found = e
         tree.path_memo[key] = found

@@ -18,12 +18,16 @@ import json
 import re
 from collections.abc import Mapping, Sequence
 from importlib import resources
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import jsonschema_rs
-from jsonschema import Draft202012Validator
-from jsonschema.exceptions import ValidationError, best_match
-from referencing import Registry, Resource
+
+if TYPE_CHECKING:
+    # Imported where used: jsonschema only words errors, and its import costs more
+    # than validating a whole tree with jsonschema-rs (a warm pack never needs it).
+    from jsonschema import Draft202012Validator
+    from jsonschema.exceptions import ValidationError
+    from referencing import Registry
 
 from ukdpack import jsonpath
 
@@ -51,12 +55,16 @@ def load_schema(name: str) -> dict[str, Any]:
 
 @functools.cache
 def _registry() -> Registry[Any]:
+    from referencing import Registry, Resource
+
     resources_ = [(SCHEMA_BASE + n, Resource.from_contents(load_schema(n))) for n in schema_names()]
     return Registry().with_resources(resources_)
 
 
 @functools.cache
 def _validator(dtype: str) -> Draft202012Validator:
+    from jsonschema import Draft202012Validator
+
     return Draft202012Validator(load_schema(f"{dtype}.schema.json"), registry=_registry())
 
 
@@ -129,6 +137,8 @@ def _format(err: ValidationError, doc: Any) -> list[tuple[str, str]]:
         return [(jsonpath.key(path, k),
                  f"unknown key '{k}'; extension keys start with 'x-' or '_'") for k in extras]
     if kw in ("anyOf", "oneOf") and err.context:
+        from jsonschema.exceptions import best_match
+
         best = best_match(err.context)
         return _format(best, doc) if best is not None else [(path, err.message)]
     if expect and kw in ("pattern", "type", "enum", "const", "not", "anyOf", "minLength"):

@@ -56,6 +56,11 @@ class Tree:
         return {}
 
     @functools.cached_property
+    def realpaths(self) -> dict[str, str]:
+        """Real paths of this tree's folders, for ``paths.resolve``."""
+        return {}
+
+    @functools.cached_property
     def unread_ids(self) -> frozenset[str]:
         """Id keys of documents that failed their checks: references to them are not
         reported again (the document's own problems explain them)."""

@@ -93,6 +93,10 @@ TEST(StateManager, AgreeingHandlerKeepsTheKernelsAndDropsOnlyTheOddSibling) {
   EXPECT_EQ(def->engine->name, "test:eng");
   EXPECT_EQ(def->kernel, &sm.descriptors().packs[0].members[1].kernel);
 
+  // find() knows kept kernels only: not the dropped one, not an unknown id.
+  EXPECT_EQ(sm.find("ukd-odd"), nullptr);
+  EXPECT_EQ(sm.find("ukd-nope"), nullptr);
+
   // Moving the manager keeps those pointers valid.
   StateManager moved = StateManager(set, registryWith("example_split_kv_dispatch", {"produce", "consume"}), "");
   const ukdpack::Kernel* before = moved.find("ukd-f32")->kernel;
@@ -276,4 +280,24 @@ TEST(Validate, LaunchSetsAreCheckedPerArchShard) {
   const ukdpack::ValidationReport r = ukdpack::validateRoots({t.root()});
   EXPECT_FALSE(r.ok);
   EXPECT_NE(findDiag(r.diagnostics, "LAUNCH_SET_MISMATCH", "(on gfx1030)"), nullptr) << dump(r.diagnostics);
+}
+
+TEST(StateManager, FindsKernelsByUuidInAnyCase) {
+  TempTree t;
+  ukdtest::writeGenerics(t, ukdtest::udd("udd-1", "example_split_kv_dispatch"));
+  const std::string lower = "5f0c2a9e-3b1d-4c6e-9a7f-0123456789ab";
+  Json pack = ukdtest::kdp("kdp-split", Json::array({ukdtest::multi(lower, "split.f32", {"produce", "consume"}, "FLOAT"),
+                                                     ukdtest::multi("ukd-f16", "split.f16", {"produce", "consume"}, "HALF")}));
+  t.write("split_kv.kdp.json", pack);
+  const DescriptorSet set = ukdpack::loadShard(t.root());
+  ASSERT_TRUE(set.ok()) << dump(set.diagnostics);
+  const StateManager sm(set, registryWith("example_split_kv_dispatch", {"produce", "consume"}), "");
+  ASSERT_EQ(sm.kept().size(), 2u) << dump(sm.diagnostics());
+  const ukdpack::KernelDefinition* def = sm.find("5F0C2A9E-3B1D-4C6E-9A7F-0123456789AB");
+  ASSERT_NE(def, nullptr);
+  EXPECT_EQ(def->kernel->name, "split.f32");
+  EXPECT_EQ(sm.find(lower), def);
+  // Other ids compare verbatim.
+  EXPECT_EQ(sm.find("UKD-F16"), nullptr);
+  ASSERT_NE(sm.find("ukd-f16"), nullptr);
 }

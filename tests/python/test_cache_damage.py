@@ -18,7 +18,7 @@ from reliability_support import ARCH
 KINDS = {
     "objects": ("objects", 3, 3),  # the 3 compiled objects (the prebuilt one is not cached)
     "manifests": ("manifests", 3, 3),  # lost manifests: the compiles run again
-    "info": ("info", 4, 0),  # re-read from the objects, no compile
+    "info": ("info", 3, 0),  # re-read from the objects, no compile (prebuilt: not cached)
     "compilers": ("compilers", 1, 0),  # hipcc --version runs again, no compile
 }
 

@@ -9,6 +9,7 @@
 #include <set>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <vector>
 
 #include "ukdpack/descriptors.hpp"
@@ -98,6 +99,10 @@ class StateManager {
   std::shared_ptr<const DescriptorSet> set_;
   std::string arch_;
   std::vector<KernelDefinition> kept_;
+  // Built once kept_ is final: id key -> index into kept_, and kept_'s indices in
+  // selection order, so neither find() nor select() rescans or re-sorts per call.
+  std::unordered_map<std::string, std::size_t> keptByKey_;
+  std::vector<std::size_t> ranked_;
   std::vector<DroppedKernel> dropped_;
   std::vector<DroppedKernel> filtered_;
   std::vector<std::string> log_;

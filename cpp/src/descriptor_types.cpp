@@ -35,12 +35,20 @@ std::string upper(std::string_view s) {
 }
 
 // id, version, name and the context every file-backed descriptor carries.
+// `skipKey` is left out of `raw` (a pack's kernels, which its members hold).
 void readCommon(ObjectReader& r, const Json& doc, const DescriptorContext& ctx,
-                DescriptorInfo& info) {
+                DescriptorInfo& info, std::string_view skipKey = {}) {
   info.file = ctx.file;
   info.jsonPath = ctx.jsonPath;
   info.baseDir = ctx.baseDir;
-  info.raw = doc;
+  if (skipKey.empty() || !doc.is_object()) {
+    info.raw = doc;
+  } else {
+    info.raw = Json::object();
+    for (auto it = doc.begin(); it != doc.end(); ++it) {
+      if (it.key() != skipKey) info.raw.emplace(it.key(), it.value());
+    }
+  }
   info.id = r.string("id", true).value_or("");
   if (const Json* v = r.get("version")) {
     const auto parsed = v->is_string() ? Version::parse(v->get<std::string>()) : std::nullopt;
@@ -263,12 +271,16 @@ const MetadataField* MetadataSchema::field(const std::string& name) const {
 
 // --------------------------------------------------------------------------- KDP
 
-std::optional<Pack> parsePack(const Json& kdp, const DescriptorContext& ctx,
-                              std::vector<Diagnostic>& diags, const Version& maxUkd) {
+namespace {
+
+// `consume` (the loader's document, never read again): kernel objects move
+// into their members instead of being copied.
+std::optional<Pack> parsePackImpl(const Json& kdp, Json* consume, const DescriptorContext& ctx,
+                                  std::vector<Diagnostic>& diags, const Version& maxUkd) {
   ObjectReader r(kdp, ctx.file, ctx.jsonPath, diags);
   if (!r.isObject()) return std::nullopt;
   Pack p;
-  readCommon(r, kdp, ctx, p);
+  readCommon(r, kdp, ctx, p, "kernelDescriptors");
   p.name = r.string("name", true).value_or("");
   p.arch = readArchList(r, "arch", true).value_or(std::vector<std::string>{});
   p.matchers = readStrings(r, "matchers", true, true, false).value_or(std::vector<std::string>{});
@@ -323,7 +335,12 @@ std::optional<Pack> parsePack(const Json& kdp, const DescriptorContext& ctx,
         PackMember m;
         m.index = i;
         m.kernel = std::move(*k);
-        m.raw = item;
+        if (consume != nullptr) {
+          // Moved last: nothing reads this element again (finish() looks at keys only).
+          m.raw = std::move((*consume)["kernelDescriptors"][i]);
+        } else {
+          m.raw = item;
+        }
         p.members.push_back(std::move(m));
       }
     }
@@ -331,6 +348,18 @@ std::optional<Pack> parsePack(const Json& kdp, const DescriptorContext& ctx,
   r.finish();
   if (r.failed()) return std::nullopt;
   return p;
+}
+
+}  // namespace
+
+std::optional<Pack> parsePack(const Json& kdp, const DescriptorContext& ctx,
+                              std::vector<Diagnostic>& diags, const Version& maxUkd) {
+  return parsePackImpl(kdp, nullptr, ctx, diags, maxUkd);
+}
+
+std::optional<Pack> parsePack(Json&& kdp, const DescriptorContext& ctx,
+                              std::vector<Diagnostic>& diags, const Version& maxUkd) {
+  return parsePackImpl(kdp, &kdp, ctx, diags, maxUkd);
 }
 
 // --------------------------------------------------------------------------- UDD

@@ -7,6 +7,7 @@
 #include <set>
 #include <sstream>
 #include <system_error>
+#include <unordered_map>
 #include <utility>
 
 #include "paths.hpp"
@@ -199,7 +200,8 @@ void Loader::loadFile(const WalkedFile& f, const fs::path& root, std::size_t roo
     diags.push_back(std::move(d));
     return;
   }
-  const Json& doc = parsed.value();
+  // Mutable: the typed readers may move subtrees out once they have read them.
+  Json& doc = parsed.value();
   const Version& max = options_.maxVersions.of(f.type);
   const VersionCheck vc = checkVersion(doc, f.type, max);
   auto remember = [&](const std::string& why) {
@@ -228,7 +230,7 @@ void Loader::loadFile(const WalkedFile& f, const fs::path& root, std::size_t roo
     loaded = true;
   };
   if (f.type == "kdp") {
-    if (auto v = parsePack(doc, ctx, diags, options_.maxVersions.ukd)) {
+    if (auto v = parsePack(std::move(doc), ctx, diags, options_.maxVersions.ukd)) {
       for (PackMember& m : v->members) m.root = rootIndex;
       place(set_.packs, std::move(*v));
     }
@@ -245,7 +247,7 @@ void Loader::loadFile(const WalkedFile& f, const fs::path& root, std::size_t roo
   } else if (f.type == "ukd") {
     if (auto k = parseKernel(doc, ctx, diags)) {
       order_.push_back(Slot{"ukd", standalone_.size()});
-      standalone_.push_back(Standalone{std::move(*k), doc, rootIndex, false, ""});
+      standalone_.push_back(Standalone{std::move(*k), std::move(doc), rootIndex, false, ""});
       loaded = true;
     }
   }
@@ -487,52 +489,55 @@ void Loader::resolvePacks() {
 // The completed metadata is unique among kernels one engine serves on one
 // arch (SPEC 4.5): two kernels collide where their arch sets meet.
 void Loader::checkMetadataUnique() {
+  // Per kernel only a map lookup: arch sets and wording are built on a collision.
   struct Seen {
-    std::string name;
-    std::string where;
-    std::set<std::string> arches;  // empty: every arch
+    const Pack* pack;
+    const PackMember* member;
   };
-  std::map<std::pair<std::string, std::string>, std::vector<Seen>> byEngine;
   auto archesOf = [](const Pack& p, const PackMember& m) {
     if (m.kernel.arch && !m.kernel.arch->empty()) {
       return std::set<std::string>(m.kernel.arch->begin(), m.kernel.arch->end());
     }
-    return std::set<std::string>(p.arch.begin(), p.arch.end());
+    return std::set<std::string>(p.arch.begin(), p.arch.end());  // empty: every arch
   };
+  std::unordered_map<std::string, std::vector<Seen>> byEngine;  // engine key \n metadata text
+  byEngine.reserve(1024);
   for (std::size_t i = 0; i < set_.packs.size(); ++i) {
     Pack& p = set_.packs[i];
     if (removed_.count({"kdp", i}) != 0 || !p.engine) continue;
     const Engine* engine = findById(set_.engines, *p.engine);
     if (engine == nullptr) continue;
+    const std::string engineKey = idKey(engine->id) + "\n";
     for (PackMember& m : p.members) {
-      const auto key = std::make_pair(idKey(engine->id), canonicalMetadataText(m.completedMetadata));
-      const std::set<std::string> mine = archesOf(p, m);
-      std::vector<Seen>& seen = byEngine[key];
+      const std::string text = canonicalMetadataText(m.completedMetadata);
+      std::vector<Seen>& seen = byEngine[engineKey + text];
       bool clash = false;
       for (const Seen& s : seen) {
+        const std::set<std::string> mine = archesOf(p, m);
+        const std::set<std::string> theirs = archesOf(*s.pack, *s.member);
         std::set<std::string> on;
         if (mine.empty()) {
-          on = s.arches;
-        } else if (s.arches.empty()) {
+          on = theirs;
+        } else if (theirs.empty()) {
           on = mine;
         } else {
-          std::set_intersection(mine.begin(), mine.end(), s.arches.begin(), s.arches.end(),
+          std::set_intersection(mine.begin(), mine.end(), theirs.begin(), theirs.end(),
                                 std::inserter(on, on.end()));
           if (on.empty()) continue;  // no shard holds both
         }
         std::string onText;
         for (const std::string& a : on) onText += (onText.empty() ? " on " : ", ") + a;
+        const Kernel& other = s.member->kernel;
+        const std::string where = other.jsonPath == "$" ? other.file : other.file + ": " + other.jsonPath;
         set_.diagnostics.push_back(makeError(
             "METADATA_NOT_UNIQUE", m.kernel.file, jsonPathKey(m.kernel.jsonPath, "metadata"),
-            "completed metadata " + key.second + " equals that of kernel '" + s.name + "' (" + s.where +
+            "completed metadata " + text + " equals that of kernel '" + other.name + "' (" + where +
                 ") under engine '" + engine->name + "'" + onText + "; the engine cannot tell them apart"));
         clash = true;
         break;
       }
       // Reported, but kept: the other rules still look at it (all problems of one pass).
-      if (!clash) seen.push_back(Seen{m.kernel.name,
-                          m.kernel.jsonPath == "$" ? m.kernel.file : m.kernel.file + ": " + m.kernel.jsonPath,
-                          mine});
+      if (!clash) seen.push_back(Seen{&p, &m});
     }
   }
 }

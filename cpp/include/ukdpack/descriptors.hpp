@@ -173,7 +173,9 @@ struct DescriptorInfo {
   std::string jsonPath = "$";
   std::filesystem::path baseDir;  // the folder of that file
   std::size_t root = 0;           // index into DescriptorSet::roots
-  Json raw;                       // the object as written, extension keys included
+  // The object as written, extension keys included; a pack's without its
+  // kernelDescriptors (each kernel's object is its member's `raw`).
+  Json raw;
 };
 
 // One kernel of a pack: inline in the KDP, or a standalone UKD it names by id.
@@ -268,6 +270,11 @@ struct HeuristicDescriptor : DescriptorInfo {
 // leaves out a malformed inline kernel (its errors in `diags`) while keeping
 // the pack.
 std::optional<Pack> parsePack(const Json& kdp, const DescriptorContext& ctx,
+                              std::vector<Diagnostic>& diags,
+                              const Version& maxUkd = VersionLimits{}.ukd);
+// The same, moving each kernel's object into its member's `raw` instead of
+// copying it (the loader's path: it has no further use for the document).
+std::optional<Pack> parsePack(Json&& kdp, const DescriptorContext& ctx,
                               std::vector<Diagnostic>& diags,
                               const Version& maxUkd = VersionLimits{}.ukd);
 std::optional<Dispatch> parseDispatch(const Json& udd, const DescriptorContext& ctx,

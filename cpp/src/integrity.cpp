@@ -29,6 +29,29 @@ std::size_t ArchiveCache::size() const {
   return archives_.size();
 }
 
+std::shared_ptr<const std::vector<std::uint8_t>> ArchiveCache::verified(const std::string& entry,
+                                                                       const std::string& sha256) const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  const auto it = verified_.find(entry);
+  if (it == verified_.end() || it->second.sha256 != sha256) return nullptr;
+  return it->second.bytes;
+}
+
+void ArchiveCache::remember(const std::string& entry, const std::string& sha256,
+                            std::shared_ptr<const std::vector<std::uint8_t>> bytes) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (!bytes || bytes->size() > maxVerifiedBytes_ || verified_.count(entry) != 0) return;
+  while (verifiedBytes_ + bytes->size() > maxVerifiedBytes_ && !verifiedOrder_.empty()) {
+    const auto old = verified_.find(verifiedOrder_.front());
+    verifiedBytes_ -= old->second.bytes->size();
+    verified_.erase(old);
+    verifiedOrder_.pop_front();
+  }
+  verifiedBytes_ += bytes->size();
+  verifiedOrder_.push_back(entry);
+  verified_.emplace(entry, Verified{sha256, std::move(bytes)});
+}
+
 namespace {
 
 std::string argText(const SignatureArg& a) {
@@ -166,24 +189,30 @@ Result<std::vector<std::uint8_t>> loadLaunchCode(const Kernel& kernel, const fs:
                     (useArch.empty() ? std::string() : " and arch " + useArch) + " (it holds arches " +
                     (listed.empty() ? std::string("none") : listed) + ")");
   }
-  auto bytes = ar.get(src->tocKey, useArch);
-  if (!bytes) {
-    return fail("ARCHIVE_INVALID", jsonPathKey(path, "toc_key"),
-                "cannot read toc entry '" + src->tocKey + "' for " + useArch + " from '" + src->library +
-                    "': " + bytes.error().str());
-  }
-
   // 4. the digest binds the bytes to the descriptor; nothing uses them before.
-  const std::string digest = sha256Hex(bytes.value());
-  if (digest != src->sha256) {
-    return fail("DIGEST_MISMATCH", jsonPathKey(path, "sha256"),
-                "the code object for " + useArch + " (toc key '" + src->tocKey + "' in " + src->library +
-                    ") has sha256 " + digest + ", the descriptor says " + src->sha256 +
-                    "; the archive does not hold what this kernel was packed with");
+  // Bytes this cache verified against the same digest are those bytes again.
+  const std::string entry = where.joined.lexically_normal().string() + '\n' + src->tocKey + '\n' + useArch;
+  std::shared_ptr<const std::vector<std::uint8_t>> code = cache.verified(entry, src->sha256);
+  if (!code) {
+    auto bytes = ar.get(src->tocKey, useArch);
+    if (!bytes) {
+      return fail("ARCHIVE_INVALID", jsonPathKey(path, "toc_key"),
+                  "cannot read toc entry '" + src->tocKey + "' for " + useArch + " from '" + src->library +
+                      "': " + bytes.error().str());
+    }
+    const std::string digest = sha256Hex(bytes.value());
+    if (digest != src->sha256) {
+      return fail("DIGEST_MISMATCH", jsonPathKey(path, "sha256"),
+                  "the code object for " + useArch + " (toc key '" + src->tocKey + "' in " + src->library +
+                      ") has sha256 " + digest + ", the descriptor says " + src->sha256 +
+                      "; the archive does not hold what this kernel was packed with");
+    }
+    code = std::make_shared<const std::vector<std::uint8_t>>(std::move(bytes).value());
+    cache.remember(entry, digest, code);
   }
 
   // 5. the symbol is a kernel of the object.
-  const std::string_view view(reinterpret_cast<const char*>(bytes.value().data()), bytes.value().size());
+  const std::string_view view(reinterpret_cast<const char*>(code->data()), code->size());
   auto has = codeObjectHasKernel(view, src->symbol);
   if (!has) {
     return fail("CODE_OBJECT_INVALID", jsonPathKey(path, "toc_key"),
@@ -199,7 +228,7 @@ Result<std::vector<std::uint8_t>> loadLaunchCode(const Kernel& kernel, const fs:
                 "symbol '" + src->symbol + "' is not a kernel of the code object for " + useArch +
                     " (toc key '" + src->tocKey + "'); it holds " + (held.empty() ? std::string("no kernel") : held));
   }
-  return R::success(std::move(bytes).value());
+  return R::success(std::vector<std::uint8_t>(*code));
 }
 
 Result<std::vector<std::uint8_t>> loadLaunchCode(const DescriptorSet& set, const std::string& kernelId,

@@ -169,6 +169,44 @@ TEST(Integrity, DigestMismatchNamesTheKernelAndTheLaunch) {
   EXPECT_EQ(r.launchesChecked, 2u);  // produce and the single-launch kernel
 }
 
+TEST(Integrity, AVerifiedEntryVouchesOnlyForItsOwnDigest) {
+  Shard s;
+  std::string wrong = s.sha;
+  wrong[0] = wrong[0] == '0' ? '1' : '0';
+  s.multiKernel["sources"]["consume"]["sha256"] = wrong;
+  s.writeKernels();
+  const StateManager sm(s.load(), handlers(), "gfx90a");
+  // produce verifies the shared entry first; consume names another digest for it.
+  ASSERT_TRUE(sm.loadLaunchCode("ukd-split", std::string("produce")));
+  auto bad = sm.loadLaunchCode("ukd-split", std::string("consume"));
+  ASSERT_FALSE(bad);
+  EXPECT_EQ(bad.error().code, "DIGEST_MISMATCH");
+  EXPECT_TRUE(sm.loadLaunchCode("ukd-one", std::nullopt));  // same entry, right digest
+}
+
+TEST(Integrity, VerifiedBytesAreReusedWithinTheirCacheAndBudget) {
+  Shard s(/*zstd=*/false);  // stored as is: a changed byte keeps every offset valid
+  const DescriptorSet set = s.load();
+  ukdpack::ArchiveCache memo;
+  ukdpack::ArchiveCache none(/*maxVerifiedBytes=*/0);
+  ukdpack::LaunchCodeOptions withMemo, withoutMemo;
+  withMemo.cache = &memo;
+  withoutMemo.cache = &none;
+  ASSERT_TRUE(ukdpack::loadLaunchCode(set, "ukd-split", std::string("produce"), "gfx90a", withMemo));
+  ASSERT_TRUE(ukdpack::loadLaunchCode(set, "ukd-split", std::string("produce"), "gfx90a", withoutMemo));
+  // The archive's bytes change under both caches (their archives are already open):
+  // the memo serves what it verified, the cache without one reads and refuses.
+  std::vector<std::uint8_t> other = s.object;
+  other[other.size() / 2] ^= 0xFF;
+  s.tree.writeBytes("kpack/kernels_gfx90a.kpack", ukdtest::makeKpack({{kTocKey, "gfx90a", other}}, false));
+  auto again = ukdpack::loadLaunchCode(set, "ukd-split", std::string("consume"), "gfx90a", withMemo);
+  ASSERT_TRUE(again) << failureOf(again);
+  EXPECT_EQ(again.value(), s.object);
+  auto reread = ukdpack::loadLaunchCode(set, "ukd-split", std::string("consume"), "gfx90a", withoutMemo);
+  ASSERT_FALSE(reread);
+  EXPECT_EQ(reread.error().code, "DIGEST_MISMATCH") << reread.error().str();
+}
+
 TEST(Integrity, ValidateVerifiesEveryLaunchOfAGoodShard) {
   Shard s;
   const ukdpack::ValidationReport r = ukdpack::validateRoots({s.tree.root()});

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <deque>
 #include <filesystem>
 #include <map>
 #include <memory>
@@ -21,15 +22,35 @@
 
 namespace ukdpack {
 
-// Opened archives, one per path, shared by every launch that names it.
+// Opened archives, one per path, shared by every launch that names it; and the
+// bytes of entries already verified, so the launches of a multi-launch kernel
+// (or kernels sharing a code object) decompress and hash it once. Verified
+// bytes are kept up to `maxVerifiedBytes` in all, the oldest dropped first.
 class ArchiveCache {
  public:
+  explicit ArchiveCache(std::size_t maxVerifiedBytes = std::size_t(8) << 20)
+      : maxVerifiedBytes_(maxVerifiedBytes) {}
+
   Result<std::shared_ptr<const KpackArchive>> open(const std::filesystem::path& path);
   std::size_t size() const;
 
+  // The bytes of `entry` when they were verified against exactly `sha256`.
+  std::shared_ptr<const std::vector<std::uint8_t>> verified(const std::string& entry,
+                                                            const std::string& sha256) const;
+  void remember(const std::string& entry, const std::string& sha256,
+                std::shared_ptr<const std::vector<std::uint8_t>> bytes);
+
  private:
+  struct Verified {
+    std::string sha256;
+    std::shared_ptr<const std::vector<std::uint8_t>> bytes;
+  };
   mutable std::mutex mutex_;
   std::map<std::string, std::shared_ptr<const KpackArchive>> archives_;
+  std::size_t maxVerifiedBytes_;
+  std::size_t verifiedBytes_ = 0;
+  std::map<std::string, Verified> verified_;
+  std::deque<std::string> verifiedOrder_;  // oldest first
 };
 
 struct LaunchCodeOptions {

@@ -14,7 +14,7 @@ from typing import Any
 
 from ukdpack import tockey
 from ukdpack.model import Source, Ukd
-from ukdpack.rules import source_file
+from ukdpack.rules import launch_toc_key, source_file
 from ukdpack.tree import Member, Tree
 
 #: Kinds whose sources produce a code object.
@@ -99,7 +99,7 @@ def plan_arch(tree: Tree, arch: str) -> ArchPlan:
                 launches.append(Launch(m, name, src, None))
                 continue
             rel = source_file(tree, m.ukd, src, must_exist=False)
-            key = tockey.toc_key(src.kind, src.fields, rel)
+            key = launch_toc_key(tree, m.ukd, src, rel)
             job = Job(src.kind, arch, key, rel, src.fields)
             user = User(m.ukd.name, m.ukd.file, src.json_path)
             known = jobs.get(job.key)

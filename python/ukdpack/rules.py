@@ -206,6 +206,16 @@ def source_file(tree: Tree, ukd: Ukd, src: Source, must_exist: bool = True) -> s
     return found
 
 
+def launch_toc_key(tree: Tree, ukd: Ukd, src: Source, rel: str | None) -> str:
+    """The toc key of one launch, computed once per tree (the rules and every arch's plan
+    ask for it; it costs a canonical JSON and a digest)."""
+    where = (ukd.file, src.json_path)
+    key = tree.toc_keys.get(where)
+    if key is None:
+        key = tree.toc_keys[where] = tockey.toc_key(src.kind, src.fields, rel)
+    return key
+
+
 def _files(tree: Tree, missing_prebuilt: MissingPrebuilt) -> list[Problem]:
     problems = []
     outputs: list[dvc.Output] | None = None
@@ -352,7 +362,7 @@ def _toc_keys(tree: Tree) -> list[Problem]:
                 rel = source_file(tree, ukd, src, must_exist=False)
             except PathRefused:
                 continue  # reported by _files
-            key = tockey.toc_key(src.kind, src.fields, rel)
+            key = launch_toc_key(tree, ukd, src, rel)
             ident = tockey.identity(src.kind, src.fields, rel)
             first = seen.setdefault(key, (ident, ukd))
             if first[0] != ident:

@@ -56,6 +56,11 @@ class Tree:
         return {}
 
     @functools.cached_property
+    def toc_keys(self) -> dict[tuple[str, str], str]:
+        """Toc key of each launch by (file, JSON path) (``rules.launch_toc_key`` fills it)."""
+        return {}
+
+    @functools.cached_property
     def realpaths(self) -> dict[str, str]:
         """Real paths of this tree's folders, for ``paths.resolve``."""
         return {}

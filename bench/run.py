@@ -11,7 +11,7 @@ build figure reuses the superbuild of an earlier full run when there is one).
 |---|---|---|
 | prebuilt_pack_vs_raw_bound | pack of a prebuilt-only tree / read+sha256+zstd-3 of the same bytes in one process | <= 2.0 |
 | hip_pack_vs_compile_bound | cold pack of a hip tree (40 units, 2 arches) / (the same compiles run directly / jobs) | <= 1.15 |
-| one_edit_vs_full | repack after one kernel's build defines changed (warm cache) / cold full pack | <= 0.05 |
+| one_edit_vs_full | repack after one kernel's build defines changed (warm cache, median of 3 edits) / cold full pack | <= 0.05 |
 | noop_build_s | no-op `cmake --build` of a superbuild packing a 1,000-kernel tree for 2 arches | <= 1.0 |
 | runtime_load_10k_ms | C++ load of a 10,000-kernel shard plus its state manager, median of 5 | <= 100 |
 | pack_peak_rss_mib | peak memory of the 10,000-kernel pack | <= 1024 |
@@ -128,15 +128,22 @@ def hip_figures(work: Path, quick: bool) -> tuple[dict[str, Any], dict[str, Any]
           f"{full:.1f} s; the {units * len(arches)} compiles run directly {compiles:.1f} s / "
           f"{jobs()} jobs = {bound:.1f} s -> {full / bound:.2f}x")
     # One kernel's build defines change: one compile per arch, the rest from the cache.
+    # Three edits (each a value no pack compiled before), median: one repack is ~1 s
+    # and a single run moves with whatever else the machine does.
     kdp = sorted(tree.glob("engine0/single*.kdp.json"))[0]
-    doc = json.loads(kdp.read_text())
-    doc["kernelDescriptors"][0]["kernel_source"]["build"] = {"defines": {"SCALE": 2}}
-    kdp.write_text(json.dumps(doc, indent=1) + "\n")
-    edit = run_pack(tree, work / "out-hip", arches, cache)
-    print(f"one edit: repack {edit:.2f} s (warm cache) / cold {full:.1f} s -> {edit / full:.3f}")
+    edits = []
+    for scale in (2, 3, 4):
+        doc = json.loads(kdp.read_text())
+        doc["kernelDescriptors"][0]["kernel_source"]["build"] = {"defines": {"SCALE": scale}}
+        kdp.write_text(json.dumps(doc, indent=1) + "\n")
+        edits.append(run_pack(tree, work / "out-hip", arches, cache))
+    edit = statistics.median(edits)
+    print(f"one edit: repack {edit:.2f} s (median of {len(edits)}, warm cache) / cold {full:.1f} s "
+          f"-> {edit / full:.3f}")
     hip = {"kernels": kernels, "units": units, "arches": arches, "cold_pack_s": round(full, 3),
            "direct_compiles_s": round(compiles, 3), "jobs": jobs(), "ratio": full / bound}
-    one = {"repack_s": round(edit, 3), "cold_pack_s": round(full, 3), "ratio": edit / full}
+    one = {"repack_s": round(edit, 3), "repack_runs_s": [round(e, 3) for e in edits],
+           "cold_pack_s": round(full, 3), "ratio": edit / full}
     return hip, one, tree, cache
 
 

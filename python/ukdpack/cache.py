@@ -60,9 +60,19 @@ class FileDigests:
 
     def __init__(self) -> None:
         self._memo: dict[tuple[str, int, int], str] = {}
+        self._latest: dict[str, str] = {}  # path -> the digest last taken this run
         self._lock = threading.Lock()
 
-    def digest(self, path: str) -> str | None:
+    def digest(self, path: str, *, recheck: bool = True) -> str | None:
+        """``recheck=False`` (cache lookups) takes a digest already taken this run without
+        a new ``stat``: every compile of a tree reads the same few hundred headers, so
+        lookups would otherwise stat each of them once per object. Recording a compile
+        rechecks, so an object is never bound to a file's earlier content."""
+        if not recheck:
+            with self._lock:
+                seen = self._latest.get(path)
+            if seen is not None:
+                return seen
         try:
             st = os.stat(path)
         except OSError:
@@ -70,6 +80,8 @@ class FileDigests:
         key = (path, st.st_size, st.st_mtime_ns)
         with self._lock:
             found = self._memo.get(key)
+            if found is not None:
+                self._latest[path] = found
         if found is not None:
             return found
         try:
@@ -79,6 +91,7 @@ class FileDigests:
             return None
         with self._lock:
             self._memo[key] = digest
+            self._latest[path] = digest
         return digest
 
 
@@ -142,7 +155,7 @@ class CompileCache:
         """A cached compile whose every input still has its recorded digest."""
         for entry in reversed(self._manifest(base_key)):
             deps = _absolute(entry["deps"], root)
-            if all(self.digests.digest(p) == d for p, d in deps.items()):
+            if all(self.digests.digest(p, recheck=False) == d for p, d in deps.items()):
                 data = self.get_object(entry["object"])
                 if data is not None:
                     return Hit(data, tuple(deps))

@@ -102,6 +102,16 @@ Registry handlers(std::map<std::string, Signature> splitSignatures = {}) {
   return r;
 }
 
+// Gives the consume launch of the multi-launch kernel a digest that is not its
+// object's; returns that digest.
+std::string breakConsumeDigest(Shard& s) {
+  std::string wrong = s.sha;
+  wrong[0] = wrong[0] == '0' ? '1' : '0';
+  s.multiKernel["sources"]["consume"]["sha256"] = wrong;
+  s.writeKernels();
+  return wrong;
+}
+
 std::string failureOf(const ukdpack::Result<std::vector<std::uint8_t>>& r) {
   return r ? std::string("<loaded>") : r.error().code + ": " + r.error().str();
 }
@@ -146,10 +156,7 @@ TEST(Integrity, ArchivesAreOpenedOncePerPath) {
 
 TEST(Integrity, DigestMismatchNamesTheKernelAndTheLaunch) {
   Shard s;
-  std::string wrong = s.sha;
-  wrong[0] = wrong[0] == '0' ? '1' : '0';
-  s.multiKernel["sources"]["consume"]["sha256"] = wrong;
-  s.writeKernels();
+  const std::string wrong = breakConsumeDigest(s);
   const StateManager sm(s.load(), handlers(), "gfx90a");
   auto bad = sm.loadLaunchCode("ukd-split", std::string("consume"));
   ASSERT_FALSE(bad);
@@ -171,10 +178,7 @@ TEST(Integrity, DigestMismatchNamesTheKernelAndTheLaunch) {
 
 TEST(Integrity, AVerifiedEntryVouchesOnlyForItsOwnDigest) {
   Shard s;
-  std::string wrong = s.sha;
-  wrong[0] = wrong[0] == '0' ? '1' : '0';
-  s.multiKernel["sources"]["consume"]["sha256"] = wrong;
-  s.writeKernels();
+  breakConsumeDigest(s);
   const StateManager sm(s.load(), handlers(), "gfx90a");
   // produce verifies the shared entry first; consume names another digest for it.
   ASSERT_TRUE(sm.loadLaunchCode("ukd-split", std::string("produce")));

@@ -14,6 +14,7 @@ import io
 import json
 import shutil
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -131,6 +132,17 @@ def _validate(tree: Path) -> tuple[int, str]:
     return code, out.getvalue() + err.getvalue()
 
 
+@contextlib.contextmanager
+def _mutated_copy(source: Path, mutation: tuple[str, str, Any]) -> Iterator[Path]:
+    """A scratch copy of a corpus tree or shard with ``mutation`` (file, op, arg) applied."""
+    name, op, arg = mutation
+    with tempfile.TemporaryDirectory() as tmp:
+        copy = Path(tmp) / source.name
+        shutil.copytree(source, copy)
+        _apply(copy / name, op, arg)
+        yield copy
+
+
 @st.composite
 def _tree_mutation(draw: st.DrawFn) -> tuple[str, tuple[str, str, Any]]:
     case = draw(st.sampled_from(TREES))
@@ -140,11 +152,8 @@ def _tree_mutation(draw: st.DrawFn) -> tuple[str, tuple[str, str, Any]]:
 @SETTINGS
 @given(_tree_mutation())
 def test_validate_only_reports_on_mutated_trees(m: tuple[str, tuple[str, str, Any]]) -> None:
-    case, (name, op, arg) = m
-    with tempfile.TemporaryDirectory() as tmp:
-        tree = Path(tmp) / "tree"
-        shutil.copytree(CORPUS / case / "tree", tree)
-        _apply(tree / name, op, arg)
+    case, mutation = m
+    with _mutated_copy(CORPUS / case / "tree", mutation) as tree:
         code, text = _validate(tree)
     assert code in (0, 1), text  # 2 is "internal error": a bug, never bad input
     assert "Traceback" not in text and "internal error" not in text, text
@@ -194,11 +203,8 @@ def _load_everything(shard: Path) -> list[str]:
 @SETTINGS
 @given(_shard_mutation())
 def test_loader_only_reports_on_mutated_shards(m: tuple[str, tuple[str, str, Any]]) -> None:
-    case, (name, op, arg) = m
-    with tempfile.TemporaryDirectory() as tmp:
-        shard = Path(tmp) / "shard"
-        shutil.copytree(CORPUS / case / "shard", shard)
-        _apply(shard / name, op, arg)
+    case, mutation = m
+    with _mutated_copy(CORPUS / case / "shard", mutation) as shard:
         try:
             messages = _load_everything(shard)
         except RUNTIME_ERRORS as e:

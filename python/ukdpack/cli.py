@@ -14,7 +14,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from ukdpack import __version__
-from ukdpack.errors import UkdError
+from ukdpack.compiler import DEFAULT_JOB_TIMEOUT
+from ukdpack.errors import UkdError, UsageError
 
 Handler = Callable[[argparse.Namespace], int]
 
@@ -55,7 +56,7 @@ def cmd_pack(args: argparse.Namespace) -> int:
         cache_dir=Path(args.cache_dir) if args.cache_dir else None,
         depfile=Path(args.depfile) if args.depfile else None,
         depfile_target=args.depfile_target, exclude_folders=tuple(args.exclude_folder),
-        required=args.required, lock_timeout=args.lock_timeout)
+        required=args.required, lock_timeout=args.lock_timeout, job_timeout=args.job_timeout)
     report = pack(opts, reporter)
     if report.failed:
         reporter.info(f"failed: {', '.join(report.failed)} ({len(report.failed)} of "
@@ -215,6 +216,16 @@ def cmd_generate(args: argparse.Namespace) -> int:
     return 0 if result.valid else 1
 
 
+def _positive_seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected seconds, found '{text}'") from None
+    if not value > 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"expected a positive number of seconds, found '{text}'")
+    return value
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="ukdpack",
@@ -255,6 +266,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--plain", action="store_true", help="plain lines even on a terminal")
     p.add_argument("--lock-timeout", type=float, default=600.0, metavar="S",
                    help="seconds to wait for another pack of the same shard (default 600)")
+    p.add_argument("--job-timeout", type=_positive_seconds, default=DEFAULT_JOB_TIMEOUT,
+                   metavar="S", help="seconds one compile or builder call may take before "
+                   f"its arch fails (default {DEFAULT_JOB_TIMEOUT:g})")
     p.set_defaults(handler=cmd_pack)
 
     p = sub.add_parser("dvc-status", help="which DVC outputs under a root are present")
@@ -322,7 +336,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return handler(args)
     except UkdError as e:
         _print_problem_lines([p.line() for p in e.problems])
-        return 1
+        return 2 if isinstance(e, UsageError) else 1
     except KeyboardInterrupt:
         print("ukdpack: interrupted", file=sys.stderr)
         return 130

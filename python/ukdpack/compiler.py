@@ -9,9 +9,11 @@ later on the command line and win).
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import shutil
+import signal
 import subprocess
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -64,7 +66,8 @@ def version_text(path: str) -> str:
     env.setdefault("HIP_PLATFORM", "amd")
     try:
         r = subprocess.run([path, "--version"], capture_output=True, text=True, env=env,
-                           timeout=120, check=False)
+                           encoding="utf-8", errors="replace", timeout=120, check=False,
+                           stdin=subprocess.DEVNULL)
     except (OSError, subprocess.TimeoutExpired) as e:
         raise UkdError(f"cannot run the compiler {path} --version: {e}") from None
     lines = [ln.rstrip() for ln in r.stdout.splitlines() if ln.strip()]
@@ -136,18 +139,44 @@ class CompileOutcome:
     message: str  # the compiler's stderr (on failure, what to show)
 
 
-def run_compile(argv: list[str], output: Path, depfile: Path, cwd: Path) -> CompileOutcome:
-    """Run one compile; never raises for a failing compile."""
+#: Seconds one compile (or one builder call) may take before its arch fails.
+DEFAULT_JOB_TIMEOUT = 1800.0
+
+
+def run_compile(argv: list[str], output: Path, depfile: Path, cwd: Path,
+                timeout: float = DEFAULT_JOB_TIMEOUT) -> CompileOutcome:
+    """Run one compile; never raises for a failing or hung compile. The compiler runs in
+    its own process group so a timeout stops the driver and every process it started.
+    Its output is read as UTF-8 with replacement characters: a message in another
+    encoding is still shown."""
     env = dict(os.environ)
     env.setdefault("HIP_PLATFORM", "amd")
     try:
-        r = subprocess.run(argv, capture_output=True, text=True, cwd=cwd, env=env, check=False)
+        proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                stdin=subprocess.DEVNULL, cwd=cwd, env=env,
+                                start_new_session=True)
     except OSError as e:
         return CompileOutcome(False, b"", (), f"cannot run {argv[0]}: {e.strerror}")
-    if r.returncode != 0 or not output.is_file():
-        text = (r.stderr + r.stdout).strip() or f"exit status {r.returncode}"
+    try:
+        out_bytes, err_bytes = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.communicate()
+        return CompileOutcome(False, b"", (), f"{os.path.basename(argv[0])} did not finish "
+                              f"within {timeout:g} s and was stopped (raise --job-timeout "
+                              "if a compile legitimately takes longer)")
+    except BaseException:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        raise
+    stdout = out_bytes.decode("utf-8", errors="replace")
+    stderr = err_bytes.decode("utf-8", errors="replace")
+    if proc.returncode != 0 or not output.is_file():
+        text = (stderr + stdout).strip() or f"exit status {proc.returncode}"
         return CompileOutcome(False, b"", (), text)
     deps: list[str] = []
     if depfile.is_file():
-        deps = [os.path.abspath(os.path.join(cwd, d)) for d in parse_depfile(depfile.read_text())]
-    return CompileOutcome(True, output.read_bytes(), tuple(deps), r.stderr.strip())
+        text = depfile.read_bytes().decode("utf-8", errors="surrogateescape")
+        deps = [os.path.abspath(os.path.join(cwd, d)) for d in parse_depfile(text)]
+    return CompileOutcome(True, output.read_bytes(), tuple(deps), stderr.strip())

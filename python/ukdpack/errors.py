@@ -47,6 +47,11 @@ class UkdError(Exception):
         super().__init__("\n".join(str(p) for p in self.problems))
 
 
+class UsageError(UkdError):
+    """A command line that cannot be acted on (a missing folder, a bad flag value): the
+    command exits 2 before it touches anything."""
+
+
 def errors_only(problems: Iterable[Problem]) -> list[Problem]:
     """The problems of severity ``error``."""
     return [p for p in problems if p.severity == "error"]

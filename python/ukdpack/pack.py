@@ -11,17 +11,19 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import re
 import time
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 from ukdpack import _runtime, kpack, packed, provenance, publish, reach, tockey
 from ukdpack.cache import CompileCache, default_cache_dir
+from ukdpack.compiler import DEFAULT_JOB_TIMEOUT
 from ukdpack.depfile import write_depfile
-from ukdpack.errors import Problem, UkdError
+from ukdpack.errors import Problem, UkdError, UsageError
 from ukdpack.model import Uhd, Ukd
 from ukdpack.paths import resolve
 from ukdpack.plan import ArchPlan, Job, Launch, plan_arch
@@ -72,6 +74,7 @@ class PackOptions:
     exclude_folders: tuple[str, ...] = ()
     required: bool = False
     lock_timeout: float = 600.0
+    job_timeout: float = DEFAULT_JOB_TIMEOUT
 
 
 @dataclass
@@ -289,12 +292,42 @@ def _read_files(tree: Tree, plans: Sequence[ArchPlan],
     return [os.path.abspath(d) for d in deps]
 
 
-def _inside(child: Path, parent: Path) -> bool:
+def _relative_inside(child: Path, parent: Path) -> PurePosixPath | None:
+    """``child`` relative to ``parent`` once both are resolved; None when it lies outside."""
     try:
-        child.resolve().relative_to(parent.resolve())
-        return True
+        return PurePosixPath(child.resolve().relative_to(parent.resolve()).as_posix())
     except ValueError:
-        return False
+        return None
+
+
+def _is_shard_name(name: str, arches: Sequence[str]) -> bool:
+    """Whether ``name`` is a name the packer writes in an out root: a shard folder, or
+    the staging, lock or moved-away name beside one."""
+    m = _SHARD_SIDE_NAME.fullmatch(name)
+    bare = m.group(1) if m else name
+    return bare in arches or _runtime.is_arch_name(bare)
+
+
+_SHARD_SIDE_NAME = re.compile(r"\.(.+)\.(?:staging|lock|old)")
+
+
+def check_roots(root: Path, out_root: Path, arches: Sequence[str]) -> None:
+    """Refuse, before anything is read or removed, roots that would make the packer
+    write over or delete what it did not write: a source root that is missing, or that
+    is or lies inside a shard (or its staging or lock) of the out root; an out root
+    inside the source root."""
+    if not root.is_dir():
+        found = "a file" if root.exists() else "nothing at that path"
+        raise UsageError(f"--source-root {root}: expected a descriptor root folder, found "
+                         f"{found}; nothing was packed and no shard was touched")
+    if _relative_inside(out_root, root) is not None:
+        raise UkdError(f"--out-root {out_root} lies inside --source-root {root}; the next "
+                       "walk would read the shards as descriptors: put it elsewhere")
+    rel = _relative_inside(root, out_root)
+    if rel is not None and rel.parts and _is_shard_name(rel.parts[0], arches):
+        raise UsageError(f"--source-root {root} lies inside {out_root / rel.parts[0]}, a "
+                         "shard folder the packer replaces or removes; pack from the authored "
+                         "tree, not from a shard, or choose another --out-root")
 
 
 def pack(opts: PackOptions, reporter: Reporter) -> PackReport:
@@ -303,9 +336,7 @@ def pack(opts: PackOptions, reporter: Reporter) -> PackReport:
     opts = dataclasses.replace(opts, source_root=opts.source_root.absolute(),
                                out_root=opts.out_root.absolute())
     root, out_root = opts.source_root, opts.out_root
-    if _inside(out_root, root):
-        raise UkdError(f"--out-root {out_root} lies inside --source-root {root}; the next "
-                       "walk would read the shards as descriptors: put it elsewhere")
+    check_roots(root, out_root, opts.arches)
     handlers = load_handler_manifest(opts.handlers) if opts.handlers else None
     tree = load_tree(root, opts.exclude_folders)
     for s in tree.skipped:
@@ -335,7 +366,8 @@ def pack(opts: PackOptions, reporter: Reporter) -> PackReport:
         return report
 
     cache = CompileCache(opts.cache_dir or default_cache_dir())
-    producer = Producer(root, cache, opts.jobs, {"hip": opts.hipcc, "cuda": opts.nvcc})
+    producer = Producer(root, cache, opts.jobs, {"hip": opts.hipcc, "cuda": opts.nvcc},
+                        opts.job_timeout)
     jobs: list[Job] = [j for p in plans for j in p.jobs]
     reporter.batch_started(len(jobs), f"producing for {', '.join(opts.arches)}")
     products = producer.run(jobs, lambda job, s, ran: reporter.job_done(job.what(), s, ran))

@@ -90,8 +90,10 @@ class Producer:
     """Runs jobs for one pack; compilers are located (and their version read) once."""
 
     def __init__(self, root: Path, cache: CompileCache, jobs: int,
-                 compilers: Mapping[str, str | None] | None = None) -> None:
+                 compilers: Mapping[str, str | None] | None = None,
+                 timeout: float = compiler.DEFAULT_JOB_TIMEOUT) -> None:
         self.root = root
+        self.timeout = timeout
         self.cache = cache
         self.jobs = max(1, jobs)
         self._explicit = dict(compilers or {})  # kind -> path given on the command line
@@ -191,7 +193,7 @@ class Producer:
             argv = compiler.compile_argv(comp, source, build, job.arch, out, dep, self.root)
             with self._lock:
                 self.compiles += 1
-            outcome = compiler.run_compile(argv, out, dep, source.parent)
+            outcome = compiler.run_compile(argv, out, dep, source.parent, self.timeout)
         if not outcome.ok:
             raise _fail(job, f"compiling {job.what()} failed", outcome.message,
                         os.path.basename(comp.path))
@@ -216,10 +218,10 @@ class Producer:
         module_name = str(job.fields["module"])
         function_name = str(job.fields["function"])
         label = f"builder {module_name}:{function_name}"
-        try:
-            module = importlib.import_module(module_name)
-        except Exception as e:  # the builder's own import failed: report it, don't crash
-            raise _fail(job, f"cannot import {label}: {type(e).__name__}: {e}") from None
+        outcome = _guarded(lambda: importlib.import_module(module_name), self.timeout)
+        if isinstance(outcome, _Failure):
+            raise _fail(job, f"cannot import {label}: {outcome.what}") from None
+        module = outcome.value
         fn = getattr(module, function_name, None)
         if not callable(fn):
             raise _fail(job, f"{label}: module {module_name} has no function "
@@ -227,17 +229,52 @@ class Producer:
         problem = _builder_signature_problem(fn)
         if problem:
             raise _fail(job, f"{label} must take (spec, *, arch), found {problem}")
-        try:
-            result = fn(dict(job.fields["spec"]), arch=job.arch)
-        except Exception as e:  # a failing builder fails its arch, with its message
-            raise _fail(job, f"{label} failed for {job.arch}: {type(e).__name__}: {e}"
-                        ) from None
+        spec = dict(job.fields["spec"])
+        outcome = _guarded(lambda: fn(spec, arch=job.arch), self.timeout)
+        if isinstance(outcome, _Failure):
+            raise _fail(job, f"{label} failed for {job.arch}: {outcome.what}") from None
+        result = outcome.value
         if not isinstance(result, (bytes, bytearray, memoryview)):
             raise _fail(job, f"{label} returned {type(result).__name__}, expected the code "
                              "object's bytes")
         deps = (module.__file__,) if getattr(module, "__file__", None) else ()
         return self._finish(job, bytes(result), tuple(str(d) for d in deps), False,
                             f"the object {label} built")
+
+
+@dataclass(frozen=True)
+class _Value:
+    value: Any
+
+
+@dataclass(frozen=True)
+class _Failure:
+    what: str  # how the call ended, for the message
+
+
+def _guarded(call: Callable[[], Any], timeout: float) -> _Value | _Failure:
+    """Run a builder's code so that nothing it does ends the pack: any exception,
+    ``sys.exit`` and ``KeyboardInterrupt`` included, becomes a failure, and so does a
+    call still running after ``timeout`` seconds (its thread is a daemon: it is left
+    behind and dies with the process)."""
+    box: list[_Value | _Failure] = []
+
+    def target() -> None:
+        try:
+            box.append(_Value(call()))
+        except SystemExit as e:
+            box.append(_Failure(f"it called sys.exit({e.code!r}); a builder returns the "
+                                "object's bytes or raises"))
+        except BaseException as e:  # the builder's failure, whatever it is
+            box.append(_Failure(f"{type(e).__name__}: {e}"))
+
+    thread = threading.Thread(target=target, name="ukdpack-builder", daemon=True)
+    thread.start()
+    thread.join(timeout)
+    if thread.is_alive() or not box:
+        return _Failure(f"it did not return within {timeout:g} s (raise --job-timeout if "
+                        "it legitimately takes longer)")
+    return box[0]
 
 
 def _builder_signature_problem(fn: Callable[..., Any]) -> str | None:

@@ -5,6 +5,7 @@
 #include "pyjson.hpp"
 #include "ukdpack/arch.hpp"
 #include "ukdpack/descriptors.hpp"
+#include "ukdpack/loader.hpp"
 
 namespace ukdpack::bindings {
 
@@ -94,6 +95,17 @@ void bindDescriptors(py::module_& m) {
       py::arg("type"), py::arg("doc"), py::arg("file") = "",
       "Every problem the runtime's parser finds in one generic descriptor (udd, ued, kmd, "
       "umd, uhd), as dicts.");
+  m.def(
+      "read_json_file",
+      [](const std::string& path) -> py::tuple {
+        auto doc = readDescriptorFile(path);
+        if (!doc) return py::make_tuple(py::none(), doc.error().jsonPath, doc.error().message);
+        return py::make_tuple(fromJson(doc.value()), py::none(), py::none());
+      },
+      py::arg("path"),
+      "(value, None, None) for a JSON file read as descriptors are (comments allowed, int64 integers, "
+      "finite numbers, no duplicate key, bounded nesting, regular files only), else (None, json_path, "
+      "message).");
   m.def("is_launch_name", [](const std::string& n) { return isLaunchName(n); }, py::arg("name"));
 }
 

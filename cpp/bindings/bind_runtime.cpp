@@ -19,6 +19,7 @@
 #include "ukdpack/plan.hpp"
 #include "ukdpack/registry.hpp"
 #include "ukdpack/revision.hpp"
+#include "ukdpack/set_rules.hpp"
 #include "ukdpack/state_manager.hpp"
 #include "ukdpack/validate.hpp"
 
@@ -90,6 +91,7 @@ py::dict kernelDict(const DescriptorSet& set, const Pack& pack, const PackMember
   out["base_dir"] = k.baseDir.string();
   out["root"] = set.rootOf(m).string();
   out["ref"] = m.ref.empty() ? py::object(py::none()) : py::object(py::str(m.ref));
+  out["ref_path"] = jsonPathIndex("$.kernelDescriptors", m.index);  // where the KDP holds it
   if (const KernelSource* single = singleLaunchSource(k)) {
     out["kernel_source"] = fromJson(single->fields);
     out["sources"] = py::none();
@@ -121,6 +123,7 @@ py::dict packDict(const DescriptorSet& set, const Pack& p) {
   py::list kernels;
   for (const PackMember& m : p.members) kernels.append(kernelDict(set, p, m));
   out["kernels"] = kernels;
+  out["raw"] = fromJson(p.raw);  // the KDP as written without kernelDescriptors
   return out;
 }
 
@@ -479,6 +482,20 @@ void bindRuntime(py::module_& m) {
                                return out;
                              })
       .def_property_readonly("ok", [](const PySet& s) { return s.set->ok(); })
+      .def_property_readonly("files",
+                             [](const PySet& s) {
+                               py::list out;
+                               for (const auto& f : s.set->files) out.append(py::make_tuple(f.rel, f.type, f.root));
+                               return out;
+                             },
+                             "Every descriptor file the walk found: (root-relative path, type, root index), sorted.")
+      .def_property_readonly("skipped",
+                             [](const PySet& s) {
+                               py::list out;
+                               for (const auto& k : s.set->skipped) out.append(py::make_tuple(k.rel, k.why));
+                               return out;
+                             },
+                             "Every path the walk skipped: (root-relative path, why).")
       .def_property_readonly("dispatches",
                              [](const PySet& s) {
                                py::list out;
@@ -496,6 +513,14 @@ void bindRuntime(py::module_& m) {
                                for (const Engine& e : s.set->engines) {
                                  py::dict item = infoDict(*s.set, e);
                                  item["metadata"] = e.metadata;
+                                 item["knobs"] = e.knobs;
+                                 py::dict roles;
+                                 for (const auto& [role, table] : e.heuristics) {
+                                   py::dict byArch;
+                                   for (const auto& [arch, ids] : table) byArch[py::str(arch)] = ids;
+                                   roles[py::str(role)] = byArch;
+                                 }
+                                 item["heuristics"] = roles;
                                  out.append(item);
                                }
                                return out;
@@ -503,7 +528,19 @@ void bindRuntime(py::module_& m) {
       .def_property_readonly("metadata_schemas",
                              [](const PySet& s) {
                                py::list out;
-                               for (const MetadataSchema& k : s.set->metadataSchemas) out.append(infoDict(*s.set, k));
+                               for (const MetadataSchema& k : s.set->metadataSchemas) {
+                                 py::dict item = infoDict(*s.set, k);
+                                 py::list fields;
+                                 for (const MetadataField& f : k.fields) {
+                                   py::dict field;
+                                   field["name"] = f.name;
+                                   field["type"] = f.type;
+                                   if (f.defaultValue) field["default_value"] = fromJson(*f.defaultValue);
+                                   fields.append(field);
+                                 }
+                                 item["fields"] = fields;
+                                 out.append(item);
+                               }
                                return out;
                              })
       .def_property_readonly("matchers",
@@ -557,14 +594,20 @@ void bindRuntime(py::module_& m) {
   m.def(
       "load_shard",
       [](const std::string& path, const std::optional<std::string>& maxUkd, const std::optional<py::dict>& maxVersions,
-         const std::vector<std::string>& excludeFolders) {
-        const LoaderOptions options = loaderOptions(maxUkd, maxVersions, excludeFolders);
+         const std::vector<std::string>& excludeFolders, bool authored, const std::vector<std::string>& arches) {
+        LoaderOptions options = loaderOptions(maxUkd, maxVersions, excludeFolders);
+        options.authored = authored;
+        options.arches = arches;
+        py::gil_scoped_release released;  // a large tree reads for a while
         return PySet{std::make_shared<const DescriptorSet>(loadShard(path, options))};
       },
       py::arg("path"), py::arg("max_ukd_version") = py::none(), py::arg("max_versions") = py::none(),
-      py::arg("exclude_folders") = std::vector<std::string>{},
+      py::arg("exclude_folders") = std::vector<std::string>{}, py::arg("authored") = false,
+      py::arg("arches") = std::vector<std::string>{},
       "Load one shard (or descriptor root) as the runtime does. max_ukd_version ('1.0') or "
-      "max_versions ({type: 'M.m'}) emulate an older reader. Never raises for bad input: see .diagnostics.");
+      "max_versions ({type: 'M.m'}) emulate an older reader; authored reads an authored tree (packed "
+      "sources refused, newer versions an error); arches limits the per-arch rules to those shards. "
+      "Never raises for bad input: see .diagnostics.");
   m.def(
       "load_roots",
       [](const std::vector<std::string>& paths, const std::optional<std::string>& maxUkd,
@@ -576,6 +619,52 @@ void bindRuntime(py::module_& m) {
       py::arg("paths"), py::arg("max_ukd_version") = py::none(), py::arg("max_versions") = py::none(),
       py::arg("exclude_folders") = std::vector<std::string>{},
       "Load several roots into one set (ids unique across all of them).");
+  m.def(
+      "check_set_rules",
+      [](const PySet& dset, const std::vector<std::string>& arches) {
+        return diagnosticList(checkSetRules(*dset.set, arches));
+      },
+      py::arg("dset"), py::arg("arches") = std::vector<std::string>{},
+      "The whole-set rules (launch sets per dispatch handler, packed toc keys) over a loaded set, for the "
+      "shards of `arches` (empty: every arch): diagnostic dicts.");
+  m.def(
+      "shard_contents",
+      [](const PySet& dset, const std::string& arch) {
+        const ShardContents c = shardContents(*dset.set, arch);
+        py::list packs, generics;
+        for (const Pack* p : c.packs) packs.append(p->file);
+        for (const DescriptorInfo* d : c.generics) generics.append(d->file);
+        py::dict out;
+        out["packs"] = packs;
+        out["generics"] = generics;
+        return out;
+      },
+      py::arg("dset"), py::arg("arch") = "",
+      "What the shard of `arch` ships ('': any shard): {'packs': [KDP files], 'generics': [files of the "
+      "generic descriptors those packs reach]}.");
+  m.def(
+      "unreachable_note", [](const PySet& dset) { return diagnosticList(unreachableNote(*dset.set)); },
+      py::arg("dset"),
+      "The note naming the generic descriptors no pack reaches (they ship in no shard), as a list of "
+      "0 or 1 diagnostic dicts.");
+  m.def(
+      "source_kinds",
+      []() {
+        py::list out;
+        for (const SourceKindInfo& k : sourceKinds()) {
+          py::dict item;
+          item["name"] = k.name;
+          item["file_field"] = *k.fileField ? py::object(py::str(k.fileField)) : py::object(py::none());
+          item["file_what"] = k.fileWhat;
+          item["launchable"] = k.launchable;
+          item["entry_type"] = *k.entryType ? py::object(py::str(k.entryType)) : py::object(py::none());
+          item["authored"] = k.authored;
+          out.append(item);
+        }
+        return out;
+      },
+      "The runtime's table of kernel-source kinds: name, file_field, file_what, launchable, entry_type, "
+      "authored.");
 
   py::class_<PyStateManager>(m, "StateManager",
                              "Which loaded kernels the given dispatch handlers serve on a device arch.")

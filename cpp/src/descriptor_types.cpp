@@ -238,10 +238,11 @@ VersionCheck checkVersion(const Json& doc, std::string_view type, const Version&
   if (it == doc.end()) return check;
   const std::string T = upper(type);
   const auto parsed = it->is_string() ? Version::parse(it->get<std::string>()) : std::nullopt;
+  check.refusal = "expected a " + T + " version this ukdpack reads (" + readableVersions(max) +
+                  "), found " + describeFound(*it);
   if (!parsed) {
     check.gate = VersionGate::Malformed;
-    check.message = "expected a " + T + " version this ukdpack reads (" + readableVersions(max) +
-                    "), found " + describeFound(*it);
+    check.message = check.refusal;
     return check;
   }
   check.version = *parsed;
@@ -276,7 +277,7 @@ namespace {
 // `consume` (the loader's document, never read again): kernel objects move
 // into their members instead of being copied.
 std::optional<Pack> parsePackImpl(const Json& kdp, Json* consume, const DescriptorContext& ctx,
-                                  std::vector<Diagnostic>& diags, const Version& maxUkd) {
+                                  std::vector<Diagnostic>& diags, const Version& maxUkd, bool refuseNewer) {
   ObjectReader r(kdp, ctx.file, ctx.jsonPath, diags);
   if (!r.isObject()) return std::nullopt;
   Pack p;
@@ -318,6 +319,10 @@ std::optional<Pack> parsePackImpl(const Json& kdp, Json* consume, const Descript
         continue;
       }
       const VersionCheck vc = checkVersion(item, "ukd", maxUkd);
+      if (vc.gate == VersionGate::Skip && refuseNewer) {
+        diags.push_back(makeError("SCHEMA", ctx.file, jsonPathKey(path, "version"), vc.refusal));
+        continue;
+      }
       if (vc.gate == VersionGate::Skip) {
         const auto name = item.find("name");
         const std::string label =
@@ -353,13 +358,13 @@ std::optional<Pack> parsePackImpl(const Json& kdp, Json* consume, const Descript
 }  // namespace
 
 std::optional<Pack> parsePack(const Json& kdp, const DescriptorContext& ctx,
-                              std::vector<Diagnostic>& diags, const Version& maxUkd) {
-  return parsePackImpl(kdp, nullptr, ctx, diags, maxUkd);
+                              std::vector<Diagnostic>& diags, const Version& maxUkd, bool refuseNewer) {
+  return parsePackImpl(kdp, nullptr, ctx, diags, maxUkd, refuseNewer);
 }
 
 std::optional<Pack> parsePack(Json&& kdp, const DescriptorContext& ctx,
-                              std::vector<Diagnostic>& diags, const Version& maxUkd) {
-  return parsePackImpl(kdp, &kdp, ctx, diags, maxUkd);
+                              std::vector<Diagnostic>& diags, const Version& maxUkd, bool refuseNewer) {
+  return parsePackImpl(kdp, &kdp, ctx, diags, maxUkd, refuseNewer);
 }
 
 // --------------------------------------------------------------------------- UDD

@@ -163,6 +163,29 @@ Signature readSignature(ObjectReader& r) {
   return sig;
 }
 
+}  // namespace
+
+const std::vector<SourceKindInfo>& sourceKinds() {
+  // name, file field, what messages call that file, launchable, entry type, authored
+  static const std::vector<SourceKindInfo> kinds = {
+      {"hip", "source", "source", true, "hsaco", true},
+      {"hsaco", "file", "prebuilt object", true, "hsaco", true},
+      {"embedded_source", "", "", false, "", true},
+      {"cuda", "source", "source", true, "cubin", true},
+      {"builder", "", "", true, "hsaco", true},
+      {"kpack", "", "", true, "", false},
+  };
+  return kinds;
+}
+
+const SourceKindInfo* sourceKind(std::string_view kind) {
+  for (const SourceKindInfo& k : sourceKinds())
+    if (kind == k.name) return &k;
+  return nullptr;
+}
+
+namespace {
+
 std::optional<KernelSource> parseSource(const Json& value, const std::string& file,
                                         const std::string& path, SourceRole role,
                                         std::vector<Diagnostic>& diags) {
@@ -206,15 +229,19 @@ std::optional<KernelSource> parseSource(const Json& value, const std::string& fi
       }
     }
     src.signature = readSignature(r);
-  } else if (k == "embedded_source") {
-    r.error(r.pathOf("kind"),
-            "a sources launch cannot be embedded_source (it has no code object); launches "
-            "are hip, hsaco, cuda, builder or kpack");
+  } else if (const SourceKindInfo* known = sourceKind(k); known != nullptr && !known->launchable) {
+    std::vector<std::string> launchable;
+    for (const SourceKindInfo& info : sourceKinds())
+      if (info.launchable) launchable.push_back(info.name);
+    std::string listed;
+    for (std::size_t i = 0; i < launchable.size(); ++i)
+      listed += (i == 0 ? "" : i + 1 == launchable.size() ? " or " : ", ") + launchable[i];
+    r.error(r.pathOf("kind"), "a sources launch cannot be " + k + " (it has no code object); launches are " + listed);
     return std::nullopt;
   } else {
-    r.error(r.pathOf("kind"),
-            "expected one of 'hip', 'hsaco', 'embedded_source', 'cuda', 'builder', 'kpack', found '" +
-                k + "'");
+    std::string listed;
+    for (const SourceKindInfo& info : sourceKinds()) listed += (listed.empty() ? "'" : ", '") + std::string(info.name) + "'";
+    r.error(r.pathOf("kind"), "expected one of " + listed + ", found '" + k + "'");
     return std::nullopt;
   }
   if (k != "builder" && r.has("role")) {

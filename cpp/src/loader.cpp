@@ -1,6 +1,8 @@
 #include "ukdpack/loader.hpp"
 
 #include <algorithm>
+#include <cmath>
+#include <limits>
 #include <iterator>
 #include <fstream>
 #include <map>
@@ -10,6 +12,7 @@
 #include <unordered_map>
 #include <utility>
 
+#include "files.hpp"
 #include "paths.hpp"
 #include "utf8.hpp"
 #include "ukdpack/arch.hpp"
@@ -121,6 +124,7 @@ class Loader {
   };
 
   void loadFile(const WalkedFile& f, const fs::path& root, std::size_t rootIndex);
+  bool authoredKernelOk(const Kernel& kernel, const fs::path& root);
   void uniqueIds();
   void checkArtifacts();
   void resolveEngines();
@@ -169,30 +173,31 @@ void Loader::loadRoot(const fs::path& given, std::size_t index) {
             (fs::exists(root, ec) ? "a file" : "nothing at that path")));
     return;
   }
-  for (const WalkedFile& f : walkRoot(root, set_.diagnostics, options_.excludeFolders)) loadFile(f, root, index);
+  const std::size_t before = set_.diagnostics.size();
+  const std::vector<WalkedFile> walked = walkRoot(root, set_.diagnostics, options_.excludeFolders);
+  for (std::size_t i = before; i < set_.diagnostics.size(); ++i) {
+    const Diagnostic& d = set_.diagnostics[i];
+    if (d.code != "SKIPPED") continue;
+    // "skipping <rel>: <why>", as the note words it.
+    const std::size_t colon = d.message.find(": ", 9);
+    set_.skipped.push_back(DescriptorSet::Skipped{d.message.substr(9, colon - 9), d.message.substr(colon + 2)});
+  }
+  for (const WalkedFile& f : walked) {
+    set_.files.push_back(DescriptorSet::Walked{f.rel, f.type, index});
+    loadFile(f, root, index);
+  }
 }
 
 void Loader::loadFile(const WalkedFile& f, const fs::path& root, std::size_t rootIndex) {
   auto& diags = set_.diagnostics;
-  std::string text;
-  {
-    std::error_code ec;
-    const auto size = fs::file_size(f.path, ec);
-    if (!ec && size > kMaxDescriptorBytes) {
-      diags.push_back(makeError("READ_FAILED", f.rel, "",
-                                "file is larger than a descriptor can be (" + std::to_string(size) +
-                                    " bytes)"));
-      return;
-    }
-    std::ifstream in(f.path, std::ios::binary);
-    std::ostringstream buf;
-    if (in) buf << in.rdbuf();
-    if (!in) {
-      diags.push_back(makeError("READ_FAILED", f.rel, "", "cannot read file"));
-      return;
-    }
-    text = buf.str();
+  auto read = detail::readRegularFile(f.path, kMaxDescriptorBytes);
+  if (!read) {
+    Diagnostic d = read.error();
+    d.file = f.rel;
+    diags.push_back(std::move(d));
+    return;
   }
+  const std::string& text = read.value();
   auto parsed = parseDescriptorText(text);
   if (!parsed) {
     Diagnostic d = parsed.error();
@@ -210,6 +215,11 @@ void Loader::loadFile(const WalkedFile& f, const fs::path& root, std::size_t roo
       unloaded_.emplace(idKey(id->get<std::string>()), Unloaded{f.rel, why});
     }
   };
+  if (vc.gate == VersionGate::Skip && options_.authored) {
+    diags.push_back(makeError("SCHEMA", f.rel, "$.version", vc.refusal));
+    remember("did not load");
+    return;
+  }
   if (vc.gate == VersionGate::Skip) {
     diags.push_back(makeWarning("VERSION_SKIPPED", f.rel, "", "skipping " + f.rel + ": " + vc.message));
     remember("was skipped (" + upperType(f.type) + " version " + vc.version.str() + ")");
@@ -230,8 +240,13 @@ void Loader::loadFile(const WalkedFile& f, const fs::path& root, std::size_t roo
     loaded = true;
   };
   if (f.type == "kdp") {
-    if (auto v = parsePack(std::move(doc), ctx, diags, options_.maxVersions.ukd)) {
-      for (PackMember& m : v->members) m.root = rootIndex;
+    if (auto v = parsePack(std::move(doc), ctx, diags, options_.maxVersions.ukd, options_.authored)) {
+      std::vector<PackMember> kept;
+      for (PackMember& m : v->members) {
+        m.root = rootIndex;
+        if (authoredKernelOk(m.kernel, root)) kept.push_back(std::move(m));
+      }
+      v->members = std::move(kept);
       place(set_.packs, std::move(*v));
     }
   } else if (f.type == "udd") {
@@ -245,13 +260,51 @@ void Loader::loadFile(const WalkedFile& f, const fs::path& root, std::size_t roo
   } else if (f.type == "uhd") {
     if (auto v = parseHeuristic(doc, ctx, diags)) place(set_.heuristics, std::move(*v));
   } else if (f.type == "ukd") {
-    if (auto k = parseKernel(doc, ctx, diags)) {
+    if (auto k = parseKernel(doc, ctx, diags); k && authoredKernelOk(*k, root)) {
       order_.push_back(Slot{"ukd", standalone_.size()});
       standalone_.push_back(Standalone{std::move(*k), std::move(doc), rootIndex, false, ""});
       loaded = true;
     }
   }
   if (!loaded) remember("did not load");
+}
+
+// The source rules of one kernel: each file a source names exists inside the
+// root (any root: only authored kinds name files), and in an authored tree
+// (LoaderOptions::authored) a packed source is the packer's to write. Whether
+// the kernel loads: a missing file is reported but keeps it (a prebuilt object
+// DVC has not fetched fails only the arches that need it).
+bool Loader::authoredKernelOk(const Kernel& kernel, const fs::path& root) {
+  bool ok = true;
+  auto check = [&](const std::string& srcPath, const KernelSource& src) {
+    const SourceKindInfo* info = sourceKind(src.kind);
+    if (info == nullptr) return;
+    if (!info->authored && options_.authored) {
+      set_.diagnostics.push_back(makeError(
+          "PACKED_IN_AUTHORED", kernel.file, jsonPathKey(srcPath, "kind"),
+          "kind '" + src.kind + "' is the packed form written by the packer; an authored tree names what to "
+          "build (hip, hsaco, embedded_source, cuda or builder)"));
+      ok = false;
+      return;
+    }
+    if (*info->fileField == '\0') return;
+    const auto name = src.fields.find(info->fileField);
+    if (name == src.fields.end() || !name->is_string()) return;
+    const std::string& given = name->get_ref<const std::string&>();
+    const auto verdict = detail::checkContained(root, kernel.baseDir, given, false);
+    const std::string msg = detail::describeFileProblem(verdict, given, info->fileWhat, kernel.file);
+    if (msg.empty()) return;
+    const bool missing = verdict.problem == detail::PathProblem::None;
+    set_.diagnostics.push_back(makeError(missing ? (src.kind == "hsaco" ? "PREBUILT_MISSING" : "SOURCE_MISSING")
+                                                 : "PATH_REFUSED",
+                                         kernel.file, jsonPathKey(srcPath, info->fileField), msg));
+  };
+  if (const KernelSource* single = singleLaunchSource(kernel)) {
+    check(jsonPathKey(kernel.jsonPath, "kernel_source"), *single);
+  } else {
+    for (const auto& [name, src] : kernel.sources) check(jsonPathKey(jsonPathKey(kernel.jsonPath, "sources"), name), src);
+  }
+  return ok;
 }
 
 // Ids are unique across every type (SPEC 2.2); the first one in load order
@@ -525,6 +578,14 @@ void Loader::checkMetadataUnique() {
                                 std::inserter(on, on.end()));
           if (on.empty()) continue;  // no shard holds both
         }
+        if (!options_.arches.empty()) {
+          // Only the shards asked for: `on` empty stands for every arch.
+          std::set<std::string> asked;
+          for (const std::string& a : options_.arches)
+            if (on.empty() || on.count(a) != 0) asked.insert(a);
+          if (asked.empty()) continue;
+          on = std::move(asked);
+        }
         std::string onText;
         for (const std::string& a : on) onText += (onText.empty() ? " on " : ", ") + a;
         const Kernel& other = s.member->kernel;
@@ -668,7 +729,25 @@ bool holdsDescriptors(const fs::path& folder) {
   return false;
 }
 
-void walkFolder(const fs::path& folder, const std::string& relFolder, const std::set<std::string>& excluded,
+// What a directory entry is, without opening it: a FIFO named like a
+// descriptor must not block the walk (opening one for reading waits for a writer).
+const char* fileKindName(fs::file_type t) {
+  switch (t) {
+    case fs::file_type::fifo: return "a FIFO";
+    case fs::file_type::socket: return "a socket";
+    case fs::file_type::block: return "a block device";
+    case fs::file_type::character: return "a character device";
+    case fs::file_type::not_found: return "nothing (a dangling symbolic link)";
+    default: return "not a regular file";
+  }
+}
+
+struct WalkContext {
+  fs::path realRoot;  // the root with every link resolved
+  std::set<std::string> excluded;
+};
+
+void walkFolder(const fs::path& folder, const std::string& relFolder, const WalkContext& ctx,
                 std::vector<WalkedFile>& out, std::vector<Diagnostic>& diags) {
   std::error_code ec;
   std::vector<fs::directory_entry> entries;
@@ -688,7 +767,8 @@ void walkFolder(const fs::path& folder, const std::string& relFolder, const std:
     const std::string name = e.path().filename().string();
     const std::string rel = relFolder.empty() ? name : relFolder + "/" + name;
     const bool isLink = e.is_symlink(ec);
-    const bool isDir = e.is_directory(ec);  // follows links
+    const fs::file_type type = e.status(ec).type();  // follows links
+    const bool isDir = type == fs::file_type::directory;
     const bool realDir = isDir && !isLink;
     const bool isJson = name.size() >= 5 && name.compare(name.size() - 5, 5, ".json") == 0;
     if (name.front() == '.') {
@@ -710,20 +790,37 @@ void walkFolder(const fs::path& folder, const std::string& relFolder, const std:
         }
         continue;
       }
-      if (excluded.count(name) != 0) {
+      if (ctx.excluded.count(name) != 0) {
         note(rel, "excluded folder (--exclude-folder)");
         continue;
       }
-      walkFolder(e.path(), rel, excluded, out, diags);
+      walkFolder(e.path(), rel, ctx, out, diags);
       continue;
     }
     if (!isJson) continue;
-    const auto type = descriptorType(name);
-    if (!type) {
+    const auto dtype = descriptorType(name);
+    if (!dtype) {
       note(rel, "no descriptor type token; name it <name>.<type>.json with type one of " + typeListText());
       continue;
     }
-    out.push_back(WalkedFile{rel, e.path(), *type});
+    if (type != fs::file_type::regular) {
+      diags.push_back(makeError("NOT_A_FILE", rel, "",
+                                std::string("expected a regular file, found ") + fileKindName(type) +
+                                    (isLink ? " behind a symbolic link" : "") + "; it was not opened"));
+      continue;
+    }
+    if (isLink) {
+      // A linked descriptor is read only when it stays inside the root.
+      const fs::path target = fs::canonical(e.path(), ec);
+      const fs::path inside = ec ? fs::path() : target.lexically_relative(ctx.realRoot);
+      if (ec || inside.empty() || *inside.begin() == "..") {
+        diags.push_back(makeError("LINK_ESCAPES", rel, "",
+                                  "a symbolic link that leaves the descriptor root (to " + target.string() +
+                                      "); descriptors are read from inside the root only, so it was not opened"));
+        continue;
+      }
+    }
+    out.push_back(WalkedFile{rel, e.path(), *dtype});
   }
 }
 
@@ -732,71 +829,142 @@ void walkFolder(const fs::path& folder, const std::string& relFolder, const std:
 std::vector<WalkedFile> walkRoot(const fs::path& root, std::vector<Diagnostic>& diags,
                                  const std::vector<std::string>& excludeFolders) {
   std::vector<WalkedFile> out;
-  walkFolder(root, "", std::set<std::string>(excludeFolders.begin(), excludeFolders.end()), out, diags);
+  std::error_code ec;
+  WalkContext ctx{fs::canonical(root, ec), std::set<std::string>(excludeFolders.begin(), excludeFolders.end())};
+  if (ec) ctx.realRoot = root;
+  walkFolder(root, "", ctx, out, diags);
   std::sort(out.begin(), out.end(), [](const WalkedFile& a, const WalkedFile& b) { return a.rel < b.rel; });
   return out;
 }
 
 namespace {
-// The DOM builder of nlohmann, plus the keys of each open object (few: a linear
-// scan beats a set), to find a key said twice.
-class DuplicateKeySax {
+// The DOM builder of nlohmann, plus the limits every descriptor is held to
+// (SPEC 9.2): no key said twice in one object, integers that fit a signed
+// 64-bit value, finite numbers, nesting up to kMaxNesting. It tracks where it
+// is (the key or index of each open container) so a refusal names the JSON
+// path; the path text is built only then.
+class StrictSax {
  public:
-  explicit DuplicateKeySax(Json& root) : dom_(root, /*allow_exceptions=*/true) {}
-  std::optional<std::string> duplicate;
+  explicit StrictSax(Json& root) : dom_(root, /*allow_exceptions=*/true) {}
+  std::optional<Diagnostic> problem;
 
-  bool null() { return dom_.null(); }
-  bool boolean(bool v) { return dom_.boolean(v); }
-  bool number_integer(Json::number_integer_t v) { return dom_.number_integer(v); }
-  bool number_unsigned(Json::number_unsigned_t v) { return dom_.number_unsigned(v); }
-  bool number_float(Json::number_float_t v, const std::string& s) { return dom_.number_float(v, s); }
-  bool string(std::string& v) { return dom_.string(v); }
-  bool binary(Json::binary_t& v) { return dom_.binary(v); }
+  bool null() { return value() && dom_.null(); }
+  bool boolean(bool v) { return value() && dom_.boolean(v); }
+  bool number_integer(Json::number_integer_t v) { return value() && dom_.number_integer(v); }
+  bool number_unsigned(Json::number_unsigned_t v) {
+    if (!value()) return false;
+    if (v > static_cast<Json::number_unsigned_t>(std::numeric_limits<std::int64_t>::max())) {
+      return refuse("JSON_LIMIT", "integer " + std::to_string(v) +
+                                      " does not fit a signed 64-bit value (at most 9223372036854775807)");
+    }
+    return dom_.number_unsigned(v);
+  }
+  bool number_float(Json::number_float_t v, const std::string& text) {
+    if (!value()) return false;
+    // nlohmann reads an integer literal beyond 64 bits as a double: refuse it as the integer it is.
+    if (text.find_first_of(".eE") == std::string::npos) {
+      return refuse("JSON_LIMIT", "integer " + text + " does not fit a signed 64-bit value");
+    }
+    if (!std::isfinite(v)) {
+      return refuse("JSON_LIMIT", "number " + text + " is beyond the range of a double (not finite)");
+    }
+    return dom_.number_float(v, text);
+  }
+  bool string(std::string& v) { return value() && dom_.string(v); }
+  bool binary(Json::binary_t& v) { return value() && dom_.binary(v); }
   bool start_object(std::size_t n) {
-    if (depth_ == keys_.size()) keys_.emplace_back();
-    keys_[depth_++].clear();
+    if (!value() || !open(true)) return false;
     return dom_.start_object(n);
   }
   bool key(std::string& k) {
-    std::vector<std::string>& seen = keys_[depth_ - 1];
-    if (!duplicate && std::find(seen.begin(), seen.end(), k) != seen.end()) duplicate = k;
-    seen.push_back(k);
+    Frame& f = stack_.back();
+    if (std::find(f.keys.begin(), f.keys.end(), k) != f.keys.end()) {
+      return refuse("DUPLICATE_KEY", "duplicate key '" + k + "' in one object", /*ofObject=*/true);
+    }
+    f.keys.push_back(k);
     return dom_.key(k);
   }
   bool end_object() {
-    --depth_;
+    stack_.pop_back();
     return dom_.end_object();
   }
-  bool start_array(std::size_t n) { return dom_.start_array(n); }
-  bool end_array() { return dom_.end_array(); }
+  bool start_array(std::size_t n) {
+    if (!value() || !open(false)) return false;
+    return dom_.start_array(n);
+  }
+  bool end_array() {
+    stack_.pop_back();
+    return dom_.end_array();
+  }
   bool parse_error(std::size_t pos, const std::string& token, const nlohmann::detail::exception& e) {
     return dom_.parse_error(pos, token, e);
   }
 
  private:
+  struct Frame {
+    bool object = false;
+    std::vector<std::string> keys;  // an object's keys so far (few: a scan beats a set)
+    std::size_t next = 0;           // an array's next index
+  };
+
+  // Called before every value: an array element takes the next index.
+  bool value() {
+    if (!stack_.empty() && !stack_.back().object) ++stack_.back().next;
+    return true;
+  }
+  bool open(bool object) {
+    if (stack_.size() >= kMaxNesting) {
+      return refuse("JSON_LIMIT", "nested deeper than " + std::to_string(kMaxNesting) +
+                                      " levels of objects and arrays");
+    }
+    stack_.push_back(Frame{object, {}, 0});
+    return true;
+  }
+  // The path of the value being read, or (`ofObject`) of the innermost object.
+  std::string path(bool ofObject) const {
+    std::string out = "$";
+    for (std::size_t i = 0; i < stack_.size(); ++i) {
+      const Frame& f = stack_[i];
+      if (ofObject && i + 1 == stack_.size()) break;
+      if (f.object) {
+        if (!f.keys.empty()) out = jsonPathKey(out, f.keys.back());
+      } else if (f.next > 0) {
+        out = jsonPathIndex(out, f.next - 1);
+      }
+    }
+    return out;
+  }
+  bool refuse(const char* code, std::string message, bool ofObject = false) {
+    std::string where = path(ofObject);
+    if (where.size() > 64) where = where.substr(0, 60) + "...";  // a nesting bomb: its start says enough
+    problem = makeError(code, "", std::move(where), std::move(message));
+    return false;
+  }
+
+  static constexpr std::size_t kMaxNesting = 128;
   nlohmann::detail::json_sax_dom_parser<Json> dom_;
-  std::vector<std::vector<std::string>> keys_;  // reused per depth
-  std::size_t depth_ = 0;
+  std::vector<Frame> stack_;
 };
 }  // namespace
+
+Result<Json> readDescriptorFile(const fs::path& path) {
+  auto read = detail::readRegularFile(path, kMaxDescriptorBytes);
+  if (!read) return Result<Json>::failure(read.error());
+  return parseDescriptorText(read.value());
+}
 
 Result<Json> parseDescriptorText(std::string_view text) {
   if (const std::size_t bad = detail::firstInvalidUtf8(text); bad != std::string_view::npos) {
     return Result<Json>::failure(makeError("ENCODING", "", "",
                                            "not UTF-8 text: byte " + std::to_string(bad) + " cannot be decoded"));
   }
-  // nlohmann keeps the last of duplicate keys silently, and a descriptor must not
-  // say a field twice: a SAX handler builds the DOM and watches the keys.
   Json doc;
-  DuplicateKeySax sax(doc);
+  StrictSax sax(doc);
   try {
-    Json::sax_parse(text.begin(), text.end(), &sax, nlohmann::detail::input_format_t::json,
-                    /*strict=*/true, /*ignore_comments=*/true);
-    const std::optional<std::string>& duplicate = sax.duplicate;
-    if (duplicate) {
-      return Result<Json>::failure(
-          makeError("DUPLICATE_KEY", "", "", "duplicate key '" + *duplicate + "' in one object"));
-    }
+    const bool done = Json::sax_parse(text.begin(), text.end(), &sax, nlohmann::detail::input_format_t::json,
+                                      /*strict=*/true, /*ignore_comments=*/true);
+    if (sax.problem) return Result<Json>::failure(std::move(*sax.problem));
+    if (!done) return Result<Json>::failure(makeError("JSON_SYNTAX", "", "", "not valid JSON"));
     return Result<Json>::success(std::move(doc));
   } catch (const Json::exception& e) {
     if (const auto line = unterminatedCommentLine(text)) {

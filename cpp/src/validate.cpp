@@ -5,7 +5,7 @@
 #include <map>
 #include <set>
 
-#include "paths.hpp"
+#include "ukdpack/set_rules.hpp"
 
 namespace ukdpack {
 
@@ -15,107 +15,12 @@ std::string plural(std::size_t n, const std::string& one, const std::string& man
   return std::to_string(n) + " " + (n == 1 ? one : many);
 }
 
-// One handler runs one launch set: UDDs naming one symbol must declare the same.
-void checkDeclaredLaunches(const DescriptorSet& set, std::vector<Diagnostic>& diags) {
-  std::map<std::string, std::vector<const Dispatch*>> bySymbol;
-  for (const Dispatch& d : set.dispatches)
-    if (d.launches) bySymbol[d.dispatchSymbol].push_back(&d);
-  for (const auto& [symbol, udds] : bySymbol) {
-    std::set<std::set<std::string>> sets;
-    for (const Dispatch* d : udds) sets.insert(std::set<std::string>(d->launches->begin(), d->launches->end()));
-    if (sets.size() < 2) continue;
-    std::vector<const Dispatch*> sorted = udds;
-    std::sort(sorted.begin(), sorted.end(), [](const Dispatch* a, const Dispatch* b) { return a->file < b->file; });
-    std::string listed;
-    for (const Dispatch* d : sorted) {
-      listed += (listed.empty() ? "" : "; ") + d->file + " " +
-                describeLaunchSet(std::set<std::string>(d->launches->begin(), d->launches->end()));
-    }
-    diags.push_back(makeError("LAUNCHES_DISAGREE", sorted.back()->file, "$.launches",
-                              "UDDs naming dispatch symbol '" + symbol + "' declare different launches: " +
-                                  listed + "; one handler runs one set"));
-  }
-}
-
-// An authored tree names files to build from: they exist inside the root
-// (paths are relative to the descriptor's folder, never the root).
-void checkSourcePaths(const DescriptorSet& set, std::vector<Diagnostic>& diags) {
-  for (const Pack& p : set.packs) {
-    for (const PackMember& m : p.members) {
-      const Kernel& k = m.kernel;
-      auto check = [&](const KernelSource& src, const std::string& srcPath) {
-        std::string field, what;
-        if (src.kind == "hip" || src.kind == "cuda") {
-          field = "source";
-          what = "source";
-        } else if (src.kind == "hsaco") {
-          field = "file";
-          what = "prebuilt object";
-        } else {
-          return true;
-        }
-        const auto it = src.fields.find(field);
-        if (it == src.fields.end() || !it->is_string()) return true;
-        const std::string name = it->get<std::string>();
-        const auto v = detail::checkContained(set.rootOf(m), k.baseDir, name, false);
-        const std::string msg = detail::describeFileProblem(v, name, what, k.file);
-        if (!msg.empty()) diags.push_back(makeError("SOURCE_PATH", k.file, jsonPathKey(srcPath, field), msg));
-        return true;
-      };
-      if (const KernelSource* single = singleLaunchSource(k)) {
-        check(*single, jsonPathKey(k.jsonPath, "kernel_source"));
-      } else {
-        for (const auto& [name, src] : k.sources) check(src, jsonPathKey(jsonPathKey(k.jsonPath, "sources"), name));
-      }
-    }
-  }
-}
-
-// Generic descriptors no loaded pack reaches ship in no shard (SPEC 2.4): a note.
-void noteUnreachable(const DescriptorSet& set, std::vector<Diagnostic>& diags) {
-  std::set<std::string> reached;
-  for (const Pack& p : set.packs) {
-    for (const std::string& m : p.matchers) reached.insert(idKey(m));
-    if (p.dispatch) reached.insert(idKey(*p.dispatch));
-    if (const Engine* e = set.engineOf(p)) {
-      reached.insert(idKey(e->id));
-      reached.insert(idKey(e->metadata));
-      for (const auto& [role, table] : e->heuristics)
-        for (const auto& [arch, ids] : table)
-          for (const std::string& id : ids) reached.insert(idKey(id));
-    }
-  }
-  std::vector<std::string> left;
-  auto scan = [&](const auto& items) {
-    for (const auto& d : items)
-      if (reached.count(idKey(d.id)) == 0) left.push_back(d.file);
-  };
-  scan(set.dispatches);
-  scan(set.engines);
-  scan(set.metadataSchemas);
-  scan(set.matchers);
-  scan(set.heuristics);
-  if (left.empty()) return;
-  std::sort(left.begin(), left.end());
-  std::string names;
-  for (const std::string& f : left) names += (names.empty() ? "" : ", ") + f;
-  const bool one = left.size() == 1;
-  diags.push_back(Diagnostic{Severity::Note, "UNREACHABLE", "", "",
-                             std::to_string(left.size()) + " generic descriptor" + (one ? " is" : "s are") +
-                                 " reachable from no KDP and ship" + (one ? "s" : "") + " in no shard: " + names});
-}
-
-// Every arch some pack or kernel names, sorted; {""} when none does. Each is
-// one shard's view, as the packer checks launch sets per arch shard.
+// Every arch some pack or kernel names; {""} when none does. Each is one
+// shard's view for the state manager.
 std::vector<std::string> passArches(const DescriptorSet& set) {
-  std::set<std::string> named;
-  for (const Pack& p : set.packs) {
-    named.insert(p.arch.begin(), p.arch.end());
-    for (const PackMember& m : p.members)
-      if (m.kernel.arch) named.insert(m.kernel.arch->begin(), m.kernel.arch->end());
-  }
-  if (named.empty()) return {""};
-  return std::vector<std::string>(named.begin(), named.end());
+  std::vector<std::string> named = namedArches(set);
+  if (named.empty()) named.push_back("");
+  return named;
 }
 
 }  // namespace
@@ -129,9 +34,8 @@ ValidationReport validateRoots(const std::vector<std::filesystem::path>& roots, 
     if (d.code == "PACK_DROPPED" || d.code == "ENGINE_DROPPED") ++report.packsDropped;
   report.packs = set.packs.size();
   for (const Pack& p : set.packs) report.kernels += p.members.size();
-  checkDeclaredLaunches(set, report.diagnostics);
-  checkSourcePaths(set, report.diagnostics);
-  noteUnreachable(set, report.diagnostics);
+  for (Diagnostic& d : checkSetRules(set)) report.diagnostics.push_back(std::move(d));
+  for (Diagnostic& d : unreachableNote(set)) report.diagnostics.push_back(std::move(d));
 
   const std::vector<std::string> arches = passArches(set);
   const bool perArch = arches.size() > 1 || !arches.front().empty();
@@ -160,35 +64,6 @@ ValidationReport validateRoots(const std::vector<std::filesystem::path>& roots, 
     }
     for (const std::string& line : manager.log())
       if (std::find(report.log.begin(), report.log.end(), line) == report.log.end()) report.log.push_back(line);
-
-    // A pack without a dispatch has no handler to share, but its own kernels
-    // share one launch set (SPEC 4.3): the first one's, as the stub rule says.
-    for (const Pack& p : manager.descriptors().packs) {
-      if (p.dispatch) continue;
-      const PackMember* first = nullptr;
-      for (const PackMember& m : p.members) {
-        if (!kernelRunsOn(p, m.kernel, arch)) continue;
-        if (first == nullptr) {
-          first = &m;
-          continue;
-        }
-        const auto want = launchNamesOf(first->kernel);
-        const auto has = launchNamesOf(m.kernel);
-        if (want == has) continue;
-        DroppedKernel d{m.kernel.id, m.kernel.name, p.id, p.name, m.kernel.file, m.kernel.jsonPath, "",
-                        "LAUNCH_SET_MISMATCH",
-                        "pack '" + p.name + "' names no dispatch, so its kernels share one launch set: its first "
-                        "kernel '" + first->kernel.name + "' has " + describeLaunchSet(want) +
-                        ", the kernel has " + describeLaunchSet(has)};
-        const std::string line = "dropping kernel '" + d.kernelName + "' of pack '" + p.name + "' (" + p.file +
-                                 "): " + d.reason;
-        note(makeError(d.code, d.file, d.jsonPath, line), arch);
-        if (dropKeys.insert(d.kernelId + "\n" + d.code + "\n" + d.reason).second) {
-          report.dropped.push_back(d);
-          report.log.push_back(line);
-        }
-      }
-    }
 
     for (const KernelDefinition& def : manager.kept()) {
       keptIds.insert(idKey(def.kernel->id));

@@ -13,11 +13,13 @@
 namespace {
 
 constexpr const char* kUsage =
-    "usage: ukdpack-validate ROOT... [--json] [--expect-engine NAME] [--exclude-folder NAME]...\n"
+    "usage: ukdpack-validate ROOT... [--json] [--expect-engine NAME] [--exclude-folder NAME]... [--authored]\n"
     "  ROOT               a descriptor root or packed shard (OUT_ROOT/<arch>/)\n"
     "  --json             print the verdict as JSON on stdout\n"
     "  --expect-engine N  fail unless engine N (UED name or id) loads with a kept kernel\n"
-    "  --exclude-folder X leave out folders named X (repeatable)\n";
+    "  --exclude-folder X leave out folders named X (repeatable)\n"
+    "  --authored         the roots are authored trees, not shards: a packed source is refused and a\n"
+    "                     version newer than this build is an error (what `ukdpack validate` applies)\n";
 
 int usage(const std::string& why) {
   std::cerr << "ukdpack-validate: error: " << why << "\n" << kUsage;
@@ -46,6 +48,8 @@ int main(int argc, char** argv) {
         options.expectEngine = argv[++i];
       } else if (!positionalOnly && arg.rfind("--expect-engine=", 0) == 0) {
         options.expectEngine = arg.substr(16);
+      } else if (!positionalOnly && arg == "--authored") {
+        options.loader.authored = true;
       } else if (!positionalOnly && arg == "--exclude-folder") {
         if (i + 1 >= argc) return usage("--exclude-folder needs a folder name");
         options.loader.excludeFolders.emplace_back(argv[++i]);

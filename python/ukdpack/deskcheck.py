@@ -1,7 +1,7 @@
 """``ukdpack desk-check SHARD``: the whole-set rules (SPEC 4) over a packed shard.
 
-The shard is read as a tree (``tree.load_tree(shard, authored=False)``) and judged
-by the very rules ``validate`` applies to an authored root (``rules.check``); rule
+The shard is read by the C++ runtime's loader (``tree.load_tree(shard,
+authored=False)``), which applies every rule it applies to an authored root; rule
 4.4 takes its packed form there (one toc key, one sha256). On top, what only a
 packed shard can get wrong: every launch is in packed form, every toc key and arch
 it names is in the archive it names, and archive entries no launch claims are
@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from ukdpack import jsonpath, rules
+from ukdpack import jsonpath
 from ukdpack.errors import Problem, errors_only
 from ukdpack.shard import Shard, load_shard
 
@@ -91,7 +91,6 @@ def desk_check(shard_path: Path, arch: str | None = None,
     """Every whole-set problem of the packed shard at ``shard_path``."""
     shard = load_shard(shard_path, arch, exclude_folders)
     problems = list(shard.problems)
-    problems += rules.check(shard.tree, [shard.arch] if shard.arch is not None else None)
     problems += _archive_problems(shard)
     order = {f.rel: i for i, f in enumerate(shard.tree.files)}
     problems.sort(key=lambda p: (order.get(p.file, len(order)), p.file, p.path))

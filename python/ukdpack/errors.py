@@ -21,6 +21,7 @@ class Problem:
     path: str
     message: str
     severity: Severity = "error"
+    code: str = ""  # the runtime's code (e.g. DUPLICATE_ID), or the packer's own
 
     def __str__(self) -> str:
         parts = [p for p in (self.file, self.path) if p]
@@ -31,8 +32,8 @@ class Problem:
         return f"ukdpack: {self.severity}: {self}"
 
     def as_dict(self) -> dict[str, str]:
-        return {"severity": self.severity, "file": self.file, "path": self.path,
-                "message": self.message}
+        return {"severity": self.severity, "code": self.code, "file": self.file,
+                "path": self.path, "message": self.message}
 
 
 class UkdError(Exception):
@@ -62,4 +63,5 @@ def from_runtime(diag: dict[str, str]) -> Problem:
     severity: Severity = "error"
     if diag.get("severity") in ("warning", "note"):
         severity = "warning" if diag["severity"] == "warning" else "note"
-    return Problem(diag.get("file", ""), diag.get("path", ""), diag.get("message", ""), severity)
+    return Problem(diag.get("file", ""), diag.get("path", ""), diag.get("message", ""), severity,
+                   diag.get("code", ""))

@@ -1,18 +1,21 @@
 """The descriptor model: one frozen dataclass per descriptor type (SPEC 2.3).
 
-Models are built only from documents that passed their schema, so fields can be
-read without re-checking their shape. ``raw`` keeps the document as written,
-extension keys included, for the packer to carry through.
+Models are built from what the C++ runtime loaded (``_runtime.DescriptorSet``),
+so every field has been checked by the runtime's own reader. ``raw`` keeps the
+document as written, extension keys included, for the packer to carry through.
 """
 
 from __future__ import annotations
 
 import functools
+import posixpath
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import PurePosixPath
 from typing import Any
+
+from ukdpack.kinds import kind
 
 _UUID = re.compile(r"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$")
 
@@ -65,6 +68,19 @@ class Ukd(Descriptor):
     kernel_source: Source | None = None
     sources: tuple[tuple[str, Source], ...] = ()  # sorted by launch name
     inline: bool = False
+
+    @functools.cached_property
+    def launch_names(self) -> frozenset[str]:
+        """The launch set: empty for a single-launch kernel."""
+        return frozenset(name for name, _ in self.sources)
+
+    def file_of(self, src: Source) -> str | None:
+        """Root-relative path of the file ``src`` names (None for kinds without one). The
+        runtime has checked that it stays inside the root, so this is a plain join."""
+        field_name = kind(src.kind).file_field
+        if field_name is None:
+            return None
+        return posixpath.normpath(posixpath.join(str(self.folder), str(src.fields[field_name])))
 
     @property
     def launches(self) -> tuple[tuple[str | None, Source], ...]:
@@ -136,64 +152,74 @@ class Uhd(Descriptor):
     artifact: str | None = None  # file shipped beside the UHD
 
 
+#: The generic descriptor types (everything but KDP and UKD).
+GENERIC_TYPES = (Udd, Ued, Kmd, Umd, Uhd)
+
 HEURISTIC_ROLES: tuple[str, ...] = ("sort_kernel_catalog", "predict_engine",
                                     "predict_applicable_kernels")
 
-
-def _sources(doc: Mapping[str, Any], base: str) -> tuple[tuple[str, Source], ...]:
-    entries = doc.get("sources") or {}
-    return tuple((name, Source(entries[name]["kind"], entries[name], f"{base}.sources.{name}"))
-                 for name in sorted(entries))
+# The builders below take the runtime's typed view of a loaded descriptor (the
+# dicts of ``_runtime.DescriptorSet``): nothing here reads descriptor JSON.
 
 
-def build_ukd(file: str, json_path: str, doc: Mapping[str, Any], inline: bool) -> Ukd:
-    """A Ukd from a schema-valid UKD object."""
-    ks = doc.get("kernel_source")
-    arch = doc.get("arch")
-    return Ukd(file=file, json_path=json_path, id=doc["id"], version=doc["version"],
-               name=doc["name"], raw=doc, metadata=doc["metadata"], priority=doc["priority"],
+def ukd_from_runtime(k: Mapping[str, Any], inline: bool) -> Ukd:
+    """A Ukd from a kernel the runtime loaded; its launches come from the runtime's
+    launch helpers (``kernel_source`` for a single launch, else ``sources``)."""
+    path = str(k["path"])
+    single = k["kernel_source"]
+    sources: tuple[tuple[str, Source], ...] = ()
+    if single is None:
+        by_name = k["sources"]
+        sources = tuple((name, Source(by_name[name]["kind"], by_name[name],
+                                      f"{path}.sources.{name}")) for name in sorted(by_name))
+    arch = k["arch"]
+    return Ukd(file=str(k["file"]), json_path=path, id=k["id"], version=k["version"],
+               name=k["name"], raw=k["raw"], metadata=k["metadata"], priority=k["priority"],
                arch=tuple(arch) if arch is not None else None,
-               kernel_source=Source(ks["kind"], ks, f"{json_path}.kernel_source") if ks else None,
-               sources=_sources(doc, json_path), inline=inline)
+               kernel_source=(Source(single["kind"], single, f"{path}.kernel_source")
+                              if single is not None else None),
+               sources=sources, inline=inline)
 
 
-def build(dtype: str, file: str, doc: Mapping[str, Any],
-          skip_kernels: frozenset[int] = frozenset()) -> Descriptor:
-    """The model of a schema-valid document of type ``dtype``; a KDP leaves out the
-    kernels at ``skip_kernels`` (ones that failed their own checks)."""
-    common: dict[str, Any] = {"file": file, "json_path": "$", "id": doc["id"],
-                              "version": doc["version"], "name": doc["name"], "raw": doc}
-    if dtype == "ukd":
-        return build_ukd(file, "$", doc, inline=False)
-    if dtype == "kdp":
-        refs = []
-        for i, item in enumerate(doc["kernelDescriptors"]):
-            path = f"$.kernelDescriptors[{i}]"
-            if i in skip_kernels:
-                continue
-            if isinstance(item, str):
-                refs.append(KernelRef(path, ref=item))
-            else:
-                refs.append(KernelRef(path, inline=build_ukd(file, path, item, inline=True)))
-        return Kdp(**common, arch=tuple(doc["arch"]), matchers=tuple(doc["matchers"]),
-                   engine=doc["engine"], dispatch=doc["dispatch"], kernels=tuple(refs))
-    if dtype == "udd":
-        launches = doc.get("launches")
-        return Udd(**common, dispatch_symbol=doc["dispatch_symbol"],
-                   launches=tuple(launches) if launches is not None else None)
-    if dtype == "ued":
-        heuristics = {role: {arch: (v,) if isinstance(v, str) else tuple(v)
-                             for arch, v in doc[role].items()}
-                      for role in HEURISTIC_ROLES if role in doc}
-        return Ued(**common, metadata=doc["metadata"], knobs=tuple(doc.get("knobs", ())),
-                   heuristics=heuristics)
-    if dtype == "kmd":
+def _common(d: Mapping[str, Any]) -> dict[str, Any]:
+    return {"file": d["file"], "json_path": "$", "id": d["id"], "version": d["version"],
+            "name": d["name"], "raw": d["raw"]}
+
+
+def kdp_from_runtime(p: Mapping[str, Any]) -> tuple[Kdp, list[Ukd]]:
+    """A Kdp from a pack the runtime loaded, and the standalone UKDs it holds."""
+    refs: list[KernelRef] = []
+    standalone: list[Ukd] = []
+    for k in p["kernels"]:
+        if k["ref"] is None:
+            refs.append(KernelRef(str(k["path"]), inline=ukd_from_runtime(k, inline=True)))
+        else:
+            ukd = ukd_from_runtime(k, inline=False)
+            standalone.append(ukd)
+            refs.append(KernelRef(str(k["ref_path"]), ref=str(k["ref"])))
+    kdp = Kdp(**_common(p), arch=tuple(p["arch"]), matchers=tuple(p["matchers"]),
+              engine=p["engine"], dispatch=p["dispatch"], kernels=tuple(refs))
+    return kdp, standalone
+
+
+def generics_from_runtime(dset: Any) -> list[Descriptor]:
+    """The generic descriptors (UDD, UED, KMD, UMD, UHD) of a loaded set."""
+    out: list[Descriptor] = []
+    for d in dset.dispatches:
+        launches = d["launches"]
+        out.append(Udd(**_common(d), dispatch_symbol=d["dispatch_symbol"],
+                       launches=tuple(launches) if launches is not None else None))
+    for e in dset.engines:
+        heuristics = {role: {arch: tuple(ids) for arch, ids in table.items()}
+                      for role, table in e["heuristics"].items()}
+        out.append(Ued(**_common(e), metadata=e["metadata"], knobs=tuple(e["knobs"]),
+                       heuristics=heuristics))
+    for m in dset.metadata_schemas:
         fields = tuple(KmdField(f["name"], f["type"], f.get("default_value"),
-                                "default_value" in f) for f in doc["fields"])
-        return Kmd(**common, fields=fields)
-    if dtype == "umd":
-        return Umd(**common, scope=doc["scope"], match_symbol=doc["match_symbol"])
-    if dtype == "uhd":
-        body = doc.get(doc["adapter"], {})
-        return Uhd(**common, adapter=doc["adapter"], artifact=body.get("artifact"))
-    raise ValueError(f"unknown descriptor type {dtype!r}")
+                                "default_value" in f) for f in m["fields"])
+        out.append(Kmd(**_common(m), fields=fields))
+    for u in dset.matchers:
+        out.append(Umd(**_common(u), scope=u["scope"], match_symbol=u["match_symbol"]))
+    for h in dset.heuristics:
+        out.append(Uhd(**_common(h), adapter=h["adapter"], artifact=h["artifact"]))
+    return out

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import posixpath
 import re
 import time
 from collections.abc import Mapping, Sequence
@@ -19,24 +20,21 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from ukdpack import _runtime, kpack, packed, provenance, publish, reach, tockey
+from ukdpack import _runtime, kpack, packed, provenance, publish
 from ukdpack.cache import CompileCache, default_cache_dir
 from ukdpack.compiler import DEFAULT_JOB_TIMEOUT
 from ukdpack.depfile import write_depfile
 from ukdpack.errors import Problem, UkdError, UsageError
+from ukdpack.kinds import kind, normalized_build
 from ukdpack.model import Uhd, Ukd
-from ukdpack.paths import resolve
 from ukdpack.plan import ArchPlan, Job, Launch, plan_arch
 from ukdpack.produce import Producer, Product
 from ukdpack.progress import Reporter
-from ukdpack.rules import source_file
 from ukdpack.runtime_check import check_shard, load_handler_manifest
 from ukdpack.tree import Member, Tree, load_tree
 from ukdpack.validate import check_tree
 
 DEFAULT_GROUP = "kernels"
-#: Archive entry type of each kind's objects (SPEC 7); AMD objects are "hsaco".
-ENTRY_TYPES = {"cuda": "cubin"}
 
 
 def normalize_arches(names: Sequence[str]) -> list[str]:
@@ -108,10 +106,9 @@ class PackReport:
 
 def _symbol_of(launch: Launch, product: Product) -> str | Problem:
     src = launch.source
-    if src.kind in ("hip", "cuda"):
-        symbol = str(src.fields["entry"])
-    elif src.kind == "hsaco":
-        symbol = str(src.fields["symbol"])
+    field_name = kind(src.kind).symbol_field
+    if field_name is not None:
+        symbol = str(src.fields[field_name])
     else:  # builder: the entry it names, or the object's only kernel
         entry = src.fields.get("entry")
         if entry is None and len(product.info.kernels) != 1:
@@ -127,16 +124,20 @@ def _symbol_of(launch: Launch, product: Product) -> str | Problem:
     return symbol
 
 
-def _identity(tree: Tree, ukd: Ukd, launch: Launch) -> dict[str, Any]:
-    """The authored identity of one launch, root-relative, for provenance."""
+def _identity(ukd: Ukd, launch: Launch) -> dict[str, Any]:
+    """The authored identity of one launch, root-relative, for provenance: each authored
+    field of its kind, the file named root-relative and the build normalized."""
     src = launch.source
-    fields = dict(src.fields)
-    if src.kind in ("hip", "cuda"):
-        return {"source": source_file(tree, ukd, src), "entry": fields["entry"],
-                "build": tockey.normalized_build(fields.get("build"))}
-    if src.kind == "hsaco":
-        return {"file": source_file(tree, ukd, src), "symbol": fields["symbol"]}
-    return {k: v for k, v in fields.items() if k != "kind" and not k.startswith(("x-", "_"))}
+    k = kind(src.kind)
+    out: dict[str, Any] = {}
+    for name in k.fields:
+        if name == k.file_field:
+            out[name] = ukd.file_of(src)
+        elif name == "build" and k.producer == "compile":
+            out[name] = normalized_build(src.fields.get("build"))
+        elif name in src.fields:
+            out[name] = src.fields[name]
+    return out
 
 
 class _Assembler:
@@ -205,7 +206,7 @@ class _Assembler:
         writer = kpack.ArchiveWriter(self.opts.group, [self.arch])
         for key, frame in zip(order, frames, strict=True):
             writer.add(key, self.arch, used[key].data, frame=frame,
-                       entry_type=ENTRY_TYPES.get(used[key].job.kind, "hsaco"))
+                       entry_type=kind(used[key].job.kind).entry_type)
         path = staging / packed.ARCHIVE_FOLDER / self.archive_name
         path.parent.mkdir(parents=True, exist_ok=True)
         writer.write(path)
@@ -223,9 +224,9 @@ class _Assembler:
         kinds = sorted({ln.source.kind for ln in own})
         prov: dict[str, Any] = {"origin_kind": kinds[0]}
         if m.ukd.kernel_source is not None:
-            prov["source"] = _identity(self.tree, m.ukd, own[0])
+            prov["source"] = _identity(m.ukd, own[0])
         else:
-            prov["sources"] = {ln.name: _identity(self.tree, m.ukd, ln) for ln in own}
+            prov["sources"] = {ln.name: _identity(m.ukd, ln) for ln in own}
         if kinds[0] in self.versions:
             prov["compiler"] = {"kind": kinds[0], "version": self.versions[kinds[0]]}
         if "provenance" in m.ukd.raw:
@@ -236,9 +237,8 @@ class _Assembler:
                           ) -> dict[str, bytes]:
         files: dict[str, bytes] = {}
         on_arch = {m.ukd.key: m for m in self.plan.members}
-        kdps = reach.surviving_kdps(self.tree, self.arch)
-        for kdp in kdps:
-            authored = self.tree.docs[kdp.file]
+        shipped = self.tree.shipped(self.arch)
+        for kdp in shipped.kdps:
             kernels: list[Any] = []
             entries: dict[str, Any] = {}
             for ref in kdp.kernels:
@@ -256,22 +256,22 @@ class _Assembler:
                     files[ukd.file] = packed.compact(doc)
                     files[provenance.sidecar_name(ukd.file)] = provenance.sidecar_bytes(
                         kdp.id, {ukd.id: entry})
-            files[kdp.file] = packed.compact(packed.packed_kdp(authored, self.arch, kernels))
+            files[kdp.file] = packed.compact(packed.packed_kdp(kdp.raw, self.arch, kernels))
             if entries:
                 files[provenance.sidecar_name(kdp.file)] = provenance.sidecar_bytes(
                     kdp.id, entries)
-        for generic in reach.reached_from(self.tree, kdps):
-            files[generic.file] = packed.compact(self.tree.docs[generic.file])
+        for generic in shipped.generics:
+            files[generic.file] = packed.compact(generic.raw)
             if isinstance(generic, Uhd) and generic.artifact is not None:
-                rel = artifact_file(self.tree, generic)
+                rel = artifact_file(generic)
                 files[rel] = (self.tree.root / rel).read_bytes()
         return files
 
 
-def artifact_file(tree: Tree, uhd: Uhd) -> str:
-    """Root-relative path of the file a UHD ships (the rules made sure it resolves)."""
+def artifact_file(uhd: Uhd) -> str:
+    """Root-relative path of the file a UHD ships (the runtime checked it stays inside)."""
     assert uhd.artifact is not None
-    return resolve(tree.root, uhd.folder, uhd.artifact, what="artifact").rel
+    return posixpath.normpath(posixpath.join(str(uhd.folder), uhd.artifact))
 
 
 def _read_files(tree: Tree, plans: Sequence[ArchPlan],
@@ -285,10 +285,9 @@ def _read_files(tree: Tree, plans: Sequence[ArchPlan],
                 deps.extend(product.deps)
             elif job.rel is not None:
                 deps.append(str(tree.root / job.rel))
-        for kdp in reach.surviving_kdps(tree, plan.arch):
-            for generic in reach.reached_from(tree, [kdp]):
-                if isinstance(generic, Uhd) and generic.artifact is not None:
-                    deps.append(str(tree.root / artifact_file(tree, generic)))
+        for generic in tree.shipped(plan.arch).generics:
+            if isinstance(generic, Uhd) and generic.artifact is not None:
+                deps.append(str(tree.root / artifact_file(generic)))
     return [os.path.abspath(d) for d in deps]
 
 
@@ -338,10 +337,10 @@ def pack(opts: PackOptions, reporter: Reporter) -> PackReport:
     root, out_root = opts.source_root, opts.out_root
     check_roots(root, out_root, opts.arches)
     handlers = load_handler_manifest(opts.handlers) if opts.handlers else None
-    tree = load_tree(root, opts.exclude_folders)
+    tree = load_tree(root, opts.exclude_folders, arches=opts.arches)
     for s in tree.skipped:
         reporter.skipped(s)
-    report.problems = check_tree(tree, opts.arches, missing_prebuilt="skip")
+    report.problems = check_tree(tree, missing_prebuilt="skip")
     for p in report.problems:
         reporter.problem(p)
     if any(p.severity == "error" for p in report.problems):

@@ -12,13 +12,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from ukdpack import tockey
+from ukdpack.kinds import COMPILED, kind, normalized_build
 from ukdpack.model import Source, Ukd
-from ukdpack.rules import launch_toc_key, source_file
+from ukdpack.rules import launch_toc_key
 from ukdpack.tree import Member, Tree
-
-#: Kinds whose sources produce a code object.
-COMPILED_KINDS = ("hip", "cuda", "hsaco", "builder")
 
 
 @dataclass(frozen=True)
@@ -50,9 +47,9 @@ class Job:
 
     def what(self) -> str:
         """``kernels/a.hip [N=4] for gfx90a`` for messages and progress."""
-        if self.kind == "builder":
+        if kind(self.kind).producer == "builder":
             return f"builder {self.fields['module']}:{self.fields['function']} for {self.arch}"
-        build = tockey.normalized_build(self.fields.get("build"))
+        build = normalized_build(self.fields.get("build"))
         parts = [f"{k}={v}" for k, v in build["defines"].items()] + build["flags"]
         shown = f" [{' '.join(parts)}]" if parts else ""
         return f"{self.rel}{shown} for {self.arch}"
@@ -89,17 +86,17 @@ class ArchPlan:
 
 def plan_arch(tree: Tree, arch: str) -> ArchPlan:
     """The kernels in the shard of ``arch`` and the jobs that build their objects.
-    The tree has passed every rule, so every path resolves."""
+    The tree has passed every rule, so every path stays inside the root."""
     members = tuple(tree.members_on(arch))
     jobs: dict[tuple[str, str, str], Job] = {}
     launches: list[Launch] = []
     for m in members:
         for name, src in m.ukd.launches:
-            if src.kind not in COMPILED_KINDS:
+            if src.kind not in COMPILED:
                 launches.append(Launch(m, name, src, None))
                 continue
-            rel = source_file(tree, m.ukd, src, must_exist=False)
-            key = launch_toc_key(tree, m.ukd, src, rel)
+            rel = m.ukd.file_of(src)
+            key = launch_toc_key(tree, m.ukd, src)
             job = Job(src.kind, arch, key, rel, src.fields)
             user = User(m.ukd.name, m.ukd.file, src.json_path)
             known = jobs.get(job.key)

@@ -11,7 +11,7 @@ import threading
 from typing import TYPE_CHECKING, TextIO
 
 from ukdpack.errors import Problem
-from ukdpack.walk import Skipped
+from ukdpack.tree import Skipped
 
 if TYPE_CHECKING:
     from rich.progress import Progress, TaskID

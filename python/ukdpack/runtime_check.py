@@ -16,19 +16,16 @@ import json
 from collections.abc import Mapping
 from pathlib import Path
 
-from ukdpack import _runtime, jsonc
-from ukdpack.errors import Problem, UkdError, from_runtime
+from ukdpack import _runtime
+from ukdpack.errors import Problem, Severity, UkdError, from_runtime
 
 
 def load_handler_manifest(path: Path) -> dict[str, list[str]]:
     """``{dispatch_symbol: [launch names]}`` from ``path``; UkdError naming what is wrong."""
-    try:
-        doc = jsonc.load_file(path.read_bytes())
-    except OSError as e:
-        raise UkdError(Problem(str(path), "", f"cannot read handler manifest: {e.strerror}")
-                       ) from None
-    except jsonc.JsoncError as e:
-        raise UkdError(Problem(str(path), "", str(e))) from None
+    # Read as descriptors are: the runtime's reader, its limits and its wording.
+    doc, where, why = _runtime.read_json_file(str(path))
+    if why is not None:
+        raise UkdError(Problem(str(path), where or "", f"handler manifest: {why}"))
     problems = []
     if not isinstance(doc, dict):
         problems.append(Problem(str(path), "$", "expected an object {dispatch_symbol: [launch "
@@ -58,8 +55,12 @@ def check_shard(shard: Path, arch: str, manifest: Mapping[str, list[str]] | None
         handlers.update(manifest)
     sm = _runtime.StateManager(dset, handlers=handlers, arch=arch)
     for d in sm.dropped():
+        # A pack without a dispatch is served by nothing native by its author's choice:
+        # the runtime keeps its kernels out of selection and says so, as a warning.
+        severity: Severity = "warning" if d["code"] == "NO_DISPATCH" else "error"
         problems.append(Problem(d.get("file", ""), d.get("path", ""),
-                                f"the runtime drops kernel '{d['name']}': {d['reason']}"))
+                                f"the runtime drops kernel '{d['name']}': {d['reason']}",
+                                severity, d["code"]))
     for k in sm.kept():
         if not k["packed"]:
             continue  # an embedded_source kernel ships no code object
@@ -69,5 +70,6 @@ def check_shard(shard: Path, arch: str, manifest: Mapping[str, list[str]] | None
             except _runtime.RuntimeCheckError as e:
                 d = e.diagnostic
                 problems.append(Problem(d.get("file", ""), d.get("path", ""),
-                                        f"{d.get('code', '')}: {d.get('message', '')}"))
+                                        f"{d.get('code', '')}: {d.get('message', '')}",
+                                        code=d.get("code", "")))
     return problems

@@ -9,16 +9,16 @@ an archive (membership, bytes) is what the runtime would find.
 from __future__ import annotations
 
 import functools
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ukdpack import _runtime, walk
+from ukdpack import _runtime
 from ukdpack.errors import Problem, UkdError
-from ukdpack.model import Kdp, Source, Ukd, id_key
+from ukdpack.model import Kdp, Source, Ukd
 from ukdpack.paths import PathRefused, resolve
-from ukdpack.tree import Member, Tree, load_tree
+from ukdpack.tree import ARCHIVE_FOLDER, Member, Tree, load_tree
 
 #: The field of a packed source that names its archive, relative to the descriptor.
 LIBRARY = "library"
@@ -146,10 +146,10 @@ class Shard:
 
     def archive_files(self) -> list[str]:
         """Shard-relative paths of the ``*.kpack`` files in the shard's archive folder."""
-        folder = self.root / walk.ARCHIVE_FOLDER
+        folder = self.root / ARCHIVE_FOLDER
         if not folder.is_dir():
             return []
-        return sorted(f"{walk.ARCHIVE_FOLDER}/{p.name}" for p in folder.iterdir()
+        return sorted(f"{ARCHIVE_FOLDER}/{p.name}" for p in folder.iterdir()
                       if p.is_file() and p.name.endswith(".kpack"))
 
     def arches_of(self, member: Member) -> tuple[str, ...]:
@@ -163,24 +163,8 @@ class Shard:
         return self.tree.of_type(Kdp)
 
     def kernel_ids(self) -> frozenset[str]:
-        """Ids of every kernel object a shard file holds, whether or not it read cleanly:
-        a kernel whose own problems were reported is not reported missing too."""
-        ids: set[str] = set()
-        for doc in self.tree.docs.values():
-            for item in _kernel_docs(doc):
-                if isinstance(item.get("id"), str):
-                    ids.add(id_key(item["id"]))
-        return frozenset(ids)
-
-
-def _kernel_docs(doc: Any) -> Iterator[Mapping[str, Any]]:
-    if not isinstance(doc, Mapping):
-        return
-    kernels = doc.get("kernelDescriptors")
-    if isinstance(kernels, list):
-        yield from (k for k in kernels if isinstance(k, Mapping))
-    elif "metadata" in doc and "id" in doc:
-        yield doc
+        """Ids of every kernel the shard holds that loaded."""
+        return frozenset(m.ukd.key for m in self.tree.members)
 
 
 def _shard_arch(root: Path, tree: Tree, given: str | None) -> str | None:

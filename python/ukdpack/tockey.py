@@ -1,5 +1,6 @@
-"""Toc keys (SPEC 8): ``<stem>_<first 12 hex of sha256 of the canonical JSON of
-what determines the code object>``, stable across machines and checkouts."""
+"""Toc keys: ``<stem>_<first 12 hex of sha256 of the canonical JSON of what
+determines the code object>``, stable across machines and checkouts. What
+determines the object is each kind's identity in the kinds table."""
 
 from __future__ import annotations
 
@@ -9,33 +10,26 @@ from pathlib import PurePosixPath
 from typing import Any
 
 from ukdpack.digest import canonical_json, sha256_hex
+from ukdpack.kinds import kind, normalized_build
+
+__all__ = ["identity", "normalized_build", "stem_of", "toc_key"]
 
 
-def normalized_build(build: Mapping[str, Any] | None) -> dict[str, Any]:
-    """``{}`` and ``{"defines": {}, "flags": []}`` are the same compile."""
-    build = build or {}
-    return {"defines": dict(sorted((build.get("defines") or {}).items())),
-            "flags": list(build.get("flags") or [])}
-
-
-def identity(kind: str, fields: Mapping[str, Any], rel: str | None) -> dict[str, Any]:
+def identity(kind_name: str, fields: Mapping[str, Any], rel: str | None) -> dict[str, Any]:
     """What determines a source's code object; ``rel`` is its root-relative file."""
-    if kind in ("hip", "cuda"):
-        return {"kind": kind, "source": rel, "build": normalized_build(fields.get("build"))}
-    if kind == "hsaco":
-        return {"kind": kind, "file": rel}
-    if kind == "builder":
-        return {"kind": kind, "module": fields["module"], "function": fields["function"],
-                "spec": fields["spec"]}
-    raise ValueError(f"a {kind} source has no code object")
+    k = kind(kind_name)
+    if k.identity is None:
+        raise ValueError(f"a {kind_name} source has no code object")
+    return k.identity(kind_name, fields, rel)
 
 
-def stem_of(kind: str, fields: Mapping[str, Any], rel: str | None) -> str:
-    base = str(fields["function"]) if kind == "builder" else PurePosixPath(rel or "").stem
+def stem_of(kind_name: str, fields: Mapping[str, Any], rel: str | None) -> str:
+    k = kind(kind_name)
+    base = PurePosixPath(rel or "").stem if k.stem_field == k.file_field else str(fields[k.stem_field])
     return re.sub(r"[^A-Za-z0-9_.-]", "_", base) or "object"
 
 
-def toc_key(kind: str, fields: Mapping[str, Any], rel: str | None) -> str:
+def toc_key(kind_name: str, fields: Mapping[str, Any], rel: str | None) -> str:
     """The toc key of a source whose file (if any) is ``rel`` under the root."""
-    digest = sha256_hex(canonical_json(identity(kind, fields, rel)))
-    return f"{stem_of(kind, fields, rel)}_{digest[:12]}"
+    digest = sha256_hex(canonical_json(identity(kind_name, fields, rel)))
+    return f"{stem_of(kind_name, fields, rel)}_{digest[:12]}"

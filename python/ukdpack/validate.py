@@ -6,7 +6,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from ukdpack import reach, rules
+from ukdpack import rules
 from ukdpack.errors import Problem
 from ukdpack.model import Kdp
 from ukdpack.tree import Tree, load_tree
@@ -37,28 +37,20 @@ class Validation:
         return f"invalid: {n} error{'s' if n != 1 else ''} ({counts})"
 
 
-def check_tree(tree: Tree, arches: Iterable[str] | None = None,
-               missing_prebuilt: rules.MissingPrebuilt = "error") -> list[Problem]:
-    """Per-file problems of the tree plus every whole-set rule, sorted by file."""
-    problems = list(tree.problems)
-    problems += rules.check(tree, list(arches) if arches is not None else None,
-                            missing_prebuilt)
+def check_tree(tree: Tree, missing_prebuilt: rules.MissingPrebuilt = "error") -> list[Problem]:
+    """Every problem of the tree (the runtime's and the packer's), sorted by file."""
+    problems = rules.check(tree, missing_prebuilt)
     order = {f.rel: i for i, f in enumerate(tree.files)}
     return sorted(problems, key=lambda p: (order.get(p.file, -1), p.path))
 
 
 def validate(root: Path, exclude_folders: Iterable[str] = ()) -> Validation:
-    """Read ``root`` and check every rule of SPEC 2-4 over every arch it names."""
+    """Read ``root`` and check every rule over every arch it names."""
     tree = load_tree(root, exclude_folders)
     # validate judges descriptors: an object DVC has not fetched yet is a warning here
     # (pack fails the arches that need it).
     problems = check_tree(tree, missing_prebuilt="warning")
     # Reachability means little while descriptors fail: say it of valid trees only.
-    left = [] if any(p.severity == "error" for p in problems) else reach.unreachable(tree)
-    if left:
-        names = ", ".join(d.file for d in left)
-        problems.append(Problem("", "", f"{len(left)} generic descriptor"
-                                f"{'s are' if len(left) != 1 else ' is'} reachable from no KDP "
-                                f"and ship{'' if len(left) != 1 else 's'} in no shard: {names}",
-                                "note"))
+    if not any(p.severity == "error" for p in problems):
+        problems += tree.unreachable_note()
     return Validation(tree, tuple(problems))

@@ -4,7 +4,7 @@ must hold (SPEC 10).
 What the shard must hold is derived by the packer's own code: the root is read by
 ``tree.load_tree`` and checked by the same rules, ``plan.plan_arch`` says which
 kernels and launches the arch gets and each launch's toc key (``tockey``), and
-``rules.source_file`` finds each prebuilt object. Nothing is compiled: a compiled
+``Ukd.file_of`` finds each prebuilt object. Nothing is compiled: a compiled
 launch is checked by toc key, symbol, archive membership, digest and the signature
 read back from the archived object; a prebuilt one also byte for byte against the
 root's file. Launches are compared by name, never by position, and every mismatch
@@ -20,13 +20,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ukdpack import codeobject, jsonpath, packed, reach
+from ukdpack import codeobject, jsonpath, packed
 from ukdpack.errors import Problem, Severity, UkdError, errors_only
-from ukdpack.model import Descriptor, Kdp, Uhd
+from ukdpack.kinds import kind
+from ukdpack.model import GENERIC_TYPES, Descriptor, Kdp, Uhd
 from ukdpack.paths import PathRefused, resolve
 from ukdpack.plan import ArchPlan, Launch, plan_arch
-from ukdpack.reach import GENERIC_TYPES
-from ukdpack.rules import source_file
 from ukdpack.shard import Shard, ShardLaunch, describe_signature, launch_label, load_shard
 from ukdpack.tree import Member, Tree, load_tree
 from ukdpack.validate import check_tree
@@ -68,11 +67,8 @@ def _expected_symbol(launch: Launch) -> str | None:
     """The symbol the root names for a launch (None: a builder that names no entry, whose
     symbol is the object's only kernel)."""
     src = launch.source
-    if src.kind in ("hip", "cuda"):
-        return str(src.fields["entry"])
-    if src.kind == "hsaco":
-        return str(src.fields["symbol"])
-    entry = src.fields.get("entry")
+    field_name = kind(src.kind).symbol_field or "entry"
+    entry = src.fields.get(field_name)
     return str(entry) if entry is not None else None
 
 
@@ -84,8 +80,7 @@ class _Checker:
         assert shard.arch is not None
         self.arch: str = shard.arch
         self.problems: list[Problem] = []
-        self.present = shard.kernel_ids()
-        self.unread = shard.tree.unread_ids
+        self.unread = shard.tree.failed_files
 
     def error(self, file: str, path: str, message: str, severity: Severity = "error") -> None:
         self.problems.append(Problem(file, path, message, severity))
@@ -93,12 +88,12 @@ class _Checker:
     # -- packs and generic descriptors --------------------------------------
 
     def packs(self) -> None:
-        expected = reach.surviving_kdps(self.root, self.arch)
+        expected = self.root.shipped(self.arch).kdps
         keys = {k.key for k in expected}
         for kdp in expected:
             got = self.shard.tree.lookup(kdp.id, Kdp)
             if got is None:
-                if kdp.key not in self.unread:
+                if kdp.file not in self.unread:
                     self.error(kdp.file, "$", f"pack '{kdp.name}' ({kdp.id}) is not in the "
                                f"shard; the root ships it for {self.arch}")
                 continue
@@ -113,13 +108,13 @@ class _Checker:
                            f"the root ships no kernel of it for {self.arch}")
 
     def generics(self) -> None:
-        expected = reach.reached_from(self.root, reach.surviving_kdps(self.root, self.arch))
+        expected = self.root.shipped(self.arch).generics
         keys = {d.key for d in expected}
         for d in expected:
             what = f"{_TYPE_NAMES[type(d).__name__]} '{d.name}'"
             got = self.shard.tree.by_id.get(d.key)
             if got is None or type(got) is not type(d):
-                if d.key not in self.unread:
+                if d.file not in self.unread:
                     self.error(d.file, "$", f"{what} ({d.id}) is not in the shard; a pack of "
                                f"this shard reaches it")
                 continue
@@ -170,7 +165,7 @@ class _Checker:
             want_keys.add(m.ukd.key)
             got = got_by_key.get(m.ukd.key)
             if got is None:
-                if m.ukd.key not in self.present:
+                if m.kdp.file not in self.unread and m.ukd.file not in self.unread:
                     self.error(m.kdp.file, "$.kernelDescriptors",
                                f"kernel '{m.ukd.name}' ({m.ukd.id}, {m.ukd.where()} in the root) "
                                f"is not in the shard; the root puts it in the {self.arch} shard")
@@ -267,12 +262,7 @@ class _Checker:
     def _prebuilt(self, want: Launch, got: ShardLaunch, blob: bytes) -> None:
         """A prebuilt object ships as the root holds it (its ELF, unwrapped from a bundle)."""
         label, file, path = got.label(), got.ukd.file, got.json_path
-        try:
-            rel = source_file(self.root, want.member.ukd, want.source)
-        except PathRefused as e:
-            self.error(file, path, f"{label}: cannot compare with the root's prebuilt object: "
-                       f"{e}", "note")
-            return
+        rel = want.member.ukd.file_of(want.source)
         assert rel is not None
         try:
             image = codeobject.elf_image((self.root.root / rel).read_bytes())
@@ -331,10 +321,10 @@ def verify(shard_path: Path, source_root: Path, exclude_folders: Sequence[str] =
         raise UkdError(Problem(str(shard_path), "", "cannot tell the shard's arch (its folder "
                                "is not named for one and its packs name several or none); "
                                "pass --arch"))
-    root = load_tree(source_root, exclude_folders)
     # The packer's own gate: a root that breaks a rule packs nothing, so there is no shard
     # it could stand for. An unpulled prebuilt object is not such a rule here.
-    refused = errors_only(check_tree(root, [shard.arch], missing_prebuilt="skip"))
+    root = load_tree(source_root, exclude_folders, arches=[shard.arch])
+    refused = errors_only(check_tree(root, missing_prebuilt="skip"))
     if refused:
         raise UkdError([Problem(f"{source_root}/{p.file}" if p.file else str(source_root),
                                 p.path, p.message) for p in refused]

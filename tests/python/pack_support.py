@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from ukdpack import jsonc
+from ukdpack import _runtime
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLE = REPO / "descriptors"
@@ -26,8 +26,11 @@ def write_json(path: Path, doc: Any) -> None:
 
 
 def read_json(path: Path) -> Any:
-    """A descriptor as written (authored ones may hold comments)."""
-    return jsonc.loads(path.read_text())
+    """A descriptor as written (authored ones may hold comments), read by the runtime's
+    reader."""
+    doc, where, why = _runtime.read_json_file(str(path))
+    assert why is None, f"{path}: {where}: {why}"
+    return doc
 
 
 def copy_example(dst: Path) -> Path:

@@ -62,6 +62,21 @@ struct KernelSource {
   Signature signature;
 };
 
+// What ukdpack knows of each kernel-source kind, in one table: the fields an
+// authored source names a file with, whether it may be a launch of a `sources`
+// map, and the archive entry type of its code objects (empty: it has none).
+struct SourceKindInfo {
+  const char* name;
+  const char* fileField;   // "" when no field names a file
+  const char* fileWhat;    // how messages call that file ("source", "prebuilt object")
+  bool launchable;         // may be a `sources` launch
+  const char* entryType;   // "hsaco", "cubin", or "" (no code object of its own)
+  bool authored;           // an authored tree may name it (`kpack` is the packer's)
+};
+const std::vector<SourceKindInfo>& sourceKinds();
+// The row of `kind`, or nullptr for an unknown kind.
+const SourceKindInfo* sourceKind(std::string_view kind);
+
 // One kernel variant (a UKD, standalone or inline in a KDP).
 struct Kernel {
   std::string id;
@@ -160,6 +175,9 @@ struct VersionCheck {
   VersionGate gate = VersionGate::Missing;
   Version version;      // when it parsed
   std::string message;  // for Skip and Malformed: the sentence to report
+  // For Skip and Malformed: the refusal where a newer version cannot be skipped
+  // (an authored tree: the packer cannot write what it does not read).
+  std::string refusal;
 };
 // `type` is the token ("ukd"); messages name it upper-case ("UKD version 1.2").
 VersionCheck checkVersion(const Json& doc, std::string_view type, const Version& max);
@@ -269,14 +287,15 @@ struct HeuristicDescriptor : DescriptorInfo {
 // by `maxUkd` (a newer one is skipped with a VERSION_SKIPPED warning) and
 // leaves out a malformed inline kernel (its errors in `diags`) while keeping
 // the pack.
+// With `refuseNewer`, a newer inline kernel is an error instead (authored trees).
 std::optional<Pack> parsePack(const Json& kdp, const DescriptorContext& ctx,
                               std::vector<Diagnostic>& diags,
-                              const Version& maxUkd = VersionLimits{}.ukd);
+                              const Version& maxUkd = VersionLimits{}.ukd, bool refuseNewer = false);
 // The same, moving each kernel's object into its member's `raw` instead of
 // copying it (the loader's path: it has no further use for the document).
 std::optional<Pack> parsePack(Json&& kdp, const DescriptorContext& ctx,
                               std::vector<Diagnostic>& diags,
-                              const Version& maxUkd = VersionLimits{}.ukd);
+                              const Version& maxUkd = VersionLimits{}.ukd, bool refuseNewer = false);
 std::optional<Dispatch> parseDispatch(const Json& udd, const DescriptorContext& ctx,
                                       std::vector<Diagnostic>& diags);
 std::optional<Engine> parseEngine(const Json& ued, const DescriptorContext& ctx,

@@ -21,6 +21,15 @@ struct LoaderOptions {
   VersionLimits maxVersions;
   // Folder names left out of the walk (a build that turns a family off).
   std::vector<std::string> excludeFolders;
+  // An authored tree (what the packer reads) instead of a shard: a packed
+  // `kpack` source is refused (the packer writes it), a version newer than
+  // this build reads is an error rather than skipped (the packer cannot write
+  // what it does not read), and every file a source names must exist inside
+  // the root.
+  bool authored = false;
+  // The arches whose shards the per-arch rules report on (metadata
+  // uniqueness); empty: every arch. A pack reports only on what it packs.
+  std::vector<std::string> arches;
 };
 
 // Everything one load produced. Pointers returned by the finders point into
@@ -34,6 +43,19 @@ struct DescriptorSet {
   std::vector<MatcherDescriptor> matchers;
   std::vector<HeuristicDescriptor> heuristics;
   std::vector<Diagnostic> diagnostics;
+  // What the walk found: every descriptor file (sorted, per root) and every
+  // path it skipped with why (each also a SKIPPED note in `diagnostics`).
+  struct Walked {
+    std::string rel;
+    std::string type;
+    std::size_t root = 0;
+  };
+  struct Skipped {
+    std::string rel;
+    std::string why;
+  };
+  std::vector<Walked> files;
+  std::vector<Skipped> skipped;
 
   bool ok() const { return !hasErrors(diagnostics); }
 
@@ -88,5 +110,10 @@ std::vector<WalkedFile> walkRoot(const std::filesystem::path& root, std::vector<
 // `/* */` comments, no duplicate key in one object. A failure is a diagnostic
 // with an empty file (the caller fills it in).
 Result<Json> parseDescriptorText(std::string_view text);
+
+// A regular file read without blocking (a FIFO is refused, not waited on) and
+// parsed as parseDescriptorText does: the one reader of JSON files the packer
+// is given (descriptors, handler manifests). The diagnostic's file is empty.
+Result<Json> readDescriptorFile(const std::filesystem::path& path);
 
 }  // namespace ukdpack

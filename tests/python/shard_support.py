@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from kpack_oracle import Archive
 from pack_support import REPO, copy_example, run_pack
 
 from ukdpack import kpack
@@ -62,7 +63,7 @@ def rewrite_archive(shard: Path, drop: Sequence[str] = (),
                     add: dict[str, bytes] | None = None) -> None:
     """Rebuild the shard's archive without the toc keys ``drop`` and with extra entries."""
     path = shard / "kpack" / f"kernels_{ARCH}.kpack"
-    old = kpack.Archive.open(path)
+    old = Archive.open(path)
     writer = kpack.ArchiveWriter(old.group, [ARCH])
     for key, arch in old:
         if key not in drop:

@@ -108,18 +108,23 @@ def test_provenance_sidecar(example_pack: tuple[Path, Path, Path]) -> None:
     _, out, _ = example_pack
     raw = (out / "gfx90a" / "attention" / "split_kv.kdp.provenance.json.gz").read_bytes()
     assert raw[4:8] == b"\0\0\0\0"  # gzip mtime 0
-    side = provenance.read_sidecar(raw)
+    side = json.loads(gzip.decompress(raw))
+    assert side["version"] == "1.0"
     (ukd,) = _kernels(out / "gfx90a", "split_kv.kdp.json")
-    prov = provenance.reattach(ukd, side)
-    assert prov is not None
+    assert side["kdp_id"] == json.loads((out / "gfx90a" / "attention" / "split_kv.kdp.json")
+                                        .read_text())["id"]
+    entry = side["entries"][ukd["id"]]
+    assert entry["sha256"] == provenance.binding(ukd)  # bound to exactly this packed UKD
+    prov = entry["provenance"]
     assert prov["origin_kind"] == "hip"
     assert set(prov["sources"]) == {"produce", "consume"}
     assert prov["sources"]["produce"]["source"] == "attention/kernels/split_kv.hip"
     assert prov["authored"]["author"] == "example"
     assert "clang" in prov["compiler"]["version"]
     tampered = dict(ukd, priority=99)
-    assert provenance.reattach(tampered, side) is None
-    assert json.loads(gzip.decompress(raw)) == side
+    assert provenance.binding(tampered) != entry["sha256"]
+    assert gzip.decompress(raw) == json.dumps(side, sort_keys=True, separators=(",", ":"),
+                                              ensure_ascii=False).encode()  # compact, sorted
 
 
 def test_copy_in_another_folder_packs_byte_identical(example_pack: tuple[Path, Path, Path],

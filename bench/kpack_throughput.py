@@ -15,8 +15,9 @@ What it does, in one process:
 3. Measures, best of REPEATS: raw zstd-3 (serial, and in a thread pool of
    all CPUs), sha256, archive write (ArchiveWriter.add compressing serially, and
    with frames precompressed in a thread pool as the packer does; write() includes
-   its fsync and rename), and archive read (Python reader, C++ reader through
-   ukdpack._runtime when built) of every entry.
+   its fsync and rename), and archive read (the tests' Python oracle reader,
+   tests/python/kpack_oracle.py; the C++ reader through ukdpack._runtime when built,
+   the one the package uses) of every entry.
 4. Prints the figures and the ratio of archive write time to the raw zstd bound,
    and writes them to bench/results/kpack_throughput.json.
 
@@ -46,9 +47,10 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "tests" / "python"))
 
 from hip_objects import CompileJob, compile_many  # noqa: E402
+from kpack_oracle import Archive  # noqa: E402
 
 from ukdpack import codeobject  # noqa: E402
-from ukdpack.kpack import Archive, ArchiveWriter, compress_frame  # noqa: E402
+from ukdpack.kpack import ArchiveWriter, compress_frame  # noqa: E402
 
 SOURCE = REPO / "bench" / "kernels" / "throughput.hip"
 ARCHES = ("gfx90a", "gfx940", "gfx1030")

@@ -8,6 +8,7 @@ namespace ukdpack::bindings {
 void bindDescriptors(pybind11::module_& m);
 void bindArch(pybind11::module_& m);
 void bindKpack(pybind11::module_& m);        // KpackArchive, code object symbols
+void bindPaths(pybind11::module_& m);        // library containment, folders holding no shard
 void bindRuntime(pybind11::module_& m);      // loader, state manager, integrity, revision
 void bindDevice(pybind11::module_& m);       // device backends, buffers, plans that run
 

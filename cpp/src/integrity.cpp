@@ -79,6 +79,36 @@ std::optional<std::string> signatureMismatch(const Signature& packed, const Sign
   return std::nullopt;
 }
 
+Result<LibraryLocation> locateLibrary(const fs::path& shardRoot, const fs::path& baseDir,
+                                      const std::string& library) {
+  using R = Result<LibraryLocation>;
+  const fs::path root = shardRoot.lexically_normal();
+  const auto v = detail::checkContained(root, baseDir, library, true);
+  switch (v.problem) {
+    case detail::PathProblem::None:
+      break;
+    case detail::PathProblem::Absolute:
+      return R::failure(makeError("LIBRARY_ESCAPES", "", "",
+                                  "library '" + library + "' is not a path relative to the descriptor's folder"));
+    case detail::PathProblem::Escapes:
+      return R::failure(
+          makeError("LIBRARY_ESCAPES", "", "", "library '" + library + "' leaves the shard root " + root.string()));
+    case detail::PathProblem::SymlinkHop:
+    case detail::PathProblem::LinkEscapes:
+      return R::failure(makeError("LIBRARY_SYMLINK", "", "",
+                                  "library '" + library + "' goes through the symbolic link '" + v.hop +
+                                      "'; the runtime follows no link inside a shard"));
+  }
+  return R::success(LibraryLocation{v.joined, v.rootRel});
+}
+
+std::optional<Diagnostic> libraryFileMissing(const LibraryLocation& where, const std::string& library) {
+  std::error_code ec;
+  if (fs::is_regular_file(where.path, ec)) return std::nullopt;
+  return makeError("ARCHIVE_MISSING", "", "",
+                   "archive '" + library + "' not found: expected " + where.rootRel + " in the shard");
+}
+
 Result<std::vector<std::uint8_t>> loadLaunchCode(const Kernel& kernel, const fs::path& shardRoot,
                                                  const std::optional<std::string>& launch,
                                                  const std::string& arch,
@@ -111,7 +141,7 @@ Result<std::vector<std::uint8_t>> loadLaunchCode(const Kernel& kernel, const fs:
     label += " launch '" + name + "'";
     path = jsonPathKey(jsonPathKey(kernel.jsonPath, "sources"), name);
   }
-  auto fail = [&](const char* code, const std::string& at, const std::string& message) {
+  auto fail = [&](const std::string& code, const std::string& at, const std::string& message) {
     return R::failure(makeError(code, kernel.file, at, label + ": " + message));
   };
   if (src->kind != "kpack") {
@@ -122,23 +152,9 @@ Result<std::vector<std::uint8_t>> loadLaunchCode(const Kernel& kernel, const fs:
 
   // 1. library: inside the shard, lexically and with no link on the way.
   const std::string libPath = jsonPathKey(path, "library");
-  const fs::path root = shardRoot.lexically_normal();
-  const auto where = detail::checkContained(root, kernel.baseDir, src->library, true);
-  switch (where.problem) {
-    case detail::PathProblem::None:
-      break;
-    case detail::PathProblem::Absolute:
-      return fail("LIBRARY_ESCAPES", libPath,
-                  "library '" + src->library + "' is not a path relative to the descriptor's folder");
-    case detail::PathProblem::Escapes:
-      return fail("LIBRARY_ESCAPES", libPath,
-                  "library '" + src->library + "' leaves the shard root " + root.string());
-    case detail::PathProblem::SymlinkHop:
-    case detail::PathProblem::LinkEscapes:
-      return fail("LIBRARY_SYMLINK", libPath,
-                  "library '" + src->library + "' goes through the symbolic link '" + where.hop +
-                      "'; the runtime follows no link inside a shard");
-  }
+  const auto located = locateLibrary(shardRoot, kernel.baseDir, src->library);
+  if (!located) return fail(located.error().code, libPath, located.error().message);
+  const LibraryLocation& where = located.value();
 
   // 2. signature, before the archive is opened.
   if (options.handler != nullptr) {
@@ -155,14 +171,10 @@ Result<std::vector<std::uint8_t>> loadLaunchCode(const Kernel& kernel, const fs:
   }
 
   // 3. the archive and its toc entry for the arch.
-  std::error_code ec;
-  if (!fs::is_regular_file(where.joined, ec)) {
-    return fail("ARCHIVE_MISSING", libPath,
-                "archive '" + src->library + "' not found: expected " + where.rootRel + " in the shard");
-  }
+  if (auto missing = libraryFileMissing(where, src->library)) return fail(missing->code, libPath, missing->message);
   ArchiveCache local;
   ArchiveCache& cache = options.cache != nullptr ? *options.cache : local;
-  auto archive = cache.open(where.joined);
+  auto archive = cache.open(where.path);
   if (!archive) {
     return fail("ARCHIVE_INVALID", libPath, "cannot read archive '" + src->library + "': " + archive.error().str());
   }
@@ -191,7 +203,7 @@ Result<std::vector<std::uint8_t>> loadLaunchCode(const Kernel& kernel, const fs:
   }
   // 4. the digest binds the bytes to the descriptor; nothing uses them before.
   // Bytes this cache verified against the same digest are those bytes again.
-  const std::string entry = where.joined.lexically_normal().string() + '\n' + src->tocKey + '\n' + useArch;
+  const std::string entry = where.path.string() + '\n' + src->tocKey + '\n' + useArch;
   std::shared_ptr<const std::vector<std::uint8_t>> code = cache.verified(entry, src->sha256);
   if (!code) {
     auto bytes = ar.get(src->tocKey, useArch);

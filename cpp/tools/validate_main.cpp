@@ -1,7 +1,8 @@
 // ukdpack-validate ROOT... [--json] [--expect-engine NAME]: loads descriptor
 // roots (or shards) as the runtime does, with stub handlers for every symbol
 // they name, and verifies the code of every launch of every kept packed kernel.
-// Exit 0 ok, 1 any error or drop, 2 usage or internal failure.
+// Exit 0 ok, 1 any error or drop (a ROOT holding no shard included), 2 usage or
+// internal failure.
 #include <cstdio>
 #include <exception>
 #include <iostream>

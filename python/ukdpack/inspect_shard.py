@@ -14,9 +14,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
 
+from ukdpack import jsonpath
 from ukdpack.errors import Problem
 from ukdpack.model import Kdp, Kmd, Udd, Ued
-from ukdpack.shard import Shard, ShardLaunch, describe_signature, load_shard
+from ukdpack.shard import LIBRARY, Shard, ShardLaunch, describe_signature, load_shard
 
 #: Width of the table when stdout is no terminal (a log, a pipe): wide enough that
 #: toc keys and signatures are not wrapped mid-word.
@@ -71,25 +72,36 @@ def _pack(shard: Shard, kdp: Kdp) -> dict[str, Any]:
             "kernels": kernels}
 
 
-def _archives(shard: Shard) -> list[dict[str, Any]]:
+def _archives(shard: Shard) -> tuple[list[dict[str, Any]], list[Problem]]:
+    """Every archive with its entries and users, and the problems: a library the runtime
+    refuses, at each launch naming it; an archive that cannot be read, once."""
     users: dict[tuple[str, str, str], list[str]] = {}
-    broken: dict[str, str] = {}  # a library that names no readable archive -> why
+    named: set[str] = set()
+    refused: dict[str, str] = {}  # a library the runtime refuses -> why
+    problems: list[Problem] = []
     for ln in shard.launches:
         if not ln.packed:
             continue
-        opened = shard.archive_of(ln)
-        if opened.archive is None:
-            broken.setdefault(opened.rel, f"{ln.label()}: {opened.error}")
+        rel, why = shard.locate_archive(ln)
+        if rel is None:
+            library = str(ln.source.get(LIBRARY, ""))
+            problems.append(Problem(ln.ukd.file, jsonpath.key(ln.json_path, LIBRARY),
+                                    f"{ln.label()}: {why}"))
+            refused.setdefault(library, f"{ln.label()}: {why}")
+            continue
+        named.add(rel)
+        if shard.open_archive(rel).archive is None:
             continue
         for arch in shard.arches_of(ln.member):
             label = ln.ukd.name + (f"/{ln.name}" if ln.name else "")
-            users.setdefault((opened.rel, ln.toc_key, arch), []).append(label)
+            users.setdefault((rel, ln.toc_key, arch), []).append(label)
     out: list[dict[str, Any]] = []
-    for rel in sorted(set(shard.archive_files()) | {rel for rel, _, _ in users}):
+    for rel in sorted(set(shard.archive_files()) | named):
         opened = shard.open_archive(rel)
         a = opened.archive
         if a is None:
             out.append({"path": rel, "error": opened.error})
+            problems.append(Problem(rel, "", str(opened.error)))
             continue
         entries = []
         for key, arch in opened.entries():
@@ -101,8 +113,9 @@ def _archives(shard: Shard) -> list[dict[str, Any]]:
         out.append({"path": rel, "group": a.group(), "arches": a.arches(), "scheme": a.scheme(),
                     "bytes": (shard.root / rel).stat().st_size, "entries": entries})
     listed = {o["path"] for o in out}
-    out += [{"path": rel, "error": why} for rel, why in sorted(broken.items()) if rel not in listed]
-    return out
+    out += [{"path": lib, "error": why} for lib, why in sorted(refused.items())
+            if lib not in listed]
+    return out, problems
 
 
 def inspect(shard_path: Path, arch: str | None = None) -> Inspection:
@@ -117,10 +130,8 @@ def inspect(shard_path: Path, arch: str | None = None) -> Inspection:
                         "metadata": kmd.name if isinstance(kmd, Kmd) else ued.metadata,
                         "knobs": list(ued.knobs),
                         "packs": [k.name for k in kdps if t.ued_of(k) is ued]})
-    archives = _archives(shard)
-    # An archive that cannot be read is a problem of the shard, said once per archive.
-    problems = list(shard.problems) + [Problem(a["path"], "", a["error"]) for a in archives
-                                       if "error" in a]
+    archives, found = _archives(shard)
+    problems = list(shard.problems) + found
     doc = {
         "shard": str(shard_path), "arch": shard.arch,
         "engines": engines,

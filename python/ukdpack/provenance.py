@@ -5,14 +5,14 @@ moves it, with what it knows of each kernel's origin, to
 The sidecar is gzip without timestamp or file name around compact, key-sorted
 JSON ``{"version": "1.0", "kdp_id", "entries": {<ukd id>: {"sha256", "provenance"}}}``,
 where ``sha256`` is the digest of the packed UKD's canonical JSON: a reader
-re-attaches an entry only to the exact UKD it was written for.
+re-attaches an entry only to the exact UKD it was written for. The packer writes
+sidecars; ``ukdpack verify`` reads them and checks that binding.
 """
 
 from __future__ import annotations
 
 import gzip
 import io
-import json
 from collections.abc import Mapping
 from typing import Any
 
@@ -40,24 +40,3 @@ def sidecar_bytes(kdp_id: str, entries: Mapping[str, Mapping[str, Any]]) -> byte
     with gzip.GzipFile(filename="", mode="wb", fileobj=buf, mtime=0, compresslevel=9) as gz:
         gz.write(canonical_json(doc))
     return buf.getvalue()
-
-
-def read_sidecar(data: bytes) -> dict[str, Any]:
-    """The sidecar document; raises ValueError when it is not one."""
-    try:
-        doc = json.loads(gzip.decompress(data))
-    except (OSError, EOFError, ValueError) as e:
-        raise ValueError(f"not a provenance sidecar: {e}") from None
-    if not isinstance(doc, dict) or doc.get("version") != SIDECAR_VERSION \
-            or not isinstance(doc.get("entries"), dict):
-        raise ValueError("not a provenance sidecar: expected version 1.0 with entries")
-    return doc
-
-
-def reattach(packed_ukd: Mapping[str, Any], sidecar: Mapping[str, Any]) -> dict[str, Any] | None:
-    """The provenance written for this exact UKD, or None when the binding differs."""
-    entry = sidecar.get("entries", {}).get(packed_ukd.get("id"))
-    if not isinstance(entry, dict) or entry.get("sha256") != binding(packed_ukd):
-        return None
-    prov = entry.get("provenance")
-    return prov if isinstance(prov, dict) else None

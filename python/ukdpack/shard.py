@@ -2,8 +2,11 @@
 
 Descriptors are read by the packer's own reader (``tree.load_tree(shard,
 authored=False)``), so a shard is held to the same shapes as an authored tree;
-archives are opened with the C++ runtime's kpack reader, so what a tool finds in
-an archive (membership, bytes) is what the runtime would find.
+the archive a ``library`` names is located by the runtime's own rule
+(``_runtime.resolve_library``: inside the shard, no symbolic link on the way) and
+opened with the C++ runtime's kpack reader, so what a tool finds (or refuses) is
+what the runtime would. A folder holding no shard is refused by the runtime's
+judgement too (``_runtime.no_shard_reason``).
 """
 
 from __future__ import annotations
@@ -17,7 +20,6 @@ from typing import Any
 from ukdpack import _runtime
 from ukdpack.errors import Problem, UkdError
 from ukdpack.model import Kdp, Source, Ukd
-from ukdpack.paths import PathRefused, resolve
 from ukdpack.tree import ARCHIVE_FOLDER, Member, Tree, load_tree
 
 #: The field of a packed source that names its archive, relative to the descriptor.
@@ -119,14 +121,16 @@ class Shard:
         """The launches of one kernel by name (None for a single launch)."""
         return {ln.name: ln for ln in self.launches if ln.ukd.key == ukd.key}
 
-    def archive_rel(self, launch: ShardLaunch) -> str:
-        """Shard-relative path of the archive a packed launch names; raises PathRefused
-        when the library path leaves the shard or names no file."""
-        return resolve(self.root, launch.ukd.folder, str(launch.source.get(LIBRARY, "")),
-                       what="archive").rel
+    def locate_archive(self, launch: ShardLaunch) -> tuple[str | None, str | None]:
+        """(shard-relative path, None) of the archive a packed launch names, or (None, the
+        runtime's refusal) when its ``library`` leaves the shard, goes through a symbolic
+        link or names no file: the runtime's own rule, not a copy of it."""
+        return _runtime.resolve_library(str(self.root), str(launch.ukd.folder),
+                                        str(launch.source.get(LIBRARY, "")))
 
     def open_archive(self, rel: str) -> Opened:
-        """The archive at shard-relative ``rel``, opened once."""
+        """The archive at shard-relative ``rel`` (a path the runtime's rule accepted),
+        opened once."""
         found = self._archives.get(rel)
         if found is None:
             try:
@@ -138,19 +142,25 @@ class Shard:
 
     def archive_of(self, launch: ShardLaunch) -> Opened:
         """The archive a packed launch names; ``error`` says why there is none."""
-        try:
-            rel = self.archive_rel(launch)
-        except PathRefused as e:
-            return Opened(str(launch.source.get(LIBRARY, "")), None, str(e))
+        rel, refused = self.locate_archive(launch)
+        if rel is None:
+            return Opened(str(launch.source.get(LIBRARY, "")), None, refused)
         return self.open_archive(rel)
 
     def archive_files(self) -> list[str]:
-        """Shard-relative paths of the ``*.kpack`` files in the shard's archive folder."""
+        """Shard-relative paths of the ``*.kpack`` files in the shard's archive folder that
+        the runtime could open: one reached through a symbolic link (the folder or the
+        file) is left out, as the runtime refuses every library naming it."""
         folder = self.root / ARCHIVE_FOLDER
         if not folder.is_dir():
             return []
-        return sorted(f"{ARCHIVE_FOLDER}/{p.name}" for p in folder.iterdir()
-                      if p.is_file() and p.name.endswith(".kpack"))
+        found = []
+        for p in folder.iterdir():
+            rel = f"{ARCHIVE_FOLDER}/{p.name}"
+            if p.name.endswith(".kpack") and \
+                    _runtime.resolve_library(str(self.root), "", rel)[0] is not None:
+                found.append(rel)
+        return sorted(found)
 
     def arches_of(self, member: Member) -> tuple[str, ...]:
         """The arches a kernel's code is looked up for: the shard's, else the kernel's own
@@ -188,5 +198,10 @@ def load_shard(path: Path, arch: str | None = None,
     if not path.is_dir():
         raise UkdError(Problem(str(path), "", "expected a shard folder (OUT_ROOT/<arch>/), found "
                                + ("a file" if path.exists() else "nothing at that path")))
+    # An empty folder, or the out root instead of OUT_ROOT/<arch>/, would pass every check
+    # with nothing checked: the runtime's validator refuses it, and so does every tool.
+    reason = _runtime.no_shard_reason(str(path), list(exclude_folders))
+    if reason is not None:
+        raise UkdError(Problem(str(path), "", reason))
     tree = load_tree(path, exclude_folders, authored=False)
     return Shard(path, _shard_arch(path, tree, arch), tree, tree.problems)

@@ -1,5 +1,5 @@
 """``ukdpack verify SHARD --source-root R``: the shard against what the root says it
-must hold (SPEC 10).
+must hold (SPEC 10), and its provenance sidecars bound to its packed kernels.
 
 What the shard must hold is derived by the packer's own code: the root is read by
 ``tree.load_tree`` and checked by the same rules, ``plan.plan_arch`` says which
@@ -9,21 +9,29 @@ launch is checked by toc key, symbol, archive membership, digest and the signatu
 read back from the archived object; a prebuilt one also byte for byte against the
 root's file. Launches are compared by name, never by position, and every mismatch
 is reported, one problem each, naming the kernel and the launch.
+
+The provenance sidecar beside each file holding packed kernels is read here (the one
+reader of sidecars in the package): it must be there, be gzip of JSON, hold one entry
+per kernel of its file and no other, each with the binding digest of the packed
+kernel it was written for (``provenance.binding``).
 """
 
 from __future__ import annotations
 
+import gzip
 import hashlib
+import io
 import json
+import zlib
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ukdpack import codeobject, jsonpath, packed
+from ukdpack import codeobject, jsonpath, packed, provenance
 from ukdpack.errors import Problem, Severity, UkdError, errors_only
 from ukdpack.kinds import kind
-from ukdpack.model import GENERIC_TYPES, Descriptor, Kdp, Uhd
+from ukdpack.model import GENERIC_TYPES, Descriptor, Kdp, Uhd, id_key
 from ukdpack.paths import PathRefused, resolve
 from ukdpack.plan import ArchPlan, Launch, plan_arch
 from ukdpack.shard import Shard, ShardLaunch, describe_signature, launch_label, load_shard
@@ -294,6 +302,117 @@ class _Checker:
                        f"code object for '{got.symbol}', {describe_signature(signature)}")
 
 
+#: A sidecar holds a few kilobytes of JSON; one that inflates past this is refused
+#: unread (a gzip bomb must not take the machine down).
+MAX_SIDECAR_BYTES = 64 << 20
+
+
+def read_sidecar(data: bytes) -> Any:
+    """The JSON value inside a sidecar's gzip; raises ValueError saying why there is none."""
+    try:
+        with gzip.GzipFile(fileobj=io.BytesIO(data)) as gz:
+            text = gz.read(MAX_SIDECAR_BYTES + 1)
+    except (OSError, EOFError, zlib.error) as e:
+        raise ValueError(f"expected gzip (a provenance sidecar), found bytes that are not: "
+                         f"{e}") from None
+    if len(text) > MAX_SIDECAR_BYTES:
+        raise ValueError(f"expected a provenance sidecar, found gzip inflating past "
+                         f"{MAX_SIDECAR_BYTES} bytes")
+    try:
+        return json.loads(text.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError, RecursionError) as e:
+        raise ValueError(f"expected JSON inside the gzip, found text that is not: "
+                         f"{e}") from None
+
+
+def _sidecar_doc(shard: Shard, rel: str, file: str, members: Sequence[Member]
+                 ) -> tuple[Mapping[str, Any] | None, list[Problem]]:
+    """The entries of one sidecar, or None with the problems that stop reading it."""
+    path = shard.root / rel
+    names = ", ".join(f"'{m.ukd.name}'" for m in members)
+    if not path.is_file():
+        found = "a folder" if path.is_dir() else "nothing"
+        return None, [Problem(rel, "", f"provenance sidecar missing: {file} holds packed "
+                              f"kernels ({names}) whose provenance the packer writes to {rel}; "
+                              f"found {found} there")]
+    try:
+        doc = read_sidecar(path.read_bytes())
+    except OSError as e:
+        return None, [Problem(rel, "", f"cannot read the provenance sidecar: {e.strerror}")]
+    except ValueError as e:
+        return None, [Problem(rel, "", str(e))]
+    if not isinstance(doc, dict):
+        return None, [Problem(rel, "$", "expected an object {version, kdp_id, entries}, found "
+                              f"{_show(doc)[:80]}")]
+    problems = []
+    if doc.get("version") != provenance.SIDECAR_VERSION:
+        problems.append(Problem(rel, "$.version", f"expected "
+                                f"\"{provenance.SIDECAR_VERSION}\", found "
+                                f"{_value(doc, 'version')}"))
+    kdp = members[0].kdp
+    if doc.get("kdp_id") != kdp.id:
+        problems.append(Problem(rel, "$.kdp_id", f"expected \"{kdp.id}\" (pack '{kdp.name}', "
+                                f"{kdp.file}), found {_value(doc, 'kdp_id')}"))
+    entries = doc.get("entries")
+    if not isinstance(entries, dict):
+        problems.append(Problem(rel, "$.entries", "expected an object from kernel id to "
+                                f"entry, found {_value(doc, 'entries')[:80]}"))
+        return None, problems
+    return entries, problems
+
+
+def sidecar_problems(shard: Shard) -> list[Problem]:
+    """Every provenance sidecar the packed descriptors imply (``{stem}.provenance.json.gz``
+    beside each file holding packed kernels): there, readable, with one entry per kernel of
+    its file and none for any other, each bound (``provenance.binding``) to the packed
+    kernel as it is in the shard."""
+    by_file: dict[str, list[Member]] = {}
+    for m in shard.tree.members:
+        by_file.setdefault(m.ukd.file, []).append(m)
+    # A file whose own problems were reported holds kernels that did not load: an entry
+    # for one of them is not foreign.
+    unread = shard.tree.failed_files
+    problems: list[Problem] = []
+    for file, members in by_file.items():
+        rel = provenance.sidecar_name(file)
+        entries, found = _sidecar_doc(shard, rel, file, members)
+        problems += found
+        if entries is None:
+            continue
+        by_key = {id_key(k): k for k in entries}
+        for m in members:
+            ukd = m.ukd
+            key = by_key.get(ukd.key)
+            if key is None:
+                problems.append(Problem(rel, "$.entries", f"no entry for kernel '{ukd.name}' "
+                                        f"({ukd.id}, {ukd.where()}); the packer writes one for "
+                                        "every packed kernel"))
+                continue
+            at = jsonpath.key("$.entries", key)
+            entry = entries[key]
+            if not isinstance(entry, dict) or not isinstance(entry.get("sha256"), str):
+                problems.append(Problem(rel, at, f"kernel '{ukd.name}': expected an object "
+                                        f"{{sha256, provenance}}, found {_show(entry)[:80]}"))
+                continue
+            if not isinstance(entry.get("provenance"), dict):
+                problems.append(Problem(rel, jsonpath.key(at, "provenance"), f"kernel "
+                                        f"'{ukd.name}': expected an object, found "
+                                        f"{_value(entry, 'provenance')[:80]}"))
+            digest = provenance.binding(ukd.raw)
+            if entry["sha256"] != digest:
+                problems.append(Problem(rel, jsonpath.key(at, "sha256"), f"kernel "
+                                        f"'{ukd.name}': binding digest {entry['sha256']} "
+                                        f"differs from {digest}, the digest of the packed "
+                                        f"kernel ({ukd.where()}); the entry was written for "
+                                        "another version of it"))
+        mine = {m.ukd.key for m in members}
+        for k in sorted(entries):
+            if id_key(k) not in mine and file not in unread:
+                problems.append(Problem(rel, jsonpath.key("$.entries", k), f"entry for "
+                                        f"'{k}', which is no kernel of {file}"))
+    return problems
+
+
 def _name_order(name: str | None) -> str:
     return name or ""
 
@@ -335,7 +454,7 @@ def verify(shard_path: Path, source_root: Path, exclude_folders: Sequence[str] =
     checker.packs()
     checker.kernels()
     checker.generics()
-    problems = list(shard.problems) + checker.problems
+    problems = list(shard.problems) + checker.problems + sidecar_problems(shard)
     return Verification(shard, source_root, tuple(problems), len(plan.members),
                         len(plan.launches))
 

@@ -3,6 +3,7 @@ example tree packed once per module, and ways to damage a copy of a shard."""
 
 from __future__ import annotations
 
+import gzip
 import json
 import os
 import shutil
@@ -13,9 +14,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from kpack_oracle import Archive
 from pack_support import REPO, copy_example, run_pack
 
-from ukdpack import kpack
+from ukdpack import kpack, provenance
 
 ARCH = "gfx90a"
 
@@ -46,10 +48,31 @@ def write(path: Path, doc: Any) -> None:
     path.write_text(json.dumps(doc, separators=(",", ":")) + "\n")
 
 
-def edit(path: Path, change: Callable[[Any], None]) -> None:
+def edit(path: Path, change: Callable[[Any], None], *, reseal: bool = True) -> None:
+    """Change a shard descriptor. With ``reseal`` its provenance sidecar is rebound to the
+    kernels as they are now, as a packer writing them would have bound it, so a test of
+    another check meets only the damage it made; without, the sidecar still binds the
+    kernels as packed."""
     doc = read(path)
     change(doc)
     write(path, doc)
+    if reseal:
+        reseal_sidecar(path)
+
+
+def reseal_sidecar(path: Path) -> None:
+    """Rebind the sidecar beside the shard descriptor ``path``: each entry of a kernel the
+    file holds gets that kernel's binding digest; entries of kernels it no longer holds go."""
+    side = Path(provenance.sidecar_name(str(path)))
+    if not side.is_file():
+        return
+    doc = json.loads(gzip.decompress(side.read_bytes()))
+    descriptor = read(path)
+    kernels = descriptor.get("kernelDescriptors", [descriptor])
+    now = {k["id"]: k for k in kernels if isinstance(k, dict) and "id" in k}
+    entries = {i: dict(e, sha256=provenance.binding(now[i]))
+               for i, e in doc["entries"].items() if i in now}
+    side.write_bytes(provenance.sidecar_bytes(doc["kdp_id"], entries))
 
 
 def kernel(doc: Any, name: str) -> dict[str, Any]:
@@ -62,7 +85,7 @@ def rewrite_archive(shard: Path, drop: Sequence[str] = (),
                     add: dict[str, bytes] | None = None) -> None:
     """Rebuild the shard's archive without the toc keys ``drop`` and with extra entries."""
     path = shard / "kpack" / f"kernels_{ARCH}.kpack"
-    old = kpack.Archive.open(path)
+    old = Archive.open(path)
     writer = kpack.ArchiveWriter(old.group, [ARCH])
     for key, arch in old:
         if key not in drop:

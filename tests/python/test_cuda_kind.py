@@ -8,9 +8,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from kpack_oracle import Archive
 from pack_support import REPO, read_json, run_pack
 
-from ukdpack import _runtime, codeobject, kpack
+from ukdpack import _runtime, codeobject
 
 TREE = REPO / "tests" / "device" / "tree"
 PTR, U32, F32 = ({"kind": "by_value", "size": 8},
@@ -40,7 +41,7 @@ def test_cubins_are_packed_with_their_signatures(shard: Path) -> None:
                                          ({"kind": "by_value", "size": 12}, 20))
     (scale,) = read_json(shard / "scale.kdp.json")["kernelDescriptors"]
     assert scale["kernel_source"]["signature"] == _args((PTR, 0), (PTR, 8), (U32, 16), (F32, 20))
-    archive = kpack.Archive.open(shard / "kpack" / "kernels_sm_90.kpack")
+    archive = Archive.open(shard / "kpack" / "kernels_sm_90.kpack")
     assert archive.entry(produce["toc_key"], "sm_90").type == "cubin"
     blob = archive.get(produce["toc_key"], "sm_90")
     assert codeobject.target_arch(blob) == "sm_90"

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from kpack_oracle import Archive
 from pack_support import (
     compiles,
     copy_example,
@@ -20,7 +21,7 @@ from pack_support import (
     write_json,
 )
 
-from ukdpack import _runtime, codeobject, kpack, provenance
+from ukdpack import _runtime, codeobject, provenance
 
 ARCHES = ("gfx90a", "gfx940", "gfx1030")
 
@@ -45,7 +46,7 @@ def test_three_shards_with_shared_multi_launch_object(example_pack: tuple[Path, 
     _, out, _ = example_pack
     for arch in ARCHES:
         shard = out / arch
-        archive = kpack.Archive.open(shard / "kpack" / f"kernels_{arch}.kpack")
+        archive = Archive.open(shard / "kpack" / f"kernels_{arch}.kpack")
         assert archive.arches == [arch]
         (split,) = _kernels(shard, "split_kv.kdp.json")
         produce, consume = split["sources"]["produce"], split["sources"]["consume"]
@@ -66,7 +67,7 @@ def test_every_sha256_is_the_digest_of_its_archive_entry(example_pack: tuple[Pat
     _, out, _ = example_pack
     for arch in ARCHES:
         shard = out / arch
-        py = kpack.Archive.open(shard / "kpack" / f"kernels_{arch}.kpack")
+        py = Archive.open(shard / "kpack" / f"kernels_{arch}.kpack")
         cpp = _runtime.KpackArchive(str(shard / "kpack" / f"kernels_{arch}.kpack"))
         seen = 0
         for kdp in sorted(shard.rglob("*.kdp.json")):
@@ -107,18 +108,23 @@ def test_provenance_sidecar(example_pack: tuple[Path, Path, Path]) -> None:
     _, out, _ = example_pack
     raw = (out / "gfx90a" / "attention" / "split_kv.kdp.provenance.json.gz").read_bytes()
     assert raw[4:8] == b"\0\0\0\0"  # gzip mtime 0
-    side = provenance.read_sidecar(raw)
+    side = json.loads(gzip.decompress(raw))
+    assert side["version"] == "1.0"
     (ukd,) = _kernels(out / "gfx90a", "split_kv.kdp.json")
-    prov = provenance.reattach(ukd, side)
-    assert prov is not None
+    assert side["kdp_id"] == json.loads((out / "gfx90a" / "attention" / "split_kv.kdp.json")
+                                        .read_text())["id"]
+    entry = side["entries"][ukd["id"]]
+    assert entry["sha256"] == provenance.binding(ukd)  # bound to exactly this packed UKD
+    prov = entry["provenance"]
     assert prov["origin_kind"] == "hip"
     assert set(prov["sources"]) == {"produce", "consume"}
     assert prov["sources"]["produce"]["source"] == "attention/kernels/split_kv.hip"
     assert prov["authored"]["author"] == "example"
     assert "clang" in prov["compiler"]["version"]
     tampered = dict(ukd, priority=99)
-    assert provenance.reattach(tampered, side) is None
-    assert json.loads(gzip.decompress(raw)) == side
+    assert provenance.binding(tampered) != entry["sha256"]
+    assert gzip.decompress(raw) == json.dumps(side, sort_keys=True, separators=(",", ":"),
+                                              ensure_ascii=False).encode()  # compact, sorted
 
 
 def test_copy_in_another_folder_packs_byte_identical(example_pack: tuple[Path, Path, Path],

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import gzip
 import json
 import shutil
 from pathlib import Path
 from typing import Any
 
 import pytest
-from pack_support import read_json, write_json
+from pack_support import copy_example, read_json, run_pack, write_json
 from shard_support import (
     ARCH,
     copy_shard,
@@ -235,3 +236,145 @@ def test_a_root_that_breaks_the_rules_is_refused(packed: tuple[Path, Path],
     assert r.returncode == 1 and "expected a shard folder" in r.stderr
     assert "Traceback" not in r.stderr
     assert ukdpack("verify", str(out / ARCH)).returncode == 2  # --source-root is required
+
+
+# ---------------------------------------------------------------------------
+# Provenance sidecars: there, readable, one entry per kernel, bound to it
+
+SPLIT_SIDECAR = "attention/split_kv.kdp.provenance.json.gz"
+SCALE_SIDECAR = "attention/scale.kdp.provenance.json.gz"
+
+
+def _sidecar(shard: Path, rel: str) -> Any:
+    return json.loads(gzip.decompress((shard / rel).read_bytes()))
+
+
+def _write_sidecar(shard: Path, rel: str, doc: Any) -> None:
+    """Hand-made, to test refusal: compact key-sorted JSON in gzip, as the packer writes."""
+    text = json.dumps(doc, sort_keys=True, separators=(",", ":")).encode()
+    (shard / rel).write_bytes(gzip.compress(text, mtime=0))
+
+
+def _verify_errors(shard: Path, tree: Path) -> list[str]:
+    r = ukdpack("verify", str(shard), "--source-root", str(tree))
+    assert r.returncode == 1, r.stderr
+    assert "Traceback" not in r.stderr
+    return errors(r.stderr)
+
+
+def test_a_sidecar_bound_to_another_kernel_is_reported(packed: tuple[Path, Path],
+                                                       tmp_path: Path) -> None:
+    tree, _ = packed
+    shard = _shard(packed, tmp_path)
+    doc = _sidecar(shard, SPLIT_SIDECAR)
+    (kid,) = doc["entries"]
+    good = doc["entries"][kid]["sha256"]
+    doc["entries"][kid]["sha256"] = "0" * 64
+    _write_sidecar(shard, SPLIT_SIDECAR, doc)
+    assert _verify_errors(shard, tree) == [
+        f"ukdpack: error: {SPLIT_SIDECAR}: $.entries[\"{kid}\"].sha256: kernel 'split_kv.f32': "
+        f"binding digest {'0' * 64} differs from {good}, the digest of the packed kernel "
+        "(attention/split_kv.kdp.json: $.kernelDescriptors[0]); the entry was written for "
+        "another version of it"]
+
+
+def test_a_kernel_edited_after_packing_no_longer_binds_its_entry(
+        packed: tuple[Path, Path], tmp_path: Path) -> None:
+    """The entry was written for the kernel as packed: an edit of the shard's kernel (here
+    one the root has too) breaks the binding, besides the field it changed."""
+    tree, _ = packed
+    shard = _shard(packed, tmp_path)
+    kid = kernel(read_json(shard / "attention" / "scale.kdp.json"), "scale.f16")["id"]
+    edit(shard / "attention" / "scale.kdp.json",
+         lambda d: kernel(d, "scale.f16").update(priority=99), reseal=False)
+    lines = _verify_errors(shard, tree)
+    assert len(lines) == 2, lines
+    assert lines[0] == ("ukdpack: error: attention/scale.kdp.json: $.kernelDescriptors[1]."
+                        "priority: kernel 'scale.f16': priority is 99 in the shard, 5 in the root")
+    assert lines[1].startswith(f"ukdpack: error: {SCALE_SIDECAR}: $.entries[\"{kid}\"].sha256: "
+                               "kernel 'scale.f16': binding digest ")
+    # Resealed (as a packer writing the edited kernel would), only the field differs.
+    edit(shard / "attention" / "scale.kdp.json", lambda d: None)
+    assert _verify_errors(shard, tree) == lines[:1]
+
+
+@pytest.mark.parametrize("damage, found", [
+    ("missing", "provenance sidecar missing: prebuilt/reduce.kdp.json holds packed kernels "
+                "('reduce_sum.gfx90a') whose provenance the packer writes to "
+                "prebuilt/reduce.kdp.provenance.json.gz; found nothing there"),
+    ("plain-json", "expected gzip (a provenance sidecar), found bytes that are not: "),
+    ("truncated", "expected gzip (a provenance sidecar), found bytes that are not: "),
+    ("gzip-of-text", "expected JSON inside the gzip, found text that is not: "),
+    ("gzip-of-array", "$: expected an object {version, kdp_id, entries}, found [1,2]"),
+])
+def test_a_missing_or_garbage_sidecar_is_one_error(packed: tuple[Path, Path], tmp_path: Path,
+                                                   damage: str, found: str) -> None:
+    tree, _ = packed
+    shard = _shard(packed, tmp_path)
+    rel = "prebuilt/reduce.kdp.provenance.json.gz"
+    path = shard / rel
+    if damage == "missing":
+        path.unlink()
+    elif damage == "plain-json":
+        path.write_bytes(gzip.decompress(path.read_bytes()))
+    elif damage == "truncated":
+        path.write_bytes(path.read_bytes()[:-12])
+    elif damage == "gzip-of-text":
+        path.write_bytes(gzip.compress(b"\xff not json"))
+    else:
+        path.write_bytes(gzip.compress(b"[1,2]"))
+    (line,) = _verify_errors(shard, tree)
+    assert line.startswith(f"ukdpack: error: {rel}: {found}"), line
+
+
+def test_sidecar_entries_are_the_kernels_of_their_file(packed: tuple[Path, Path],
+                                                       tmp_path: Path) -> None:
+    """An entry missing for a kernel, an entry for no kernel, a wrong pack id and version:
+    one line each."""
+    tree, _ = packed
+    shard = _shard(packed, tmp_path)
+    scale = read_json(shard / "attention" / "scale.kdp.json")
+    f16 = kernel(scale, "scale.f16")["id"]
+    doc = _sidecar(shard, SCALE_SIDECAR)
+    stray = "00000000-0000-5000-8000-000000000000"
+    doc["entries"][stray] = doc["entries"].pop(f16)
+    doc["kdp_id"] = "another-pack"
+    doc["version"] = "2.0"
+    _write_sidecar(shard, SCALE_SIDECAR, doc)
+    assert sorted(_verify_errors(shard, tree)) == sorted([
+        f"ukdpack: error: {SCALE_SIDECAR}: $.version: expected \"1.0\", found \"2.0\"",
+        f"ukdpack: error: {SCALE_SIDECAR}: $.kdp_id: expected \"{scale['id']}\" (pack 'scale', "
+        "attention/scale.kdp.json), found \"another-pack\"",
+        f"ukdpack: error: {SCALE_SIDECAR}: $.entries: no entry for kernel 'scale.f16' ({f16}, "
+        "attention/scale.kdp.json: $.kernelDescriptors[1]); the packer writes one for every "
+        "packed kernel",
+        f"ukdpack: error: {SCALE_SIDECAR}: $.entries[\"{stray}\"]: entry for '{stray}', which "
+        "is no kernel of attention/scale.kdp.json"])
+
+
+def test_a_standalone_kernel_has_its_own_sidecar(tmp_path: Path,
+                                                 tmp_path_factory: pytest.TempPathFactory
+                                                 ) -> None:
+    """A kernel in its own UKD file has its sidecar beside that file, naming its pack:
+    the example with scale.f16 moved out of its KDP, packed and verified, then that
+    sidecar removed."""
+    tree = copy_example(tmp_path / "tree")
+    kdp_file = tree / "attention" / "scale.kdp.json"
+    doc = read_json(kdp_file)
+    f16 = doc["kernelDescriptors"].pop(1)
+    f16["kernel_source"]["source"] = "../kernels/scale.hip"
+    write_json(tree / "attention" / "solo" / "f16.ukd.json", f16)
+    doc["kernelDescriptors"].append(f16["id"])
+    write_json(kdp_file, doc)
+    cache = tmp_path_factory.getbasetemp() / "shard-tools-cache"
+    assert run_pack(tree, tmp_path / "out", [ARCH], cache=cache).returncode == 0
+    shard = tmp_path / "out" / ARCH
+    rel = "attention/solo/f16.ukd.provenance.json.gz"
+    assert _sidecar(shard, rel)["kdp_id"] == doc["id"]
+    r = ukdpack("verify", str(shard), "--source-root", str(tree))
+    assert r.returncode == 0, r.stderr
+    (shard / rel).unlink()
+    assert _verify_errors(shard, tree) == [
+        f"ukdpack: error: {rel}: provenance sidecar missing: attention/solo/f16.ukd.json holds "
+        f"packed kernels ('scale.f16') whose provenance the packer writes to {rel}; found "
+        "nothing there"]

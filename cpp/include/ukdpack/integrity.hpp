@@ -64,6 +64,26 @@ struct LaunchCodeOptions {
 // both sides have one.
 std::optional<std::string> signatureMismatch(const Signature& packed, const Signature& expected);
 
+// Where a packed source's `library` leads, as loadLaunchCode finds it: joined
+// onto the descriptor's folder, inside the shard root lexically and with no
+// symbolic link on the way (the runtime follows no link inside a shard).
+struct LibraryLocation {
+  std::filesystem::path path;  // absolute when the shard root is, normalized
+  std::string rootRel;         // '/'-separated, relative to the shard root
+};
+
+// The location of `library` named by a descriptor in `baseDir` (the folder of
+// its file) of the shard at `shardRoot`, or a failure LIBRARY_ESCAPES or
+// LIBRARY_SYMLINK whose message names the library; its file and JSON path are
+// left empty for the caller. Shard tools call this, so they refuse what the
+// runtime refuses.
+Result<LibraryLocation> locateLibrary(const std::filesystem::path& shardRoot,
+                                      const std::filesystem::path& baseDir, const std::string& library);
+
+// ARCHIVE_MISSING (file and JSON path left empty) when no regular file lies at
+// `where`; nullopt when the archive file is there.
+std::optional<Diagnostic> libraryFileMissing(const LibraryLocation& where, const std::string& library);
+
 // The verified code object of one launch of `kernel`: `launch` is nullopt (or
 // "") for a single-launch kernel and names the launch of a multi-launch one;
 // `arch` is the device arch (bare or with features; "" takes the one arch the

@@ -38,7 +38,19 @@ struct ValidationReport {
   Json toJson() const;          // the --json verdict
 };
 
+// Every root must hold a shard or descriptor root: one that holds none (an
+// empty folder, an out root instead of OUT_ROOT/<arch>/) is refused with one
+// NO_SHARD error per such root, before anything is loaded.
 ValidationReport validateRoots(const std::vector<std::filesystem::path>& roots,
                                const ValidateOptions& options = {});
+
+// Why `folder` holds no shard, or nullopt when it holds one (or is no folder:
+// the loader says so). It holds none when no descriptor file lies under it
+// (walked as the loader walks, leaving out `excludeFolders`), or when all of
+// them lie in folders named like arches that hold a kpack/ folder (an out
+// root). The reason is one sentence, with "did you mean <folder>/<arch>?" when
+// a folder below is named like an arch. The shard tools share this judgement.
+std::optional<std::string> noShardReason(const std::filesystem::path& folder,
+                                         const std::vector<std::string>& excludeFolders = {});
 
 }  // namespace ukdpack

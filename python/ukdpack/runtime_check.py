@@ -25,7 +25,7 @@ def load_handler_manifest(path: Path) -> dict[str, list[str]]:
     # Read as descriptors are: the runtime's reader, its limits and its wording.
     doc, where, why = _runtime.read_json_file(str(path))
     if why is not None:
-        raise UkdError(Problem(str(path), where or "", f"handler manifest: {why}"))
+        raise UkdError(Problem(str(path), where or "", why))
     problems = []
     if not isinstance(doc, dict):
         problems.append(Problem(str(path), "$", "expected an object {dispatch_symbol: [launch "

@@ -88,7 +88,7 @@ def test_fields_launches_and_other_descriptors(shard: Path, other: Path) -> None
     assert result.summary() == "1 kernels added, 0 removed, 1 changed (2 launches changed)"
     (changed,) = [k for k in result.kernels if k.status == "changed"]
     assert [(c.field, c.a, c.b) for c in changed.changes] == [
-        ("priority", 0, 3), ("metadata", {"op": "sum_squares"}, {"op": "sum_cubes"})]
+        ("metadata", {"op": "sum_squares"}, {"op": "sum_cubes"}), ("priority", 0, 3)]
     launches = {ln.name: ln for ln in changed.launches}
     assert sorted(launches) == ["combine", "extra"]
     assert launches["extra"].status == "added"

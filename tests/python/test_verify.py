@@ -65,8 +65,13 @@ def test_missing_entry_tampered_digest_and_changed_signature_all_reported(
     assert r.returncode == 1
     assert "Traceback" not in r.stderr
     lines = errors(r.stderr)
-    assert len(lines) == 3, r.stderr
-    missing, digest, signature = lines
+    # The runtime's own rule sees the tampered digest first: one toc key, two digests.
+    assert len(lines) == 4, r.stderr
+    shared, missing, digest, signature = lines
+    assert shared.startswith("ukdpack: error: attention/split_kv.kdp.json: "
+                             "$.kernelDescriptors[0].sources.produce.sha256: kernel "
+                             "'split_kv.f32' launch 'produce' names toc key ")
+    assert "and launch 'consume' of the same kernel names it with sha256" in shared
     assert missing.startswith("ukdpack: error: attention/scale.kdp.json: "
                               "$.kernelDescriptors[1].kernel_source.toc_key: kernel 'scale.f16' "
                               "(single launch): the archive kpack/kernels_gfx90a.kpack holds no "
@@ -80,7 +85,7 @@ def test_missing_entry_tampered_digest_and_changed_signature_all_reported(
                                 "'twostage.gfx90a' launch 'combine': signature (")
     assert "by_value 4@24) differs from the one read from the code object for " \
            "'twostage_combine', (" in signature
-    assert "does not match" in r.stdout and "3 errors" in r.stdout
+    assert "does not match" in r.stdout and "4 errors" in r.stdout
 
 
 def test_launches_compare_by_name_not_position(packed: tuple[Path, Path],
@@ -164,9 +169,13 @@ def test_kernels_missing_extra_moved_or_changed(packed: tuple[Path, Path],
 
     def wrong_arch(doc: Any) -> None:
         kernel(doc, "reduce_sum.gfx90a")["arch"] = ["gfx940"]
-        kernel(doc, "reduce_sum.gfx90a")["metadata"] = {"op": "max"}
 
     edit(shard / "prebuilt" / "reduce.kdp.json", wrong_arch)
+
+    def other_metadata(doc: Any) -> None:
+        kernel(doc, "twostage.gfx90a")["metadata"] = {"op": "max"}
+
+    edit(shard / "prebuilt" / "twostage.kdp.json", other_metadata)
 
     def rename_launch(doc: Any) -> None:
         sources = kernel(doc, "split_kv.f32")["sources"]
@@ -185,19 +194,21 @@ def test_kernels_missing_extra_moved_or_changed(packed: tuple[Path, Path],
             "gfx90a shard") in found
     assert ("attention/scale.kdp.json", "$.kernelDescriptors[0].priority",
             "kernel 'scale.f16': priority is 99 in the shard, 5 in the root") in found
+    # The runtime refuses a kernel whose arch leaves its pack's: verify says so with the
+    # runtime's words (and does not report the kernel missing on top).
     assert ("prebuilt/reduce.kdp.json", "$.kernelDescriptors[0].arch",
-            "kernel 'reduce_sum.gfx90a': arch is [\"gfx940\"] in the shard, expected "
-            "[\"gfx90a\"] for the gfx90a shard") in found
-    assert ("prebuilt/reduce.kdp.json", "$.kernelDescriptors[0].metadata",
-            "kernel 'reduce_sum.gfx90a': metadata is {\"op\":\"max\"} in the shard, "
-            "{\"op\":\"sum\"} in the root") in found
+            "arch 'gfx940' not in its KDP's arch [gfx90a] (prebuilt/reduce.kdp.json); a "
+            "kernel's arch is a subset of its pack's") in found
+    assert ("prebuilt/twostage.kdp.json", "$.kernelDescriptors[0].metadata",
+            "kernel 'twostage.gfx90a': metadata is {\"op\":\"max\"} in the shard, "
+            "{\"op\":\"sum_squares\"} in the root") in found
     assert ("attention/split_kv.kdp.json", "$.kernelDescriptors[0].sources",
             "kernel 'split_kv.f32' launch 'consume' is missing from the shard; the root's "
             "kernel has launches {consume, produce}") in found
     assert ("attention/split_kv.kdp.json", "$.kernelDescriptors[0].sources.finish",
             "kernel 'split_kv.f32' launch 'finish' is in the shard, but the root's kernel has "
             "launches {consume, produce}") in found
-    assert len(found) == 6
+    assert len(found) == 7, found
 
 
 def test_excluded_folders_and_the_arch_of_the_packs(packed: tuple[Path, Path],

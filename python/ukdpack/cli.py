@@ -71,17 +71,19 @@ def cmd_dvc_status(args: argparse.Namespace) -> int:
 
     root = Path(args.root)
     if not root.is_dir():
-        raise UkdError(f"{root}: expected a descriptor root folder")
+        raise UsageError(f"{root}: expected a descriptor root folder")
     st = dvc.status(root, verify=args.verify)
-    if args.outputs:
+    if args.outputs:  # refused outputs are left out (a build must not touch them)
+        _print_problem_lines([p.line() for p in st.problems])
         for s in st.outputs:
             print(s.output.path)
-        return 0
+        return 1 if st.problems else 0
     if args.json:
         print(json.dumps({
             "root": str(root), "repo": str(st.repo) if st.repo else None,
             "outputs": [{"sidecar": str(s.output.sidecar), "path": str(s.output.path),
-                         "state": s.state, "detail": s.detail, "remote": s.output.remote}
+                         "state": s.state, "detail": s.detail, "remote": s.output.remote,
+                         "fix": dvc.fix_command(st, s) if s in st.missing else None}
                         for s in st.outputs],
             "missing": len(st.missing),
             "pull": [dvc.pull_command(r, sc) for r, sc in dvc.pull_groups(st).items()],
@@ -108,6 +110,8 @@ def cmd_dvc_pull(args: argparse.Namespace) -> int:
     from ukdpack import dvc
 
     root = Path(args.root)
+    if not root.is_dir():
+        raise UsageError(f"{root}: expected a descriptor root folder")
     st = dvc.status(root)
     if st.problems:
         raise UkdError(st.problems)
@@ -121,6 +125,8 @@ def cmd_dvc_pull(args: argparse.Namespace) -> int:
         print(f"ukdpack: {root}: every DVC output is present; nothing to pull")
     if rc != 0:
         print(f"ukdpack: error: dvc pull failed (exit {rc})", file=sys.stderr)
+        _print_problem_lines([f"ukdpack: error: not pulled: {ln}"
+                              for ln in dvc.describe_missing(dvc.status(root))])
         return 1
     left = dvc.status(root).missing
     if left:
@@ -188,16 +194,21 @@ def cmd_generate(args: argparse.Namespace) -> int:
     from ukdpack.validate import validate
 
     out = Path(args.out)
-    gen = generate.generate(Path(args.config))
+    if os.path.lexists(out) and not out.is_dir():
+        raise UsageError(f"--out {out}: expected a folder to write into; it is not one")
+    gen = generate.generate(Path(args.config), out, args.max_kernels)
     what = (f"{len(gen.files)} descriptors ({gen.kernels} kernels in {gen.packs} packs) "
             f"from {args.config}")
     if args.check:
         plan = generate.compare(out, gen)
         _print_problem_lines(
-            [f"ukdpack: error: {out / rel}: differs from what {gen.config.file} generates"
-             for rel in plan.write]
+            [p.line() for p in plan.refused]
+            + [f"ukdpack: error: {out / rel}: differs from what {gen.config.file} generates"
+               for rel in plan.write]
             + [f"ukdpack: error: {out / rel}: {gen.config.file} no longer generates it"
                for rel in plan.stale])
+        if plan.refused:
+            return 1
         if plan.write or plan.stale:
             print(f"ukdpack: {out}: out of date; run: ukdpack generate {args.config} "
                   f"--out {out}")
@@ -207,13 +218,24 @@ def cmd_generate(args: argparse.Namespace) -> int:
     plan = generate.write(out, gen)
     for rel in plan.stale:
         print(f"ukdpack: removed {out / rel}: {gen.config.file} no longer generates it")
-    print(f"ukdpack: {out}: {what}: {len(plan.write)} written, {len(plan.same)} unchanged")
+    print(f"ukdpack: {out}: {what}: {len(plan.write)} written, {len(plan.same)} unchanged, "
+          f"{len(plan.stale)} removed")
     if args.no_validate:
         return 0
     result = validate(out)
     _print_problem_lines([p.line() for p in result.problems])
     print(f"ukdpack: {out}: {result.summary()}")
     return 0 if result.valid else 1
+
+
+def _positive_count(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, found '{text}'") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive number, found '{text}'")
+    return value
 
 
 def _positive_seconds(text: str) -> float:
@@ -323,6 +345,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="write nothing; exit 1 when R differs from what the config generates")
     p.add_argument("--no-validate", action="store_true",
                    help="do not validate R afterwards (when R is part of a larger root)")
+    # The default is genconfig.DEFAULT_MAX_KERNELS (not imported here: the parser stays light).
+    p.add_argument("--max-kernels", type=_positive_count, default=100_000, metavar="N",
+                   help="refuse a config that makes more kernels than this (default 100000)")
     p.set_defaults(handler=cmd_generate)
     return parser
 

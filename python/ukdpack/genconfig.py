@@ -12,7 +12,10 @@ documented in ``docs/generate.md``.
 from __future__ import annotations
 
 import itertools
+import math
+import os
 import re
+import stat
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -28,6 +31,12 @@ CONFIG_VERSION = 1
 Scalar = str | int | float | bool
 _SCALARS = (str, int, float, bool)
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+#: Bounds on what a config may expand to, checked before anything is built from it, so a
+#: hostile or mistaken config is refused at once instead of exhausting memory or time.
+DEFAULT_MAX_KERNELS = 100_000  # kernels of all variant sets together (--max-kernels)
+MAX_ALIAS_NODES = 100_000  # nodes YAML aliases may add to the document, expanded
+MAX_DEPTH = 64  # nesting of mappings and lists, aliases expanded
 
 #: Source fields each kind takes on a variant set (as in SPEC 3.1).
 KIND_FIELDS: dict[str, tuple[str, ...]] = {
@@ -109,9 +118,138 @@ class _BadYaml(Exception):
         self.mark = mark
 
 
+class _Refused(Exception):
+    """Problems of a composed YAML document, by YAML path, found before it is built."""
+
+    def __init__(self, problems: list[tuple[str, str]]) -> None:
+        super().__init__("; ".join(m for _, m in problems))
+        self.problems = problems
+
+
+_TAG = "tag:yaml.org,2002:"
+#: What YAML reads a value with no JSON form as, and what to write instead.
+_NO_JSON = {
+    _TAG + "timestamp": ("a YAML timestamp (a date)", "quote it to keep it text"),
+    _TAG + "binary": ("!!binary data", "write a string"),
+    _TAG + "set": ("a !!set", "write a list"),
+    _TAG + "omap": ("an !!omap", "write a mapping"),
+    _TAG + "pairs": ("!!pairs", "write a mapping"),
+    _TAG + "value": ("a YAML value key", "quote it to keep it text"),
+}
+
+
+def _no_json(node: yaml.Node) -> str:
+    """Why ``node``, whose tag has no JSON form, is refused, and what to write instead."""
+    what, fix = _NO_JSON.get(node.tag, (None, "a config holds mappings, lists, strings, "
+                                               "numbers, booleans and null"))
+    if what is None:
+        tag = "!!" + node.tag[len(_TAG):] if node.tag.startswith(_TAG) else node.tag
+        what = f"tagged '{tag}'"
+    shown = node.value if isinstance(node, yaml.ScalarNode) else None
+    subject = (f"'{shown}'" if len(shown) <= 40 else f"'{shown[:37]}...'") \
+        if shown is not None else "this"
+    return f"{subject} is {what}, which has no JSON form; {fix}"
+
+
 class _Loader(yaml.SafeLoader):
     """A safe loader that refuses repeated keys (the last would silently win) and keys
-    that are not strings (a YAML ``on:`` key is a boolean)."""
+    that are not strings (a YAML ``on:`` key is a boolean), and checks the composed
+    document before building it: only JSON's kinds of value, finite numbers, bounded
+    nesting, and aliases that do not multiply it (a "billion laughs" document)."""
+
+    def get_single_data(self) -> Any:
+        node = self.get_single_node()
+        if node is None:
+            return None
+        found = _check_document(self, node)
+        if found:
+            raise _Refused(found)
+        return self.construct_document(node)
+
+
+def _check_document(loader: _Loader, root: yaml.Node) -> list[tuple[str, str]]:
+    """Problems of the composed document ``root``, by YAML path. It is walked once per
+    distinct node, so an alias costs what the node it names cost, not its expansion."""
+    problems: list[tuple[str, str]] = []
+    done: dict[int, tuple[int, int]] = {}  # id(node) -> (expanded nodes, expanded depth)
+    started: set[int] = set()
+    added = 0  # nodes the aliases met so far add to the document
+    # (node, YAML path, depth, children: None on the way down, else the ones to sum up)
+    stack: list[tuple[yaml.Node, str, int, list[yaml.Node] | None]] = [(root, "$", 1, None)]
+    while stack:
+        node, path, depth, kids = stack.pop()
+        key = id(node)
+        if kids is not None:  # on the way up: every child is done
+            size = 1 + sum(done[id(k)][0] for k in kids)
+            height = 1 + max((done[id(k)][1] for k in kids), default=0)
+            done[key] = (size, height)
+            started.discard(key)
+            continue
+        if key in done:  # an alias of a node checked already: count what it adds
+            size, height = done[key]
+            added += size
+            if added > MAX_ALIAS_NODES:
+                return [(path, f"YAML aliases here expand the document by more than "
+                         f"{MAX_ALIAS_NODES:,} nodes (aliases of aliases multiply); write "
+                         "the values out, or alias fewer")]
+            if depth - 1 + height > MAX_DEPTH:
+                return [(path, f"nested more than {MAX_DEPTH} levels deep (aliases "
+                         "expanded); a config needs far fewer")]
+            continue
+        if key in started:
+            return [(path, "this YAML alias names a mapping or list that holds it; a "
+                     "recursive structure has no JSON form")]
+        if depth > MAX_DEPTH:
+            return [(path, f"nested more than {MAX_DEPTH} levels deep; a config needs far "
+                     "fewer")]
+        started.add(key)
+        children = _children(node, path)
+        if isinstance(node, yaml.ScalarNode):
+            message = _scalar_problem(loader, node)
+            if message is not None:
+                problems.append((path, f"{message} (line {node.start_mark.line + 1})"))
+        elif node.tag not in (_TAG + "map", _TAG + "seq"):
+            problems.append((path, f"{_no_json(node)} (line {node.start_mark.line + 1})"))
+        stack.append((node, path, depth, [k for k, _ in children]))
+        stack += [(k, p, depth + 1, None) for k, p in reversed(children)]
+    return problems
+
+
+def _children(node: yaml.Node, path: str) -> list[tuple[yaml.Node, str]]:
+    """A node's children with their YAML paths; a merge key's (``<<: *base``) lie at the
+    mapping's own path, where they are merged."""
+    if isinstance(node, yaml.SequenceNode):
+        return [(v, jsonpath.index(path, i)) for i, v in enumerate(node.value)]
+    if not isinstance(node, yaml.MappingNode):
+        return []
+    out: list[tuple[yaml.Node, str]] = []
+    for k, v in node.value:
+        out.append((k, path))
+        if k.tag == _TAG + "merge":
+            out.append((v, path))
+        else:
+            name = k.value if isinstance(k, yaml.ScalarNode) else "?"
+            out.append((v, jsonpath.key(path, str(name))))
+    return out
+
+
+def _scalar_problem(loader: _Loader, node: yaml.ScalarNode) -> str | None:
+    """Why a scalar has no JSON value, or None."""
+    tag = node.tag
+    if tag in (_TAG + "str", _TAG + "null", _TAG + "merge"):
+        return None
+    build = {_TAG + "int": loader.construct_yaml_int, _TAG + "float":
+             loader.construct_yaml_float, _TAG + "bool": loader.construct_yaml_bool}.get(tag)
+    if build is None:
+        return _no_json(node)
+    try:
+        value = build(node)
+    except (ValueError, KeyError):  # an explicit tag on text that is no such value
+        return f"'{node.value}' is not a YAML {tag[len(_TAG):]}"
+    if isinstance(value, float) and not math.isfinite(value):
+        return (f"'{node.value}' is not a finite number, and JSON has no infinity or NaN; "
+                "write a number")
+    return None
 
 
 def _construct_mapping(loader: _Loader, node: yaml.MappingNode) -> dict[str, Any]:
@@ -147,9 +285,14 @@ def _found(value: Any) -> str:
 
 
 def load_yaml(path: Path) -> Any:
-    """The YAML document at ``path``; UkdError naming the line of a syntax problem."""
+    """The YAML document at ``path``; UkdError naming the line of a syntax problem, or
+    the YAML path of a value with no JSON form."""
     name = path.name
     try:
+        # Not a FIFO or device: reading one could wait, or read, forever.
+        if not stat.S_ISREG(os.stat(path).st_mode):
+            raise UkdError(Problem(str(path), "", "cannot read the config: not a regular "
+                                   "file"))
         text = path.read_text(encoding="utf-8")
     except OSError as e:
         raise UkdError(Problem(str(path), "", f"cannot read the config: {e.strerror}")) from None
@@ -158,6 +301,8 @@ def load_yaml(path: Path) -> Any:
                        ) from None
     try:
         return yaml.load(text, Loader=_Loader)  # a SafeLoader subclass: builds no objects
+    except _Refused as e:
+        raise UkdError([Problem(name, p, m) for p, m in e.problems]) from None
     except _BadYaml as e:
         raise UkdError(Problem(name, "", f"line {e.mark.line + 1}, column "
                                f"{e.mark.column + 1}: {e}")) from None
@@ -167,14 +312,29 @@ def load_yaml(path: Path) -> Any:
         raise UkdError(Problem(name, "", f"{where}not valid YAML: {e.problem}")) from None
     except yaml.YAMLError as e:
         raise UkdError(Problem(name, "", f"not valid YAML: {e}")) from None
+    except RecursionError:  # the composer recurses once per level, before our depth check
+        raise UkdError(Problem(name, "", f"nested more than {MAX_DEPTH} levels deep; a "
+                               "config needs far fewer")) from None
 
 
 class _Reader:
     """Reads sections of the config, collecting every problem."""
 
-    def __init__(self, file: str) -> None:
+    def __init__(self, file: str, max_kernels: int = DEFAULT_MAX_KERNELS) -> None:
         self.file = file
         self.problems: list[Problem] = []
+        self.max_kernels = max_kernels
+        self.kernels = 0  # kernels the variant sets read so far make
+
+    def file_name(self, name: str, path: str) -> None:
+        """A descriptor's name becomes its file name at the top of the out folder: no
+        folders, and no dot files (validate and pack skip those)."""
+        if "/" in name or "\\" in name:
+            self.fail(path, f"'{name}' holds a path separator, but it names a file at the top "
+                      "of the out folder; use letters, digits, '_', '.' and '-'")
+        elif name.startswith("."):
+            self.fail(path, f"'{name}' starts with '.', so its file would be hidden (validate "
+                      "and pack skip dot files); start it with a letter or digit")
 
     def fail(self, path: str, message: str) -> None:
         self.problems.append(Problem(self.file, path, message))
@@ -216,15 +376,17 @@ class _Reader:
             self.fail(path, f"expected a list of arch ids, found {_found(value)}")
             return ()
         out: list[str] = []
+        seen: set[str] = set()  # a set: a long list must not cost its square
         for i, a in enumerate(value):
             where = jsonpath.index(path, i)
             if not isinstance(a, str) or not _runtime.is_arch_name(a) or _runtime.bare_arch(a) != a:
                 self.fail(where, f"expected a bare arch id such as gfx90a or sm_90, found "
                           f"{_found(a)}")
-            elif a in out:
+            elif a in seen:
                 self.fail(where, f"arch '{a}' is listed twice")
             else:
                 out.append(a)
+                seen.add(a)
         return tuple(out)
 
     # -- generic descriptors -----------------------------------------------------
@@ -252,7 +414,12 @@ class _Reader:
         for p, m in found:
             self.fail(path + p[1:] if p.startswith("$") else path, m)
         name = body.get("name")
-        return Generic(name, body, path) if not found and isinstance(name, str) else None
+        if found or not isinstance(name, str):
+            return None
+        # The UED's file is named by the local part of its name (after the last ':').
+        self.file_name(name.rpartition(":")[2] if dtype == "ued" else name,
+                       jsonpath.key(path, "name"))
+        return Generic(name, body, path)
 
     # -- packs -------------------------------------------------------------------
 
@@ -261,6 +428,8 @@ class _Reader:
         if obj is None:
             return None
         name = self.string(obj.get("name"), jsonpath.key(path, "name"))
+        if name is not None:  # a bad file name refuses the config, but the pack resolves
+            self.file_name(name, jsonpath.key(path, "name"))
         dispatch = obj.get("dispatch")
         if dispatch is not None:
             dispatch = self.string(dispatch, jsonpath.key(path, "dispatch"),
@@ -275,10 +444,11 @@ class _Reader:
 
     # -- variant sets ------------------------------------------------------------
 
-    def rows(self, value: Any, path: str, reserved: Sequence[str]) -> tuple[dict[str, Scalar],
-                                                                          ...]:
+    def rows(self, value: Any, path: str, reserved: Sequence[str], per_row: int
+             ) -> tuple[dict[str, Scalar], ...]:
         """``params``: a mapping of value lists (their product, in key order, the last key
-        varying fastest) or a list of rows."""
+        varying fastest) or a list of rows; each row makes ``per_row`` kernels. A grid
+        over the kernel limit is refused before it is made."""
         def names_ok(row: Mapping[str, Any], where: str) -> bool:
             ok = True
             for k, v in row.items():
@@ -297,7 +467,8 @@ class _Reader:
             return ok
 
         if value is None:
-            return ({},)
+            return ({},) if self.within_limit(per_row, path, f"{per_row} arches"
+                                              if per_row > 1 else "") else ()
         if isinstance(value, Mapping):
             if not value:
                 self.fail(path, "expected at least one parameter, found an empty mapping")
@@ -321,12 +492,20 @@ class _Reader:
                 lists.append(list(v))
             if not ok:
                 return ()
+            count = math.prod(len(v) for v in lists)
+            if not self.within_limit(count * per_row, path, " x ".join(
+                    str(len(v)) for v in lists) + (f" x {per_row} arches" if per_row > 1
+                                                   else "")):
+                return ()
             keys = list(value)
             return tuple(dict(zip(keys, combo, strict=True))
                          for combo in itertools.product(*lists))
         if isinstance(value, list):
             if not value:
                 self.fail(path, "expected at least one row of parameters, found an empty list")
+                return ()
+            if not self.within_limit(len(value) * per_row, path, f"{len(value)} rows"
+                                     + (f" x {per_row} arches" if per_row > 1 else "")):
                 return ()
             out = []
             for i, row in enumerate(value):
@@ -346,6 +525,19 @@ class _Reader:
         self.fail(path, f"expected parameters: a mapping of value lists (their product) or a "
                   f"list of rows, found {_found(value)}")
         return ()
+
+    def within_limit(self, count: int, path: str, how: str) -> bool:
+        """Counts ``count`` more kernels; False (and a problem at ``path``) past the limit."""
+        before = self.kernels
+        if before + count <= self.max_kernels:
+            self.kernels += count
+            return True
+        self.fail(path, f"makes {count:,} kernel{'s' if count != 1 else ''}"
+                  + (f" ({how})" if how else "")
+                  + (f", {before + count:,} with the variant sets before it" if before else "")
+                  + f", over the limit of {self.max_kernels:,}; split the grid, or raise "
+                  "--max-kernels if you mean it")
+        return False
 
     def variant(self, value: Any, path: str) -> VariantSet | None:
         kind = value.get("kind") if isinstance(value, Mapping) else None
@@ -381,7 +573,8 @@ class _Reader:
         if kind == "hsaco" and not arches:
             self.fail(path, "an hsaco kernel names its arch (SPEC 2.3): give the variant set "
                       "'arches', one prebuilt object per arch, e.g. file: objects/{arch}/x.hsaco")
-        rows = self.rows(obj.get("params"), jsonpath.key(path, "params"), ("arch",))
+        rows = self.rows(obj.get("params"), jsonpath.key(path, "params"), ("arch",),
+                         len(arches) if arches else 1)
         fields = {k: v for k, v in obj.items() if k in source_keys}
         launches = None
         if "launches" in obj:
@@ -459,10 +652,11 @@ def _unique(reader: _Reader, items: Sequence[Generic | Pack], what: str) -> None
                         f"of {first}; names are unique per type (ids are made from them)")
 
 
-def read_config(path: Path) -> Config:
-    """The checked config at ``path``; UkdError with every problem found."""
+def read_config(path: Path, max_kernels: int = DEFAULT_MAX_KERNELS) -> Config:
+    """The checked config at ``path``; UkdError with every problem found. Variant sets
+    that would make more than ``max_kernels`` kernels in all are refused unexpanded."""
     doc = load_yaml(path)
-    r = _Reader(path.name)
+    r = _Reader(path.name, max_kernels)
     top = r.mapping(doc, "$", "a generate config", _TOP_KEYS,
                     ("version", "namespace", "kmd", "engine", "packs", "variants"))
     if top is None:
@@ -540,8 +734,9 @@ def _references(r: _Reader, kmd: Generic | None, engine: Generic | None,
                    f"expected one of {', '.join(sorted(by_name)) or '(none)'}")
             continue
         used.add(pack.name)
+        pack_arch = set(pack.arch)
         for i, a in enumerate(s.arches or ()):
-            if pack.arch and a not in pack.arch:
+            if pack_arch and a not in pack_arch:
                 r.fail(jsonpath.index(jsonpath.key(s.path, "arches"), i), f"arch '{a}' is not "
                        f"an arch of pack '{pack.name}' [{', '.join(pack.arch)}]; a kernel's "
                        "arch is a subset of its pack's")

@@ -25,19 +25,23 @@ def _json_files(folder: Path) -> dict[str, bytes]:
     return {p.name: p.read_bytes() for p in sorted(folder.glob("*.json"))}
 
 
-def _fresh_out(tmp_path: Path) -> Path:
-    """An out folder with the example's hand-written HIP sources and no descriptors."""
-    out = tmp_path / "out"
+def _fresh_out(tmp_path: Path) -> tuple[Path, Path]:
+    """The example's config and an out folder beside it, as in the repository (generated
+    files name their config relative to the out folder), with the example's hand-written
+    HIP sources and no descriptors."""
+    config = tmp_path / CONFIG.name
+    shutil.copyfile(CONFIG, config)
+    out = tmp_path / TREE.name
     shutil.copytree(TREE / "kernels", out / "kernels")
-    return out
+    return config, out
 
 
 def test_generate_reproduces_the_hand_written_example_tree(tmp_path: Path) -> None:
-    out = _fresh_out(tmp_path)
-    r = ukdpack("generate", str(CONFIG), "--out", str(out))
+    config, out = _fresh_out(tmp_path)
+    r = ukdpack("generate", str(config), "--out", str(out))
     assert r.returncode == 0, r.stderr
-    assert f"ukdpack: {out}: 7 descriptors (6 kernels in 2 packs) from {CONFIG}: 7 written, " \
-           "0 unchanged" in r.stdout
+    assert f"ukdpack: {out}: 7 descriptors (6 kernels in 2 packs) from {config}: 7 written, " \
+           "0 unchanged, 0 removed" in r.stdout
     assert f"ukdpack: {out}: valid: 7 descriptors, 2 packs, 6 kernels" in r.stdout
     expected = _json_files(TREE)
     assert sorted(expected) == ["axpy.kdp.json", "axpy_dispatch.udd.json",
@@ -52,12 +56,14 @@ def test_the_committed_tree_is_up_to_date_and_check_finds_edits(tmp_path: Path) 
     r = ukdpack("generate", str(CONFIG), "--out", str(TREE), "--check")
     assert r.returncode == 0, r.stderr
     assert "up to date" in r.stdout
-    out = tmp_path / "copy"
+    config = tmp_path / CONFIG.name
+    shutil.copyfile(CONFIG, config)
+    out = tmp_path / TREE.name
     shutil.copytree(TREE, out)
     (out / "norm.kdp.json").write_text((out / "norm.kdp.json").read_text().replace(
         '"priority": 0', '"priority": 1', 1))
     (out / "norm_dispatch.udd.json").unlink()
-    r = ukdpack("generate", str(CONFIG), "--out", str(out), "--check")
+    r = ukdpack("generate", str(config), "--out", str(out), "--check")
     assert r.returncode == 1
     assert errors(r.stderr) == [
         f"ukdpack: error: {out}/norm.kdp.json: differs from what generated.yaml generates",
@@ -67,18 +73,18 @@ def test_the_committed_tree_is_up_to_date_and_check_finds_edits(tmp_path: Path) 
 
 
 def test_a_second_run_writes_nothing_and_stale_outputs_go(tmp_path: Path) -> None:
-    out = _fresh_out(tmp_path)
-    assert ukdpack("generate", str(CONFIG), "--out", str(out)).returncode == 0
+    config, out = _fresh_out(tmp_path)
+    assert ukdpack("generate", str(config), "--out", str(out)).returncode == 0
     stamps = {p.name: p.stat().st_mtime_ns for p in out.glob("*.json")}
-    r = ukdpack("generate", str(CONFIG), "--out", str(out))
-    assert "0 written, 7 unchanged" in r.stdout
+    r = ukdpack("generate", str(config), "--out", str(out))
+    assert "0 written, 7 unchanged, 0 removed" in r.stdout
     assert {p.name: p.stat().st_mtime_ns for p in out.glob("*.json")} == stamps
     # The config drops the norm pack: its file, written by this config, goes; a hand-written
     # descriptor beside it stays.
     doc = yaml.safe_load(CONFIG.read_text())
     doc["packs"] = [p for p in doc["packs"] if p["name"] != "norm"]
     doc["variants"] = [v for v in doc["variants"] if v["pack"] != "norm"]
-    smaller = tmp_path / "generated.yaml"
+    smaller = config
     smaller.write_text(yaml.safe_dump(doc, sort_keys=False))
     (out / "mine.udd.json").write_text('{"id": "mine", "version": "1.0", "name": "mine", '
                                        '"dispatch_symbol": "mine"}\n')
@@ -86,6 +92,7 @@ def test_a_second_run_writes_nothing_and_stale_outputs_go(tmp_path: Path) -> Non
     assert r.returncode == 0, r.stderr
     assert f"ukdpack: removed {out}/norm.kdp.json: generated.yaml no longer generates it" \
         in r.stdout
+    assert "0 written, 6 unchanged, 1 removed" in r.stdout
     assert not (out / "norm.kdp.json").exists()
     assert (out / "mine.udd.json").exists() and (out / "norm_dispatch.udd.json").exists()
 

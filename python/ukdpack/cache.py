@@ -11,8 +11,14 @@ a damaged entry is dropped and rebuilt, never packed.
 Layout under the cache folder: ``v1/objects/<ab>/<sha256>``,
 ``v1/manifests/<ab>/<base key>.json``, ``v1/info/<ab>/<sha256>.json`` (what was
 read from an object: kernels, target, signatures) and ``v1/compilers/`` (each
-compiler's version text). Every record carries a digest binding it to its key: a
-record that fails it is ignored and rewritten.
+compiler's fingerprint, compiler.identify). Every record carries a digest binding it
+to its key: a record that fails it is ignored and rewritten. A manifest entry also
+records how to run its compile again (``rerun``: the command line without paths, the
+source, its root, the compiler), which ``ukdpack cache verify`` does.
+
+The cache is an optimisation: a folder that cannot be written (read-only, a file, a
+full disk, no permission) costs one warning line per pack, and the pack goes on
+compiling without writing to it.
 """
 
 from __future__ import annotations
@@ -21,14 +27,19 @@ import contextlib
 import hashlib
 import json
 import os
+import random
+import sys
 import tempfile
 import threading
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
+from ukdpack import compiler
 from ukdpack.digest import canonical_json, sha256_hex
+from ukdpack.errors import UkdError
 
 VERSION = "v1"
 
@@ -101,14 +112,50 @@ class Hit:
     deps: tuple[str, ...]  # absolute paths the cached compile read
 
 
+def _print_warning(line: str) -> None:
+    # sys.stderr looked up now: a live progress bar swaps it for a proxy printing above it
+    print(line, file=sys.stderr, flush=True)
+
+
 class CompileCache:
     """The cache folder; safe to share between concurrent packs (every write is a
-    rename of a complete file, and a lost manifest entry only costs a compile)."""
+    rename of a complete file, and a lost manifest entry only costs a compile).
 
-    def __init__(self, folder: Path, digests: FileDigests | None = None) -> None:
+    The first write that fails (any OSError) makes ``warn`` say so once; nothing is
+    written after it. Reads go on: every record read is checked, so what can still be
+    read is as good as before."""
+
+    def __init__(self, folder: Path, digests: FileDigests | None = None,
+                 warn: Callable[[str], None] = _print_warning) -> None:
+        self.root = folder
         self.folder = folder / VERSION
         self.digests = digests or FileDigests()
         self._lock = threading.Lock()
+        self._warn_lock = threading.Lock()  # apart: a write under _lock may fail and warn
+        self._warn = warn
+        self.unusable: str | None = None  # why writes stopped, once one failed
+
+    def _write(self, path: Path, data: bytes) -> bool:
+        """Write a record; False (after the one warning) when the folder cannot take it."""
+        if self.unusable is not None:
+            return False
+        try:
+            write_atomic(path, data)
+        except OSError as e:
+            self._give_up(e)
+            return False
+        return True
+
+    def _give_up(self, e: OSError) -> None:
+        if self.root.exists() and not self.root.is_dir():
+            why = "it is a file, not a folder"
+        else:
+            why = f"cannot write to it: {e.strerror or e}"
+        with self._warn_lock:
+            if self.unusable is not None:
+                return
+            self.unusable = why
+        self._warn(f"ukdpack: warning: compile cache {self.root}: {why}; packing without it")
 
     # ------------------------------------------------------------ objects
     def _object_path(self, sha: str) -> Path:
@@ -127,11 +174,12 @@ class CompileCache:
             return None
         return data
 
-    def put_object(self, data: bytes) -> str:
+    def put_object(self, data: bytes) -> str | None:
+        """Store an object; its sha256, or None when it could not be written."""
         sha = sha256_hex(data)
         path = self._object_path(sha)
-        if not path.is_file():
-            write_atomic(path, data)
+        if not path.is_file() and not self._write(path, data):
+            return None
         return sha
 
     # ------------------------------------------------------------ manifests
@@ -141,10 +189,7 @@ class CompileCache:
     def _manifest(self, base_key: str) -> list[dict[str, Any]]:
         """The manifest's entries; none when it is unreadable or fails its digest (an
         altered entry could name another valid object, which the object check can't see)."""
-        try:
-            doc = json.loads(self._manifest_path(base_key).read_bytes())
-        except (OSError, ValueError):
-            return []
+        doc = _read_json(self._manifest_path(base_key))
         entries = doc.get("entries") if isinstance(doc, dict) else None
         if not isinstance(entries, list) or doc.get("digest") != _bound(base_key, entries):
             return []
@@ -161,8 +206,13 @@ class CompileCache:
                     return Hit(data, tuple(deps))
         return None
 
-    def store(self, base_key: str, root: Path, deps: Iterable[str], data: bytes) -> None:
-        """Record a compile: the object and the digest of every file it read."""
+    def store(self, base_key: str, root: Path, deps: Iterable[str], data: bytes,
+              rerun: Mapping[str, Any] | None = None) -> None:
+        """Record a compile: the object, the digest of every file it read and (``rerun``)
+        what running it again takes: ``kind``, ``argv`` (key_argv), ``source`` (relative
+        to ``root``, recorded too), ``compiler`` (identity) and ``compiler_path``."""
+        if self.unusable is not None:
+            return
         recorded: dict[str, str] = {}
         for p in deps:
             d = self.digests.digest(p)
@@ -170,12 +220,17 @@ class CompileCache:
                 return  # an input vanished meanwhile: not worth caching
             recorded[_portable(p, root)] = d
         sha = self.put_object(data)
+        if sha is None:
+            return
+        entry: dict[str, Any] = {"deps": recorded, "object": sha}
+        if rerun is not None:
+            entry["rerun"] = {**rerun, "root": str(root)}
         with self._lock:
             entries = [e for e in self._manifest(base_key) if e["deps"] != recorded]
-            entries.append({"deps": recorded, "object": sha})
+            entries.append(entry)
             kept = entries[-8:]
             doc = {"digest": _bound(base_key, kept), "entries": kept}
-            write_atomic(self._manifest_path(base_key), canonical_json(doc))
+            self._write(self._manifest_path(base_key), canonical_json(doc))
 
     # ------------------------------------------------------------ object info
     def _info_path(self, sha: str) -> Path:
@@ -183,10 +238,7 @@ class CompileCache:
 
     def get_info(self, sha: str) -> dict[str, Any] | None:
         """What was read from the object ``sha`` (bound to it by a digest), or None."""
-        try:
-            doc = json.loads(self._info_path(sha).read_bytes())
-        except (OSError, ValueError):
-            return None
+        doc = _read_json(self._info_path(sha))
         if not isinstance(doc, dict) or not isinstance(doc.get("info"), dict):
             return None
         if doc.get("digest") != _info_digest(sha, doc["info"]):
@@ -196,33 +248,40 @@ class CompileCache:
 
     def put_info(self, sha: str, info: Mapping[str, Any]) -> None:
         doc = {"digest": _info_digest(sha, info), "info": info}
-        write_atomic(self._info_path(sha), canonical_json(doc))
+        self._write(self._info_path(sha), canonical_json(doc))
 
     # ------------------------------------------------------------ compilers
-    def compiler_version(self, path: str) -> str | None:
-        """The version text recorded for the compiler file at ``path``, as it is now."""
-        key = _stat_key(path)
-        if key is None:
+    def compiler_record(self, key: str) -> Mapping[str, Any] | None:
+        """The fingerprint recorded under ``key`` (compiler.identify), or None."""
+        doc = _read_json(self.folder / "compilers" / f"{key}.json")
+        if not isinstance(doc, dict):
             return None
-        try:
-            doc = json.loads((self.folder / "compilers" / f"{key}.json").read_bytes())
-        except (OSError, ValueError):
+        record = {k: doc.get(k) for k in ("version", "identity", "watched")}
+        watched = record["watched"]
+        if not (isinstance(record["version"], str) and isinstance(record["identity"], str)
+                and isinstance(watched, dict)
+                and all(isinstance(v, list) for v in watched.values())):
             return None
-        if not isinstance(doc, dict) or not isinstance(doc.get("version"), str):
-            return None
-        # Bound by a digest: an altered version would change every key and the provenance.
-        record = {"path": doc.get("path"), "version": doc["version"]}
+        # Bound by a digest: an altered identity would change every key and the provenance.
         if doc.get("digest") != _bound(key, record):
             return None
-        version: str = doc["version"]
-        return version
+        return record
 
-    def put_compiler_version(self, path: str, version: str) -> None:
-        key = _stat_key(path)
-        if key is not None:
-            record = {"path": path, "version": version}
-            write_atomic(self.folder / "compilers" / f"{key}.json",
-                         canonical_json({"digest": _bound(key, record), **record}))
+    def put_compiler_record(self, key: str, record: Mapping[str, Any]) -> None:
+        self._write(self.folder / "compilers" / f"{key}.json",
+                    canonical_json({"digest": _bound(key, record), **record}))
+
+    # ------------------------------------------------------------ whole cache
+    def entries(self) -> Iterator[tuple[str, dict[str, Any] | None]]:
+        """Every manifest's (base key, entry); (base key, None) for a manifest that fails
+        its digest (packs ignore it)."""
+        for path in sorted((self.folder / "manifests").glob("*/*.json")):
+            key = path.name.removesuffix(".json")
+            found = self._manifest(key)
+            if not found:
+                yield key, None
+            for entry in found:
+                yield key, entry
 
 
 def _info_digest(sha: str, info: Mapping[str, Any]) -> str:
@@ -234,13 +293,13 @@ def _bound(key: str, content: Any) -> str:
     return sha256_hex(key.encode() + b"\0" + canonical_json(content))
 
 
-def _stat_key(path: str) -> str | None:
-    """The compiler file's path, size and mtime stand for its version between runs."""
+def _read_json(path: Path) -> Any:
+    """A record as parsed, or None when it cannot be read or parsed (a record so deeply
+    nested that the parser gives up included)."""
     try:
-        st = os.stat(path)
-    except OSError:
+        return json.loads(path.read_bytes())
+    except (OSError, ValueError, RecursionError):
         return None
-    return sha256_hex(f"{os.path.realpath(path)}\0{st.st_size}\0{st.st_mtime_ns}".encode())
 
 
 def _portable(path: str, root: Path) -> str:
@@ -256,3 +315,186 @@ def _absolute(deps: Mapping[str, str], root: Path) -> dict[str, str]:
 def base_key(parts: Mapping[str, Any]) -> str:
     """The first-step key of a compile (see the module docstring)."""
     return sha256_hex(canonical_json(parts))
+
+
+# ---------------------------------------------------------------- stats and verify
+@dataclass(frozen=True)
+class Stats:
+    """What a cache folder holds (``ukdpack cache stats``)."""
+
+    entries: int  # compiles recorded (manifest entries)
+    unrerunnable: int  # of them, recorded before entries told how to rerun them
+    manifests: int
+    broken_manifests: int  # failing their digest: packs ignore them
+    objects: int
+    object_bytes: int
+    files: int
+    bytes: int  # every file under the folder
+    oldest: float | None  # mtime of the oldest and newest object (when compiled)
+    newest: float | None
+
+
+def stats(cache: CompileCache) -> Stats:
+    """Count what ``cache`` holds; reads every manifest, stats every file."""
+    entries = unrerunnable = broken = 0
+    keys: set[str] = set()
+    for key, entry in cache.entries():
+        keys.add(key)
+        if entry is None:
+            broken += 1
+            continue
+        entries += 1
+        unrerunnable += _rerun(entry) is None
+    files = total = objects = object_bytes = 0
+    times: list[float] = []
+    objects_folder = cache.folder / "objects"
+    for path in cache.root.rglob("*"):
+        with contextlib.suppress(OSError):
+            st = path.lstat()
+            if not path.is_file():
+                continue
+            files += 1
+            total += st.st_size
+            if path.parent.parent == objects_folder and not path.name.startswith("."):
+                objects += 1
+                object_bytes += st.st_size
+                times.append(st.st_mtime)
+    return Stats(entries, unrerunnable, len(keys), broken, objects, object_bytes, files, total,
+                 min(times, default=None), max(times, default=None))
+
+
+#: "differs": damage or poisoning, or the compile failed; "skipped": with a note why.
+State = Literal["same", "differs", "skipped"]
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """What recompiling one entry showed."""
+
+    state: State
+    line: str  # for "differs" an error, for "skipped" a note, for "same" a label
+
+
+@dataclass(frozen=True)
+class VerifyReport:
+    """``ukdpack cache verify``: each sampled entry's verdict and what was left out."""
+
+    verdicts: tuple[Verdict, ...]
+    candidates: int  # entries that record how to rerun them
+    unrerunnable: int  # entries recorded before that (skipped)
+    broken_manifests: int
+
+    def count(self, state: State) -> int:
+        return sum(v.state == state for v in self.verdicts)
+
+    @property
+    def ok(self) -> bool:
+        return self.count("differs") == 0
+
+
+def verify(cache: CompileCache, sample: int | None = None, jobs: int = 1,
+           compilers: Mapping[str, str | None] | None = None,
+           timeout: float = compiler.DEFAULT_JOB_TIMEOUT) -> VerifyReport:
+    """Recompile ``sample`` entries picked at random (all when None) and compare the bytes
+    with the cached object. Builds are reproducible, so a difference means the entry is
+    damaged or poisoned. Entries whose source, headers or compiler are not as they were
+    are skipped: a pack would not use them either."""
+    rerunnable: list[tuple[str, dict[str, Any], dict[str, Any]]] = []
+    unrerunnable = broken = 0
+    for key, entry in cache.entries():
+        if entry is None:
+            broken += 1
+            continue
+        rerun = _rerun(entry)
+        if rerun is None:
+            unrerunnable += 1
+        else:
+            rerunnable.append((key, entry, rerun))
+    picked = rerunnable if sample is None or sample >= len(rerunnable) else \
+        random.sample(rerunnable, sample)
+
+    found: dict[tuple[str, str], compiler.Compiler | None] = {}
+    lock = threading.Lock()
+
+    def compiler_with(kind: str, identity: str, recorded: str) -> compiler.Compiler | None:
+        """A compiler of this identity here: the one given, the recorded one, the default."""
+        with lock:
+            if (kind, identity) not in found:
+                found[(kind, identity)] = None
+                for explicit in dict.fromkeys([(compilers or {}).get(kind), recorded, None]):
+                    if explicit is not None and not os.path.isfile(explicit):
+                        continue
+                    try:
+                        comp = compiler.identify(kind, compiler.locate(kind, explicit), cache,
+                                                 timeout)
+                    except UkdError:  # not there, or it cannot tell its version: no match
+                        continue
+                    if comp.identity == identity:
+                        found[(kind, identity)] = comp
+                        break
+            return found[(kind, identity)]
+
+    def one(item: tuple[str, dict[str, Any], dict[str, Any]]) -> Verdict:
+        key, entry, rerun = item
+        root = Path(rerun["root"])
+        source = root / rerun["source"]
+        arch = next((a.split("=", 1)[1] for a in rerun["argv"]
+                     if a.startswith(("--offload-arch=", "-arch="))), "?")
+        where = f"entry {key[:16]} ({source}, {arch})"
+        if not source.is_file():
+            return Verdict("skipped", f"{where}: its source is no longer there; skipped")
+        for path, digest in _absolute(entry["deps"], root).items():
+            if cache.digests.digest(path) != digest:
+                return Verdict("skipped", f"{where}: {path} changed since it was compiled (a "
+                                          "pack would not use the entry); skipped")
+        source_digest = cache.digests.digest(str(source))
+        if base_key({"compiler": rerun["compiler"], "argv": rerun["argv"],
+                     "source": rerun["source"], "source_sha256": source_digest}) != key:
+            return Verdict("differs", f"{where}: its record does not match the key it is "
+                                      "filed under: the manifest was rewritten")
+        comp = compiler_with(rerun["kind"], rerun["compiler"], rerun["compiler_path"])
+        if comp is None:
+            return Verdict("skipped", f"{where}: compiled by a compiler (or environment) this "
+                                      "one does not have; skipped")
+        sha = entry["object"]
+        try:
+            cached = cache._object_path(sha).read_bytes()
+        except OSError:
+            return Verdict("skipped", f"{where}: its object {sha[:16]} is gone (a pack "
+                                      "compiles it again); skipped")
+        if sha256_hex(cached) != sha:
+            return Verdict("differs", f"{where}: its object {sha[:16]} is damaged (its bytes "
+                                      "are not the digest they are stored under)")
+        with tempfile.TemporaryDirectory(prefix="ukdpack-verify-") as tmp:
+            out, dep = Path(tmp) / "out.o", Path(tmp) / "out.d"
+            argv = compiler.rerun_argv(comp, rerun["argv"], source, out, dep, root)
+            outcome = compiler.run_compile(argv, out, dep, source.parent, timeout)
+        if not outcome.ok:
+            first = outcome.message.splitlines()[0] if outcome.message else ""
+            return Verdict("differs", f"{where}: compiling it again failed: {first}")
+        if outcome.data != cached:
+            return Verdict("differs", f"{where}: its object {sha[:16]} differs from what "
+                                      f"compiling {rerun['source']} again gives "
+                                      f"({sha256_hex(outcome.data)[:16]}): the entry is "
+                                      "damaged or poisoned; remove the cache folder")
+        return Verdict("same", where)
+
+    with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
+        verdicts = tuple(pool.map(one, picked))
+    return VerifyReport(verdicts, len(rerunnable), unrerunnable, broken)
+
+
+def _rerun(entry: Mapping[str, Any]) -> dict[str, Any] | None:
+    """An entry's ``rerun`` record when it is whole (entries made before it was recorded
+    have none)."""
+    rerun = entry.get("rerun")
+    if not isinstance(rerun, dict):
+        return None
+    strings = ("kind", "source", "root", "compiler", "compiler_path")
+    if not all(isinstance(rerun.get(k), str) for k in strings) or rerun["kind"] not in (
+            "hip", "cuda"):
+        return None
+    argv = rerun.get("argv")
+    if not isinstance(argv, list) or not all(isinstance(a, str) for a in argv):
+        return None
+    return rerun

@@ -228,6 +228,53 @@ def cmd_generate(args: argparse.Namespace) -> int:
     return 0 if result.valid else 1
 
 
+def cmd_cache(args: argparse.Namespace) -> int:
+    import time
+
+    from ukdpack.cache import CompileCache, default_cache_dir, stats, verify
+
+    folder = Path(args.cache_dir) if args.cache_dir else default_cache_dir()
+    if not folder.is_dir():
+        raise UsageError(f"{folder}: no compile cache there (--cache-dir, else "
+                         "$UKDPACK_CACHE_DIR, $XDG_CACHE_HOME/ukdpack, ~/.cache/ukdpack)")
+    cache = CompileCache(folder)
+    if args.cache_command == "stats":
+        st = stats(cache)
+
+        def when(t: float | None) -> str:
+            return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(t)) if t else "-"
+
+        print(f"compile cache {folder}\n"
+              f"  entries  {st.entries} in {st.manifests} manifests ({st.unrerunnable} without "
+              f"a rerun record, {st.broken_manifests} manifests failing their digest)\n"
+              f"  objects  {st.objects}, {st.object_bytes:,} bytes\n"
+              f"  total    {st.bytes:,} bytes in {st.files} files\n"
+              f"  oldest   {when(st.oldest)}\n"
+              f"  newest   {when(st.newest)}")
+        return 0
+    from ukdpack.pack import default_jobs
+
+    report = verify(cache, args.sample, args.jobs or default_jobs(),
+                    {"hip": args.hipcc, "cuda": args.nvcc})
+    for v in report.verdicts:
+        if v.state == "differs":
+            print(f"ukdpack: error: compile cache {folder}: {v.line}", file=sys.stderr)
+        elif v.state == "skipped":
+            print(f"ukdpack: note: {v.line}", file=sys.stderr)
+    if report.unrerunnable:
+        print(f"ukdpack: note: compile cache {folder}: {report.unrerunnable} entries lack a "
+              "rerun record (an earlier ukdpack made them); skipped: packs record it from "
+              "now on", file=sys.stderr)
+    if report.broken_manifests:
+        print(f"ukdpack: note: compile cache {folder}: {report.broken_manifests} manifests "
+              "fail their digest; packs ignore them", file=sys.stderr)
+    of = f" of {report.candidates}" if len(report.verdicts) < report.candidates else ""
+    print(f"ukdpack: compile cache {folder}: {len(report.verdicts)}{of} entries: "
+          f"{report.count('same')} same when compiled again, {report.count('differs')} "
+          f"differ, {report.count('skipped')} skipped")
+    return 0 if report.ok else 1
+
+
 def _positive_count(text: str) -> int:
     try:
         value = int(text)
@@ -349,6 +396,23 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--max-kernels", type=_positive_count, default=100_000, metavar="N",
                    help="refuse a config that makes more kernels than this (default 100000)")
     p.set_defaults(handler=cmd_generate)
+
+    p = sub.add_parser("cache", help="look into the compile cache: stats, verify")
+    cache_sub = p.add_subparsers(dest="cache_command", metavar="ACTION")
+    cache_sub.required = True
+    stats_p = cache_sub.add_parser("stats", help="entries, bytes, oldest and newest object")
+    verify_p = cache_sub.add_parser("verify", help="compile cached entries again and compare "
+                                                   "the bytes (exit 1 when one differs)")
+    for c in (stats_p, verify_p):
+        c.add_argument("--cache-dir", metavar="D",
+                       help="the cache (default: as pack: $UKDPACK_CACHE_DIR, ...)")
+        c.set_defaults(handler=cmd_cache)
+    verify_p.add_argument("--sample", type=_positive_count, metavar="N",
+                          help="compile N entries picked at random (default: every entry)")
+    verify_p.add_argument("--jobs", type=int, default=0, metavar="N",
+                          help="parallel compiles (default: the CPUs this process may use)")
+    verify_p.add_argument("--hipcc", metavar="PATH", help="HIP compiler to try first")
+    verify_p.add_argument("--nvcc", metavar="PATH", help="CUDA compiler to try first")
     return parser
 
 

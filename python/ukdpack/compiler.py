@@ -1,10 +1,20 @@
-"""Finding the device compilers and running one device-only compile (SPEC 5).
+"""Finding the device compilers, telling what they are, and running one device-only
+compile (SPEC 5).
 
 hip: hipcc, from ``--hipcc``, then ``UKDPACK_HIPCC``, then ``PATH``; cuda: nvcc, from
 ``--nvcc``, then ``UKDPACK_NVCC``, then ``PATH``. Flags are pinned so the object
 depends only on the inputs (hip: ``-fuse-cuid=none`` and the root's absolute path
 mapped away), with ``-O3`` unless the build's own flags say otherwise (they come
 later on the command line and win).
+
+A compiler's *identity* (part of every cache key) covers what really compiles, not
+only the driver's version text: hipcc is a script that picks its clang, device
+libraries and flags through environment variables, so the identity is taken over
+the version text, those variables, the command hipcc runs (``HIPCC_VERBOSE=1`` on a
+``-###`` probe compile) and the sha256 of every file that probe names (the clang
+hipcc runs, cc1, lld, the offload bundler, the device bitcode libraries) plus the
+LLVM and clang libraries they load. It is recorded with the size, mtimes and inode of
+each of those files, so a warm pack re-stats them and runs no process.
 """
 
 from __future__ import annotations
@@ -12,14 +22,17 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import os
+import re
+import shlex
 import shutil
 import signal
 import subprocess
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
+from ukdpack.digest import canonical_json, sha256_hex
 from ukdpack.errors import UkdError
 
 INSTALL_HINT = {
@@ -33,18 +46,193 @@ PROGRAM = {"hip": "hipcc", "cuda": "nvcc"}
 OPTION = {"hip": "--hipcc", "cuda": "--nvcc"}
 
 
+#: What each driver reads from the environment to choose the compiler it runs, its
+#: device libraries and the flags it adds (Debian's hipcc.pl and hipvars.pm, clang's
+#: driver, nvcc). Their values are part of the compiler's identity.
+IDENTITY_ENV = {
+    "hip": ("HIP_PLATFORM", "HIP_PATH", "ROCM_PATH", "HIP_CLANG_PATH", "HIP_ROCCLR_HOME",
+            "HIP_COMPILER", "HIP_RUNTIME", "HSA_PATH", "CUDA_PATH", "HIP_LIB_PATH",
+            "DEVICE_LIB_PATH", "HIP_DEVICE_LIB_PATH", "HIP_CLANG_HCC_COMPAT_MODE",
+            "HIP_COMPILE_CXX_AS_HIP", "HIPCC_COMPILE_FLAGS_APPEND", "HIPCC_LINK_FLAGS_APPEND",
+            "HCC_AMDGPU_TARGET", "CCC_OVERRIDE_OPTIONS", "CPATH", "CPLUS_INCLUDE_PATH",
+            "C_INCLUDE_PATH"),
+    "cuda": ("NVCC_PREPEND_FLAGS", "NVCC_APPEND_FLAGS", "NVCC_CCBIN", "CUDA_PATH", "CPATH",
+             "CPLUS_INCLUDE_PATH", "C_INCLUDE_PATH"),
+}
+#: The arch of the ``-###`` probe: any the toolchain knows; only the files it names matter.
+PROBE_ARCH = "gfx90a"
+#: Seconds the version and probe runs may take (a compile's own limit when lower).
+PROBE_TIMEOUT = 120.0
+#: hipcc's companions next to its real path (Debian: the Perl driver and its variables).
+_HIPCC_COMPANIONS = ("hipcc.pl", "hipvars.pm", "hipcc.bin", ".hipVersion")
+#: The shared libraries that hold the compiler proper (clang's binary is a thin driver).
+_COMPILER_LIBRARY = re.compile(r"lib(LLVM|clang|lld)")
+
+
 @dataclass(frozen=True)
 class Compiler:
-    """A compiler and what identifies its output: path, and its version text."""
+    """A compiler and what identifies its output."""
 
     kind: str  # "hip"
     path: str
-    version: str  # the version text the compiler printed (first lines)
+    version: str  # the version text the compiler printed (first lines; for provenance)
+    identity: str  # digest of everything that decides its objects (module docstring)
 
-    @property
-    def identity(self) -> str:
-        """Digest of the version text: the same compiler gives the same objects."""
-        return hashlib.sha256(f"{self.kind}\0{self.version}".encode()).hexdigest()
+
+class CompilerRecords(Protocol):
+    """Where fingerprints are remembered between packs (the compile cache)."""
+
+    def compiler_record(self, key: str) -> Mapping[str, Any] | None: ...
+
+    def put_compiler_record(self, key: str, record: Mapping[str, Any]) -> None: ...
+
+
+def tool_env() -> dict[str, str]:
+    """The environment compilers run with (hipcc on a machine with CUDA too picks nvcc
+    unless told the platform)."""
+    env = dict(os.environ)
+    env.setdefault("HIP_PLATFORM", "amd")
+    return env
+
+
+def identify(kind: str, path: str, records: CompilerRecords | None,
+             timeout: float = PROBE_TIMEOUT) -> Compiler:
+    """The compiler at ``path`` with its identity: the record kept for it when none of
+    the files it names changed (no process runs), else fingerprinted anew and recorded.
+    Raises UkdError when it cannot tell its version."""
+    env = tool_env()
+    chosen = {k: env[k] for k in IDENTITY_ENV[kind] if k in env}
+    # The environment is part of the record's key: switching back and forth stays warm.
+    key = sha256_hex(canonical_json({"kind": kind, "path": path, "env": chosen}))
+    found = records.compiler_record(key) if records is not None else None
+    if found is not None and all(_stat(p) == st for p, st in found["watched"].items()):
+        return Compiler(kind, path, found["version"], found["identity"])
+    version, identity, watched, whole = _fingerprint(kind, path, env, chosen,
+                                                     min(timeout, PROBE_TIMEOUT))
+    # A fingerprint whose probe failed does not watch the clang: it is not kept, lest a
+    # clang swapped later go unseen.
+    if records is not None and whole:
+        records.put_compiler_record(key, {"version": version, "identity": identity,
+                                          "watched": watched})
+    return Compiler(kind, path, version, identity)
+
+
+def _fingerprint(kind: str, path: str, env: Mapping[str, str], chosen: Mapping[str, str],
+                 timeout: float) -> tuple[str, str, dict[str, list[int]], bool]:
+    """(version text, identity, {file: stat}, whether the probe told what runs) of the
+    compiler at ``path``."""
+    real = os.path.realpath(path)
+    files = [path, real] + [os.path.join(os.path.dirname(real), n) for n in _HIPCC_COMPANIONS
+                            if kind == "hip"]
+    version = version_text(path, timeout)
+    driver = ""
+    if kind == "hip":
+        driver, tools = _probe_hip(path, env, timeout)
+        files += tools + _compiler_libraries(tools, timeout)
+    whole = kind != "hip" or bool(driver)
+    watched: dict[str, list[int]] = {}
+    digests: set[tuple[str, str]] = set()
+    for p in dict.fromkeys(files):
+        st = _stat(p)  # before the digest: a file changed meanwhile is seen next time
+        if st is None:
+            continue
+        watched[p] = st
+        try:
+            with open(p, "rb") as f:
+                digests.add((os.path.basename(os.path.realpath(p)),
+                             hashlib.file_digest(f, "sha256").hexdigest()))
+        except OSError:
+            continue
+    identity = sha256_hex(canonical_json({
+        "kind": kind, "version": version, "env": dict(chosen), "driver": driver,
+        # by name, not path: the same toolchain elsewhere shares entries
+        "files": sorted(digests)}))
+    return version, identity, watched, whole
+
+
+def _probe_hip(path: str, env: Mapping[str, str], timeout: float) -> tuple[str, list[str]]:
+    """The command hipcc runs for a device compile (``hipcc-cmd:``, with the flags it
+    adds) and the files clang's ``-###`` names (cc1, lld, bundler, bitcode libraries).
+    Empty when the probe fails: the identity then rests on the rest."""
+    # -c --cuda-device-only is what hipcc makes of --genco, which is left out so that
+    # wrappers counting compiles do not count the probe.
+    argv = [path, "-c", "--cuda-device-only", f"--offload-arch={PROBE_ARCH}", "-###",
+            "-x", "hip", os.devnull, "-o", os.devnull]
+    try:
+        _, out, err = _run_tool(argv, {**env, "HIPCC_VERBOSE": "1"}, timeout)
+    except (OSError, subprocess.TimeoutExpired):
+        return "", []
+    driver = ""
+    files: list[str] = []
+    for line in out.splitlines():
+        if line.startswith("hipcc-cmd:"):
+            driver = line.partition(":")[2].strip()
+            words = _split(driver)
+            program = shutil.which(words[0], path=env.get("PATH")) if words else None
+            if program:
+                files += [os.path.abspath(program), os.path.realpath(program)]
+    for line in err.splitlines():
+        if line.startswith(' "'):  # one command of -### (the version lines are not)
+            files += [os.path.realpath(w) for w in _split(line)
+                      if os.path.isabs(w) and os.path.isfile(w)]
+    return driver, files
+
+
+def _compiler_libraries(tools: Sequence[str], timeout: float) -> list[str]:
+    """The LLVM, clang and lld shared libraries the ELF ``tools`` load (``ldd``)."""
+    elves = []
+    for t in dict.fromkeys(tools):
+        with contextlib.suppress(OSError), open(t, "rb") as f:
+            if f.read(4) == b"\x7fELF" and os.access(t, os.X_OK):
+                elves.append(t)
+    if not elves or shutil.which("ldd") is None:
+        return []
+    try:
+        _, out, _ = _run_tool(["ldd", *elves], dict(os.environ), timeout)
+    except (OSError, subprocess.TimeoutExpired):
+        return []
+    found = []
+    for line in out.splitlines():
+        name, arrow, rest = line.strip().partition(" => ")
+        lib = rest.split(" (")[0].strip()
+        if arrow and _COMPILER_LIBRARY.match(name) and os.path.isabs(lib):
+            found.append(os.path.realpath(lib))
+    return found
+
+
+def _split(text: str) -> list[str]:
+    try:
+        return shlex.split(text)
+    except ValueError:  # an unbalanced quote: words are still worth having
+        return text.split()
+
+
+def _stat(path: str) -> list[int] | None:
+    """What stands for a file's content between packs: size, mtime, ctime and inode (a
+    file replaced by a rename, or copied over with its mtime kept, changes one)."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return [st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino]
+
+
+def _run_tool(argv: Sequence[str], env: Mapping[str, str], timeout: float
+              ) -> tuple[int, str, str]:
+    """(exit status, stdout, stderr) of a short tool run, in its own process group so a
+    timeout stops whatever it started (a child holding the pipes would hang ``run``)."""
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            stdin=subprocess.DEVNULL, env=dict(env), cwd="/",
+                            start_new_session=True)
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except BaseException:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.communicate()
+        raise
+    return (proc.returncode, out.decode("utf-8", errors="replace"),
+            err.decode("utf-8", errors="replace"))
 
 
 def locate(kind: str, explicit: str | None) -> str:
@@ -60,20 +248,16 @@ def locate(kind: str, explicit: str | None) -> str:
     return os.path.abspath(found)
 
 
-def version_text(path: str) -> str:
+def version_text(path: str, timeout: float = PROBE_TIMEOUT) -> str:
     """What ``<compiler> --version`` prints (stdout), stripped of blank lines."""
-    env = dict(os.environ)
-    env.setdefault("HIP_PLATFORM", "amd")
     try:
-        r = subprocess.run([path, "--version"], capture_output=True, text=True, env=env,
-                           encoding="utf-8", errors="replace", timeout=120, check=False,
-                           stdin=subprocess.DEVNULL)
+        rc, out, err = _run_tool([path, "--version"], tool_env(), timeout)
     except (OSError, subprocess.TimeoutExpired) as e:
         raise UkdError(f"cannot run the compiler {path} --version: {e}") from None
-    lines = [ln.rstrip() for ln in r.stdout.splitlines() if ln.strip()]
-    if r.returncode != 0 or not lines:
-        raise UkdError(f"the compiler {path} --version failed (exit {r.returncode}): "
-                       f"{(r.stderr or r.stdout).strip()[:500]}")
+    lines = [ln.rstrip() for ln in out.splitlines() if ln.strip()]
+    if rc != 0 or not lines:
+        raise UkdError(f"the compiler {path} --version failed (exit {rc}): "
+                       f"{(err or out).strip()[:500]}")
     # "InstalledDir: ..." names a path, not a version: leave it out of the identity.
     return "\n".join(ln for ln in lines if not ln.startswith("InstalledDir:"))
 
@@ -100,9 +284,17 @@ def key_argv(kind: str, build: Mapping[str, Any], arch: str) -> list[str]:
 def compile_argv(compiler: Compiler, source: Path, build: Mapping[str, Any], arch: str,
                  output: Path, depfile: Path, root: Path) -> list[str]:
     """The device-only compile of one translation unit for one arch."""
-    argv = [compiler.path, *key_argv(compiler.kind, build, arch)]
+    return rerun_argv(compiler, key_argv(compiler.kind, build, arch), source, output,
+                      depfile, root)
+
+
+def rerun_argv(compiler: Compiler, keyed: Sequence[str], source: Path, output: Path,
+               depfile: Path, root: Path) -> list[str]:
+    """The compile whose path-free part is ``keyed`` (what key_argv gave; the cache
+    records it so ``ukdpack cache verify`` can run the compile again)."""
+    argv = [compiler.path, *keyed]
     if compiler.kind == "hip":
-        argv.insert(len(_pinned("hip", arch)) + 1, f"-ffile-prefix-map={root}=.")
+        argv.insert(len(_pinned("hip", "")) + 1, f"-ffile-prefix-map={root}=.")
     return [*argv, "-MD", "-MF", str(depfile), "-o", str(output), str(source)]
 
 
@@ -149,11 +341,9 @@ def run_compile(argv: list[str], output: Path, depfile: Path, cwd: Path,
     its own process group so a timeout stops the driver and every process it started.
     Its output is read as UTF-8 with replacement characters: a message in another
     encoding is still shown."""
-    env = dict(os.environ)
-    env.setdefault("HIP_PLATFORM", "amd")
     try:
         proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                stdin=subprocess.DEVNULL, cwd=cwd, env=env,
+                                stdin=subprocess.DEVNULL, cwd=cwd, env=tool_env(),
                                 start_new_session=True)
     except OSError as e:
         return CompileOutcome(False, b"", (), f"cannot run {argv[0]}: {e.strerror}")

@@ -102,15 +102,13 @@ class Producer:
         self.compiles = 0  # compiler runs in this pack
 
     def compiler(self, kind: str) -> compiler.Compiler:
-        """The compiler of ``kind``; raises UkdError with the install hint when missing."""
+        """The compiler of ``kind``, identified (recorded in the cache: a warm pack runs
+        no process for it); raises UkdError with the install hint when missing."""
         with self._lock:
             if kind not in self._compilers:
                 path = compiler.locate(kind, self._explicit.get(kind))
-                version = self.cache.compiler_version(path)
-                if version is None:
-                    version = compiler.version_text(path)
-                    self.cache.put_compiler_version(path, version)
-                self._compilers[kind] = compiler.Compiler(kind, path, version)
+                self._compilers[kind] = compiler.identify(kind, path, self.cache,
+                                                          self.timeout)
             return self._compilers[kind]
 
     def versions(self) -> dict[str, str]:
@@ -182,9 +180,9 @@ class Producer:
             source_digest = sha256_hex(source.read_bytes())
         except OSError as e:
             raise _fail(job, f"cannot read source {job.rel}: {e.strerror}") from None
-        key = base_key({"compiler": comp.identity,
-                        "argv": compiler.key_argv(job.kind, build, job.arch),
-                        "source": job.rel, "source_sha256": source_digest})
+        keyed = compiler.key_argv(job.kind, build, job.arch)
+        key = base_key({"compiler": comp.identity, "argv": keyed, "source": job.rel,
+                        "source_sha256": source_digest})
         hit = self.cache.lookup(key, self.root)
         if hit is not None:
             return self._finish(job, hit.data, hit.deps, False, f"the cached object of {job.rel}")
@@ -198,7 +196,9 @@ class Producer:
             raise _fail(job, f"compiling {job.what()} failed", outcome.message,
                         os.path.basename(comp.path))
         deps = outcome.deps or (str(source),)
-        self.cache.store(key, self.root, deps, outcome.data)
+        self.cache.store(key, self.root, deps, outcome.data,
+                         {"kind": job.kind, "argv": keyed, "source": job.rel,
+                          "compiler": comp.identity, "compiler_path": comp.path})
         return self._finish(job, outcome.data, deps, True, f"the object compiled from {job.rel}")
 
     def _prebuilt(self, job: Job) -> Product:

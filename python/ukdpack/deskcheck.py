@@ -91,7 +91,7 @@ def desk_check(shard_path: Path, arch: str | None = None,
     """Every whole-set problem of the packed shard at ``shard_path``."""
     shard = load_shard(shard_path, arch, exclude_folders)
     problems = list(shard.problems)
-    problems += _archive_problems(shard)
+    problems = shard.with_runtime(problems + _archive_problems(shard))
     order = {f.rel: i for i, f in enumerate(shard.tree.files)}
     problems.sort(key=lambda p: (order.get(p.file, len(order)), p.file, p.path))
     return DeskCheck(shard, tuple(problems))

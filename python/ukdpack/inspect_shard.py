@@ -131,7 +131,7 @@ def inspect(shard_path: Path, arch: str | None = None) -> Inspection:
                         "knobs": list(ued.knobs),
                         "packs": [k.name for k in kdps if t.ued_of(k) is ued]})
     archives, found = _archives(shard)
-    problems = list(shard.problems) + found
+    problems = shard.with_runtime(list(shard.problems) + found)
     doc = {
         "shard": str(shard_path), "arch": shard.arch,
         "engines": engines,

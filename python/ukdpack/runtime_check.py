@@ -50,6 +50,14 @@ def check_shard(shard: Path, arch: str, manifest: Mapping[str, list[str]] | None
     """Every problem the runtime finds in the shard at ``shard`` for ``arch``."""
     dset = _runtime.load_shard(str(shard))
     problems = [from_runtime(d) for d in dset.diagnostics if d["severity"] != "note"]
+    return problems + launch_problems(dset, arch, manifest)
+
+
+def launch_problems(dset: _runtime.DescriptorSet, arch: str,
+                    manifest: Mapping[str, list[str]] | None) -> list[Problem]:
+    """What a state manager over a loaded set finds for ``arch``: every kernel it drops,
+    and every launch whose code fails the integrity checks (archive, digest, symbol)."""
+    problems: list[Problem] = []
     handlers = dict(_runtime.stub_handlers(dset))
     if manifest:
         handlers.update(manifest)

@@ -20,6 +20,7 @@ from typing import Any
 from ukdpack import _runtime
 from ukdpack.errors import Problem, UkdError
 from ukdpack.model import Kdp, Source, Ukd
+from ukdpack.runtime_check import launch_problems
 from ukdpack.tree import ARCHIVE_FOLDER, Member, Tree, load_tree
 
 #: The field of a packed source that names its archive, relative to the descriptor.
@@ -171,6 +172,24 @@ class Shard:
 
     def kdps(self) -> list[Kdp]:
         return self.tree.of_type(Kdp)
+
+    @functools.cached_property
+    def runtime_problems(self) -> tuple[Problem, ...]:
+        """What the runtime's state manager finds loading every launch's code for the
+        shard's arch (drops, archive, digest, symbol): the very check a consuming
+        library's load makes, so a tool never passes what the runtime refuses."""
+        if self.arch is None or self.tree.dset is None:
+            return ()
+        return tuple(launch_problems(self.tree.dset, self.arch, None))
+
+    def with_runtime(self, problems: Sequence[Problem]) -> list[Problem]:
+        """``problems`` plus each of the runtime's own findings about a launch no problem
+        already names (a tool's more specific line about the same field stands)."""
+        said = [(p.file, p.path) for p in problems if p.severity == "error"]
+        extra = [r for r in self.runtime_problems
+                 if not any(f == r.file and (p.startswith(r.path) or r.path.startswith(p))
+                            for f, p in said if p)]
+        return [*problems, *extra]
 
     def kernel_ids(self) -> frozenset[str]:
         """Ids of every kernel the shard holds that loaded."""

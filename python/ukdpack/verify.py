@@ -454,7 +454,8 @@ def verify(shard_path: Path, source_root: Path, exclude_folders: Sequence[str] =
     checker.packs()
     checker.kernels()
     checker.generics()
-    problems = list(shard.problems) + checker.problems + sidecar_problems(shard)
+    problems = (shard.with_runtime(list(shard.problems) + checker.problems)
+                + sidecar_problems(shard))
     return Verification(shard, source_root, tuple(problems), len(plan.members),
                         len(plan.launches))
 

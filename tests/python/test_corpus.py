@@ -1,13 +1,17 @@
-"""The conformance corpus (SPEC 15): every case is run through every judge its
-``expect.json`` lists, and each judge must give the case's verdict, print every
-message fragment, exit 0 or 1, and never show a traceback.
+"""The conformance corpus: every case is run through every judge that applies to
+it, and every judge must give the case's one verdict (a case declares, with its
+reason, the only ways judges may differ), exit 0 or 1, name a file of the case
+when it refuses, print the pinned message fragments, and never show a traceback
+or an internal error.
 
-Judges (see tests/corpus/README.md): ``validate`` and ``pack`` on an authored
-``tree/``; ``ukdpack-validate`` and ``loader`` on a packed ``shard/``.
+Judges (see tests/corpus/README.md): ``validate``, ``pack``, ``ukdpack-validate``
+and the loader on an authored ``tree/``; ``ukdpack-validate``, the loader,
+``inspect``, ``verify`` and ``desk-check`` on a packed ``shard/``.
 """
 
 from __future__ import annotations
 
+import itertools
 import json
 import subprocess
 import sys
@@ -22,8 +26,12 @@ from ukdpack.cli import main
 
 CORPUS = Path(__file__).resolve().parents[1] / "corpus"
 CASES = sorted(p.name for p in CORPUS.iterdir() if (p / "expect.json").is_file())
-JUDGES = ("validate", "pack", "ukdpack-validate", "loader")
-AUTHORED = {"validate", "pack"}
+#: Every judge of each shape of case: all of them run on every case of that shape.
+TREE_JUDGES = ("validate", "pack", "ukdpack-validate", "loader")
+SHARD_JUDGES = ("ukdpack-validate", "loader", "inspect", "verify", "desk-check")
+JUDGES = tuple(dict.fromkeys(TREE_JUDGES + SHARD_JUDGES))
+#: Judges that read an authored tree by the runtime's rules, compiling nothing.
+RULE_JUDGES = ("validate", "ukdpack-validate", "loader")
 DEFAULT_ARCH = "gfx90a"
 
 
@@ -32,9 +40,29 @@ def _expect(case: str) -> dict[str, Any]:
     return doc
 
 
+def _shape(case: str) -> str:
+    return "tree" if (CORPUS / case / "tree").is_dir() else "shard"
+
+
+def _judges(case: str) -> tuple[str, ...]:
+    """Every judge that applies to the case: all of its shape's (verify needs the root the
+    shard was packed from)."""
+    if _shape(case) == "tree":
+        return TREE_JUDGES
+    if _expect(case).get("source") is None:
+        return tuple(j for j in SHARD_JUDGES if j != "verify")
+    return SHARD_JUDGES
+
+
 def _verdict(expect: dict[str, Any], judge: str) -> str:
-    # validate runs no compiler, so a producer failure is "ok" to it and "fail" to pack.
-    verdict: str = expect.get("verdict_by_judge", {}).get(judge, expect["verdict"])
+    """One verdict for every judge, except where the case says why judges must differ: a
+    producer failure only pack sees (it alone compiles), or a rule only the packer can
+    judge (toc-key identity from build inputs)."""
+    verdict: str = expect["verdict"]
+    if "fails_only_in_pack" in expect:
+        return "fail" if judge == "pack" else "ok"
+    if "packer_rule" in expect:
+        return "fail" if judge in ("validate", "pack") else "ok"
     return verdict
 
 
@@ -65,34 +93,51 @@ def _judge_pack(case: str, expect: dict[str, Any], tmp: Path,
                     str(cache), *expect.get("args", [])], capsys)
     left = sorted(p.name for p in out_root.iterdir()) if out_root.is_dir() else []
     if got.code != 0:
-        # SPEC 8: a failing arch leaves neither its shard nor its staging folder.
+        # A failing arch leaves neither its shard nor its staging folder.
         assert arch not in left and f".{arch}.staging" not in left, (case, left)
     else:
         assert (out_root / arch).is_dir() and f".{arch}.staging" not in left, (case, left)
     return got
 
 
-def _judge_cpp_validator(case: str, _expect: dict[str, Any], _tmp: Path,
+def _judge_cpp_validator(case: str, expect: dict[str, Any], _tmp: Path,
                          _capsys: pytest.CaptureFixture[str], _cache: Path) -> Verdict:
     exe = Path(sys.executable).parent / "ukdpack-validate"
-    done = subprocess.run([str(exe), str(CORPUS / case / "shard")], capture_output=True,
-                          text=True, check=False, timeout=60)
+    if _shape(case) == "tree":
+        argv = [str(exe), "--authored", str(CORPUS / case / "tree"), *expect.get("args", [])]
+    else:
+        argv = [str(exe), str(CORPUS / case / "shard")]
+    done = subprocess.run(argv, capture_output=True, text=True, check=False, timeout=60)
     return Verdict(done.returncode, done.stdout + done.stderr)
+
+
+def _diagnostic_lines(diags: list[dict[str, str]]) -> list[str]:
+    return [": ".join(filter(None, (d["severity"], d.get("file"), d.get("path"),
+                                    d.get("message")))) for d in diags]
 
 
 def _judge_loader(case: str, expect: dict[str, Any], _tmp: Path,
                   _capsys: pytest.CaptureFixture[str], _cache: Path) -> Verdict:
-    """The loader and state manager as a program would use them, then every launch's
-    integrity checks; any error diagnostic, drop or refusal is a fail."""
+    """The loader as a program would use it. An authored tree: the load and the whole-set
+    rules; any error is a fail. A shard: then a state manager and every launch's integrity
+    checks; any error diagnostic, failing drop or refusal is a fail, and so is a shard that
+    yields no launch at all."""
     arch = expect.get("arch", DEFAULT_ARCH)
+    if _shape(case) == "tree":
+        excluded = [a for flag, a in itertools.pairwise(expect.get("args", []))
+                    if flag == "--exclude-folder"]
+        dset = _runtime.load_shard(str(CORPUS / case / "tree"), authored=True,
+                                   exclude_folders=excluded)
+        diags = dset.diagnostics + _runtime.check_set_rules(dset)
+        failed = any(d["severity"] == "error" for d in diags)
+        return Verdict(1 if failed else 0, "\n".join(_diagnostic_lines(diags)))
     dset = _runtime.load_shard(str(CORPUS / case / "shard"))
-    lines = [": ".join(filter(None, (d["severity"], d.get("file"), d.get("path"),
-                                     d.get("message")))) for d in dset.diagnostics]
+    lines = _diagnostic_lines(dset.diagnostics)
     failed = any(d["severity"] == "error" for d in dset.diagnostics)
     sm = _runtime.StateManager(dset, handlers=_runtime.stub_handlers(dset), arch=arch)
     for d in sm.dropped():
-        failed = True
-        lines.append(f"dropped {d['name']}: {d['reason']}")
+        failed = failed or d["code"] != "NO_DISPATCH"
+        lines.append(f"{d['file']}: {d['path']}: dropped {d['name']}: {d['reason']}")
     loaded = 0
     for k in sm.kept():
         if not k["packed"]:
@@ -110,9 +155,21 @@ def _judge_loader(case: str, expect: dict[str, Any], _tmp: Path,
     return Verdict(1 if failed else 0, "\n".join(lines))
 
 
+def _shard_tool(tool: str) -> Any:
+    def run(case: str, expect: dict[str, Any], _tmp: Path, capsys: pytest.CaptureFixture[str],
+            _cache: Path) -> Verdict:
+        argv = [tool, str(CORPUS / case / "shard"), "--arch", expect.get("arch", DEFAULT_ARCH)]
+        if tool == "verify":
+            argv += ["--source-root", str(CORPUS / expect["source"] / "tree")]
+        return _run_cli(argv, capsys)
+    return run
+
+
 RUNNERS = {"validate": _judge_validate, "pack": _judge_pack,
-           "ukdpack-validate": _judge_cpp_validator, "loader": _judge_loader}
-PAIRS = [(c, j) for c in CASES for j in _expect(c)["judges"]]
+           "ukdpack-validate": _judge_cpp_validator, "loader": _judge_loader,
+           "inspect": _shard_tool("inspect"), "verify": _shard_tool("verify"),
+           "desk-check": _shard_tool("desk-check")}
+PAIRS = [(c, j) for c in CASES for j in _judges(c)]
 
 
 @pytest.fixture(scope="session")
@@ -130,24 +187,49 @@ def _amd_platform(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_corpus_is_large_and_well_formed() -> None:
     assert len(CASES) >= 150
     by_judge: dict[str, set[str]] = {j: set() for j in JUDGES}
+    known = {"about", "verdict", "fragments_for", "fragments", "fragments_by_judge", "args",
+             "arch", "source", "why_no_source", "fails_only_in_pack", "packer_rule"}
     for case in CASES:
         expect = _expect(case)
+        assert set(expect) <= known, (case, set(expect) - known)
         assert expect["about"] and expect["verdict"] in ("ok", "fail"), case
-        assert expect["judges"] and set(expect["judges"]) <= set(JUDGES), case
-        shape = "tree" if set(expect["judges"]) <= AUTHORED else "shard"
-        assert set(expect["judges"]) <= (AUTHORED if shape == "tree" else set(JUDGES) - AUTHORED)
-        assert (CORPUS / case / shape).is_dir(), case
-        assert set(expect.get("fragments_by_judge", {})) <= set(expect["judges"]), case
-        assert set(expect.get("verdict_by_judge", {})) <= set(expect["judges"]), case
-        for judge in expect["judges"]:
+        judges = _judges(case)
+        assert set(expect["fragments_for"]) <= set(judges), case
+        assert set(expect.get("fragments_by_judge", {})) <= set(judges), case
+        if _shape(case) == "shard":
+            # verify compares with the root the shard was packed from; a case without one
+            # says why.
+            assert expect.get("source") or expect.get("why_no_source"), case
+            assert "fails_only_in_pack" not in expect and "packer_rule" not in expect, case
+        for judge in judges:
             verdict = _verdict(expect, judge)
-            assert verdict in ("ok", "fail"), case
-            # A refusal must say why: every failing judge has a fragment to match.
-            if verdict == "fail":
+            # A refusal must say why: every judge whose wording is pinned has a fragment.
+            if verdict == "fail" and judge in expect["fragments_for"]:
                 assert expect.get("fragments_by_judge", {}).get(judge, expect["fragments"]), (
                     case, judge)
             by_judge[judge].add(verdict)
     assert all(v == {"ok", "fail"} for v in by_judge.values()), by_judge
+
+
+def test_judges_differ_only_where_a_case_says_why() -> None:
+    """One judge: on every case every judge gives one verdict. The only exceptions are
+    declared per case with their reason: a producer failure that only pack can see, and
+    the packer's own toc-key rule."""
+    for case in CASES:
+        expect = _expect(case)
+        verdicts = {j: _verdict(expect, j) for j in _judges(case)}
+        if "fails_only_in_pack" in expect:
+            assert expect["fails_only_in_pack"] and case.startswith(("prod_", "ok_")), case
+            assert {verdicts[j] for j in RULE_JUDGES} == {"ok"}, case
+        elif "packer_rule" in expect:
+            assert expect["packer_rule"], case
+        else:
+            assert len(set(verdicts.values())) == 1, (case, verdicts)
+
+
+def _case_files(case: str) -> set[str]:
+    folder = CORPUS / case / _shape(case)
+    return {p.relative_to(folder).as_posix() for p in folder.rglob("*")}
 
 
 @pytest.mark.parametrize(("case", "judge"), PAIRS, ids=[f"{c}-{j}" for c, j in PAIRS])
@@ -159,13 +241,16 @@ def test_judge_verdict(case: str, judge: str, tmp_path: Path, pack_cache: Path,
     assert "Traceback" not in text and "internal error" not in text, text
     verdict = _verdict(expect, judge)
     assert got.code == (0 if verdict == "ok" else 1), f"{case} [{judge}]:\n{text}"
-    fragments = expect.get("fragments_by_judge", {}).get(judge, expect["fragments"])
-    for fragment in fragments:
-        assert fragment in text, f"{case} [{judge}]: missing {fragment!r} in:\n{text}"
-    if verdict == "fail" and judge in AUTHORED:
+    if judge in expect["fragments_for"]:
+        fragments = expect.get("fragments_by_judge", {}).get(judge, expect["fragments"])
+        for fragment in fragments:
+            assert fragment in text, f"{case} [{judge}]: missing {fragment!r} in:\n{text}"
+    if verdict == "fail":
+        # Every refusal names a file of the case.
+        assert any(f in text for f in _case_files(case)), f"{case} [{judge}]:\n{text}"
+    if verdict == "fail" and judge in ("validate", "pack"):
         # Every error names its file: "ukdpack: error: <file>: ..."
         errors = [ln for ln in text.splitlines() if ln.startswith("ukdpack: error: ")]
         assert errors, text
         for line in errors:
             assert line.split(": ")[2].strip(), line
-

@@ -107,6 +107,16 @@ void bindKpack(py::module_& m) {
            });
 
   m.def(
+      "code_object_elf_span",
+      [](const py::bytes& data) {
+        const std::string_view view = data;
+        const CodeObjectView found = codeValueOr(inspectCodeObject(view));
+        return py::make_tuple(static_cast<std::size_t>(found.elf.data() - view.data()), found.elf.size());
+      },
+      py::arg("data"),
+      "(offset, size) of the ELF image of a code object: all of it, or the one amdgcn entry of a clang "
+      "offload bundle. Raises ValueError naming what the bytes are instead.");
+  m.def(
       "code_object_kernels",
       [](const py::bytes& data) {
         const std::string_view view = data;

@@ -35,8 +35,6 @@ _EIFMT_NVAL, _EIFMT_BVAL, _EIFMT_HVAL, _EIFMT_SVAL = 1, 2, 3, 4
 _EIATTR_KPARAM_INFO = 0x17
 _NOT_AN_OBJECT = ("not a code object: expected an AMDGPU ELF, a clang offload bundle or an "
                   "NVIDIA cubin, found")
-# A bundle entry header is three u64 plus the triple; more entries than fit is corrupt.
-_BUNDLE_ENTRY_MIN = 24
 
 
 class CodeObjectError(ValueError):
@@ -61,72 +59,14 @@ class Metadata:
     kernels: tuple[tuple[str, tuple[Arg, ...]], ...]
 
 
-def _describe(data: bytes) -> str:
-    if not data:
-        return "an empty file"
-    if data.startswith(COMPRESSED_BUNDLE_MAGIC):
-        return ("a compressed offload bundle (CCOB), which ukdpack does not read; "
-                "build without --offload-compress")
-    head = data[:8]
-    return f"{len(data)} bytes starting with {head.hex(' ')}"
-
-
-def _u64(data: bytes, pos: int, what: str) -> int:
-    if pos + 8 > len(data):
-        raise CodeObjectError(
-            f"truncated offload bundle: {what} at byte {pos} runs past the end ({len(data)} bytes)")
-    value: int = struct.unpack_from("<Q", data, pos)[0]
-    return value
-
-
-def _bundle_entries(data: bytes) -> list[tuple[str, int, int]]:
-    """(triple, offset, size) of every entry of a clang offload bundle, bounds-checked."""
-    pos = len(BUNDLE_MAGIC)
-    count = _u64(data, pos, "the entry count")
-    pos += 8
-    if count > (len(data) - pos) // _BUNDLE_ENTRY_MIN:
-        raise CodeObjectError(
-            f"corrupt offload bundle: {count} entries cannot fit in {len(data)} bytes")
-    entries = []
-    for i in range(count):
-        offset = _u64(data, pos, f"entry {i} offset")
-        size = _u64(data, pos + 8, f"entry {i} size")
-        tlen = _u64(data, pos + 16, f"entry {i} triple length")
-        pos += 24
-        if tlen > len(data) - pos:
-            raise CodeObjectError(
-                f"truncated offload bundle: entry {i} triple of {tlen} bytes runs past the end")
-        triple = data[pos:pos + tlen].decode("utf-8", "replace")
-        pos += tlen
-        if offset > len(data) or size > len(data) - offset:
-            raise CodeObjectError(
-                f"corrupt offload bundle: entry {triple!r} at {offset}+{size} lies outside "
-                f"the {len(data)}-byte file")
-        entries.append((triple, offset, size))
-    return entries
-
-
 def elf_image(data: bytes) -> bytes:
-    """The ELF of a code object: all of ``data``, or the one amdgcn entry of a bundle."""
-    if data.startswith(ELF_MAGIC):
-        return data
-    if not data.startswith(BUNDLE_MAGIC):
-        raise CodeObjectError(f"{_NOT_AN_OBJECT} {_describe(data)}")
-    entries = _bundle_entries(data)
-    amdgcn = [e for e in entries if "-amdgcn-" in e[0]]
-    if not amdgcn:
-        held = ", ".join(e[0] for e in entries) or "no entries"
-        raise CodeObjectError(f"offload bundle holds no amdgcn entry (it holds: {held})")
-    if len(amdgcn) > 1:
-        held = ", ".join(e[0] for e in amdgcn)
-        raise CodeObjectError(
-            f"offload bundle holds several amdgcn entries ({held}); expected one per "
-            f"code object: compile with one --offload-arch")
-    triple, offset, size = amdgcn[0]
-    image = data[offset:offset + size]
-    if not image.startswith(ELF_MAGIC):
-        raise CodeObjectError(f"offload bundle entry {triple!r} is not an ELF")
-    return image
+    """The ELF of a code object: all of ``data``, or the one amdgcn entry of a bundle. The
+    runtime's reader decides (one unwrapping of offload bundles, in C++)."""
+    try:
+        offset, size = _runtime.code_object_elf_span(data)
+    except ValueError as e:
+        raise CodeObjectError(str(e)) from None
+    return data if offset == 0 and size == len(data) else data[offset:offset + size]
 
 
 @dataclass(frozen=True)

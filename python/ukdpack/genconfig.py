@@ -25,6 +25,7 @@ import yaml
 
 from ukdpack import _runtime, jsonpath, schema
 from ukdpack.errors import Problem, UkdError, from_runtime
+from ukdpack.kinds import AUTHORED, KINDS
 
 #: The format version of the configuration this reader reads.
 CONFIG_VERSION = 1
@@ -38,27 +39,14 @@ DEFAULT_MAX_KERNELS = 100_000  # kernels of all variant sets together (--max-ker
 MAX_ALIAS_NODES = 100_000  # nodes YAML aliases may add to the document, expanded
 MAX_DEPTH = 64  # nesting of mappings and lists, aliases expanded
 
-#: Source fields each kind takes on a variant set (as in SPEC 3.1).
-KIND_FIELDS: dict[str, tuple[str, ...]] = {
-    "hip": ("source", "entry", "build"),
-    "cuda": ("source", "entry", "build"),
-    "hsaco": ("file", "symbol"),
-    "builder": ("module", "function", "spec", "entry", "role"),
-    "embedded_source": ("source_file", "entry_point"),
-}
+#: Source fields each kind takes on a variant set (the kinds table's authored fields).
+KIND_FIELDS: dict[str, tuple[str, ...]] = {n: KINDS[n].fields for n in AUTHORED}
 #: Fields each kind's source must end up with, on the set or on every launch.
-REQUIRED_FIELDS: dict[str, tuple[str, ...]] = {
-    "hip": ("source", "entry"), "cuda": ("source", "entry"), "hsaco": ("file", "symbol"),
-    "builder": ("module", "function"), "embedded_source": ("source_file", "entry_point"),
-}
-#: Fields a launch may override, per kind (SPEC 13; builder ``entry`` too, since it is
-#: what picks each launch's kernel out of one multi-kernel object).
+REQUIRED_FIELDS: dict[str, tuple[str, ...]] = {n: KINDS[n].required for n in AUTHORED}
+#: Fields a launch may override, per kind (builder ``entry`` too, since it is what picks
+#: each launch's kernel out of one multi-kernel object).
 LAUNCH_FIELDS: dict[str, tuple[str, ...]] = {
-    "hip": ("source", "entry", "build"),
-    "cuda": ("source", "entry", "build"),
-    "hsaco": ("file", "symbol"),
-    "builder": ("module", "function", "spec", "role", "entry"),
-}
+    n: KINDS[n].launch_overrides for n in AUTHORED if KINDS[n].launch_overrides}
 _TOP_KEYS = ("version", "namespace", "kmd", "engine", "matchers", "dispatches", "packs",
              "variants")
 _PACK_KEYS = ("name", "dispatch", "matchers", "arch")

@@ -41,6 +41,7 @@ from ukdpack.genconfig import (
     read_config,
     version_of,
 )
+from ukdpack.kinds import kind, launch_sources
 
 #: Ids are uuid5(uuid5(NAMESPACE_URL, ID_BASE + namespace), "<type>/<name>"); a kernel's
 #: name is "<pack>/<kernel>", since kernel names are unique per pack only.
@@ -334,34 +335,37 @@ def _describe(value: Any) -> str:
     return "a mapping" if isinstance(value, Mapping) else "a list"
 
 
-def source_identity(kind: str, fields: Mapping[str, Any]) -> dict[str, Any]:
-    """What makes a launch the same launch: hip and cuda by source, entry and build; hsaco
-    by file and symbol; builders by module, function, spec and entry. Paths are
-    normalized, so ``kernels/./a.hip`` and ``kernels/a.hip`` are one source."""
-    def path(key: str) -> str:
-        return posixpath.normpath(str(fields[key]))
+#: Fields that label a launch without making it another launch.
+_LABELS = ("role",)
 
-    if kind in ("hip", "cuda"):
-        return {"kind": kind, "source": path("source"), "entry": fields["entry"],
-                "build": tockey.normalized_build(fields.get("build"))}
-    if kind == "hsaco":
-        return {"kind": kind, "file": path("file"), "symbol": fields["symbol"]}
-    if kind == "builder":
-        return {"kind": kind, "module": fields["module"], "function": fields["function"],
-                "spec": fields.get("spec", {}), "entry": fields.get("entry")}
-    return {"kind": kind, "source_file": path("source_file"),
-            "entry_point": fields["entry_point"]}
+
+def _identity_fields(kind_name: str) -> tuple[str, ...]:
+    return tuple(f for f in kind(kind_name).fields if f not in _LABELS)
+
+
+def source_identity(kind_name: str, fields: Mapping[str, Any]) -> dict[str, Any]:
+    """What makes a launch the same launch: every authored field of its kind but its
+    labels (a builder's ``role``); file paths normalized, so ``kernels/./a.hip`` and
+    ``kernels/a.hip`` are one source, and a build ``{}`` is the empty build."""
+    k = kind(kind_name)
+    out: dict[str, Any] = {"kind": kind_name}
+    for name in _identity_fields(kind_name):
+        if name in (k.file_field, "source_file"):
+            out[name] = posixpath.normpath(str(fields[name]))
+        elif name == "build":
+            out[name] = tockey.normalized_build(fields.get("build"))
+        elif name == "spec":
+            out[name] = fields.get("spec", {})
+        else:
+            out[name] = fields.get(name)
+    return out
 
 
 def kernel_identity(ukd: Mapping[str, Any]) -> str:
     """A kernel's identity: its launches by name (key order carries no meaning), each by
     its source identity."""
-    if "kernel_source" in ukd:
-        src = ukd["kernel_source"]
-        launches = [["", source_identity(src["kind"], src)]]
-    else:
-        launches = [[name, source_identity(src["kind"], src)]
-                    for name, src in sorted(ukd["sources"].items())]
+    launches = [[name or "", source_identity(src["kind"], src)]
+                for name, src in launch_sources(ukd)]
     return canonical_json(launches).decode("utf-8")
 
 
@@ -372,14 +376,15 @@ def _describe_identity(ukd: Mapping[str, Any]) -> str:
                         if not isinstance(v, str) else v
                         for k, v in ident.items() if k != "kind")
 
-    if "kernel_source" in ukd:
-        return one(ukd["kernel_source"])
-    return "; ".join(f"{n}: {one(s)}" for n, s in sorted(ukd["sources"].items()))
+    launches = launch_sources(ukd)
+    if launches[0][0] is None:
+        return one(launches[0][1])
+    return "; ".join(f"{n}: {one(s)}" for n, s in launches)
 
 
-_KEYED_BY = {"hip": "source, entry and build", "cuda": "source, entry and build",
-             "hsaco": "file and symbol", "builder": "module, function, spec and entry",
-             "embedded_source": "source_file and entry_point"}
+def _keyed_by(kind_name: str) -> str:
+    names = list(_identity_fields(kind_name))
+    return ", ".join(names[:-1]) + " and " + names[-1] if len(names) > 1 else names[0]
 
 
 def expand(config: Config, source: str | None = None) -> Generated:
@@ -438,7 +443,7 @@ def expand(config: Config, source: str | None = None) -> Generated:
                 if clash is not None:
                     kind = s.kind
                     x.fail(s.path, f"kernel '{name}' would be the same kernel as '{clash[1]}' "
-                           f"of {clash[0]}: {kind} launches are keyed by {_KEYED_BY[kind]}, "
+                           f"of {clash[0]}: {kind} launches are keyed by {_keyed_by(kind)}, "
                            f"and both have {_describe_identity(ukd)}; a kernel is produced "
                            "once (change its inputs, or drop one of them)")
                     continue

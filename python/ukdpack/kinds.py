@@ -110,3 +110,14 @@ COMPILED: tuple[str, ...] = tuple(n for n, k in KINDS.items() if k.has_object)
 def kind(name: str) -> Kind:
     """The row of ``name``; KeyError for a kind no table knows (the reader refused it)."""
     return KINDS[name]
+
+
+def launch_sources(ukd: Mapping[str, Any]) -> list[tuple[str | None, Mapping[str, Any]]]:
+    """(launch name or None, source) of each launch of a UKD document the generator is
+    building, sorted by name. Authored descriptors are never read this way: the runtime
+    reads them and its launch helpers give their launches."""
+    single = ukd.get("kernel_source")
+    if single is not None:
+        return [(None, single)]
+    by_name: Mapping[str, Mapping[str, Any]] = ukd.get("sources") or {}
+    return [(name, by_name[name]) for name in sorted(by_name)]

@@ -151,6 +151,13 @@ class Uhd(Descriptor):
     adapter: str = ""
     artifact: str | None = None  # file shipped beside the UHD
 
+    @property
+    def artifact_file(self) -> str | None:
+        """Root-relative path of the artifact (the runtime checked it stays inside)."""
+        if self.artifact is None:
+            return None
+        return posixpath.normpath(posixpath.join(str(self.folder), self.artifact))
+
 
 #: The generic descriptor types (everything but KDP and UKD).
 GENERIC_TYPES = (Udd, Ued, Kmd, Umd, Uhd)

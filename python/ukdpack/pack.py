@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import dataclasses
 import os
-import posixpath
 import re
 import time
 from collections.abc import Mapping, Sequence
@@ -262,16 +261,10 @@ class _Assembler:
                     kdp.id, entries)
         for generic in shipped.generics:
             files[generic.file] = packed.compact(generic.raw)
-            if isinstance(generic, Uhd) and generic.artifact is not None:
-                rel = artifact_file(generic)
+            if isinstance(generic, Uhd) and generic.artifact_file is not None:
+                rel = generic.artifact_file
                 files[rel] = (self.tree.root / rel).read_bytes()
         return files
-
-
-def artifact_file(uhd: Uhd) -> str:
-    """Root-relative path of the file a UHD ships (the runtime checked it stays inside)."""
-    assert uhd.artifact is not None
-    return posixpath.normpath(posixpath.join(str(uhd.folder), uhd.artifact))
 
 
 def _read_files(tree: Tree, plans: Sequence[ArchPlan],
@@ -286,8 +279,8 @@ def _read_files(tree: Tree, plans: Sequence[ArchPlan],
             elif job.rel is not None:
                 deps.append(str(tree.root / job.rel))
         for generic in tree.shipped(plan.arch).generics:
-            if isinstance(generic, Uhd) and generic.artifact is not None:
-                deps.append(str(tree.root / artifact_file(generic)))
+            if isinstance(generic, Uhd) and generic.artifact_file is not None:
+                deps.append(str(tree.root / generic.artifact_file))
     return [os.path.abspath(d) for d in deps]
 
 

@@ -50,7 +50,7 @@ from hip_objects import CompileJob, compile_many  # noqa: E402
 from kpack_oracle import Archive  # noqa: E402
 
 from ukdpack import codeobject  # noqa: E402
-from ukdpack.kpack import ArchiveWriter, compress_frame  # noqa: E402
+from ukdpack.shard.archive import ArchiveWriter, compress_frame  # noqa: E402
 
 SOURCE = REPO / "bench" / "kernels" / "throughput.hip"
 ARCHES = ("gfx90a", "gfx940", "gfx1030")

@@ -154,7 +154,7 @@ def table_span(data: bytes) -> tuple[int, int]:
     be hipcc's offload bundle around the ELF image)."""
     from elftools.elf.elffile import ELFFile
 
-    from ukdpack.codeobject import elf_image
+    from ukdpack.produce.codeobject import elf_image
 
     image = elf_image(data)
     base = data.index(image)

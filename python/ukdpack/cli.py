@@ -14,8 +14,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from ukdpack import __version__
-from ukdpack.compiler import DEFAULT_JOB_TIMEOUT
 from ukdpack.errors import UkdError, UsageError
+from ukdpack.produce.compiler import DEFAULT_JOB_TIMEOUT
 
 Handler = Callable[[argparse.Namespace], int]
 
@@ -26,7 +26,7 @@ def _print_problem_lines(lines: Sequence[str]) -> None:
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
-    from ukdpack.validate import validate
+    from ukdpack.authored.validate import validate
 
     result = validate(Path(args.root), args.exclude_folder)
     if args.json:
@@ -44,8 +44,8 @@ def cmd_validate(args: argparse.Namespace) -> int:
 
 
 def cmd_pack(args: argparse.Namespace) -> int:
-    from ukdpack.pack import PackOptions, default_jobs, normalize_arches, pack
     from ukdpack.progress import Reporter
+    from ukdpack.shard.pack import PackOptions, default_jobs, normalize_arches, pack
 
     reporter = Reporter(args.label, live=False if args.plain else None)
     opts = PackOptions(
@@ -67,7 +67,7 @@ def cmd_pack(args: argparse.Namespace) -> int:
 
 
 def cmd_dvc_status(args: argparse.Namespace) -> int:
-    from ukdpack import dvc
+    from ukdpack.produce import dvc
 
     root = Path(args.root)
     if not root.is_dir():
@@ -107,7 +107,7 @@ def cmd_dvc_status(args: argparse.Namespace) -> int:
 
 
 def cmd_dvc_pull(args: argparse.Namespace) -> int:
-    from ukdpack import dvc
+    from ukdpack.produce import dvc
 
     root = Path(args.root)
     if not root.is_dir():
@@ -137,7 +137,7 @@ def cmd_dvc_pull(args: argparse.Namespace) -> int:
 
 
 def cmd_inspect(args: argparse.Namespace) -> int:
-    from ukdpack.inspect_shard import inspect, print_json, print_tables
+    from ukdpack.tools.inspect import inspect, print_json, print_tables
 
     ins = inspect(Path(args.shard), args.arch)
     if args.json:
@@ -149,7 +149,7 @@ def cmd_inspect(args: argparse.Namespace) -> int:
 
 
 def cmd_verify(args: argparse.Namespace) -> int:
-    from ukdpack.verify import verify
+    from ukdpack.tools.verify import verify
 
     result = verify(Path(args.shard), Path(args.source_root), args.exclude_folder, args.arch)
     if args.json:
@@ -163,7 +163,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
 
 
 def cmd_desk_check(args: argparse.Namespace) -> int:
-    from ukdpack.deskcheck import desk_check
+    from ukdpack.tools.deskcheck import desk_check
 
     result = desk_check(Path(args.shard), args.arch)
     if args.json:
@@ -176,7 +176,7 @@ def cmd_desk_check(args: argparse.Namespace) -> int:
 
 
 def cmd_diff(args: argparse.Namespace) -> int:
-    from ukdpack.diff import diff
+    from ukdpack.tools.diff import diff
 
     result = diff(Path(args.a), Path(args.b))
     if args.json:
@@ -190,8 +190,8 @@ def cmd_diff(args: argparse.Namespace) -> int:
 
 
 def cmd_generate(args: argparse.Namespace) -> int:
-    from ukdpack import generate
-    from ukdpack.validate import validate
+    from ukdpack.authored.validate import validate
+    from ukdpack.generate import expand as generate
 
     out = Path(args.out)
     if os.path.lexists(out) and not out.is_dir():
@@ -231,7 +231,7 @@ def cmd_generate(args: argparse.Namespace) -> int:
 def cmd_cache(args: argparse.Namespace) -> int:
     import time
 
-    from ukdpack.cache import CompileCache, default_cache_dir, stats, verify
+    from ukdpack.produce.cache import CompileCache, default_cache_dir, stats, verify
 
     folder = Path(args.cache_dir) if args.cache_dir else default_cache_dir()
     if not folder.is_dir():
@@ -252,7 +252,7 @@ def cmd_cache(args: argparse.Namespace) -> int:
               f"  oldest   {when(st.oldest)}\n"
               f"  newest   {when(st.newest)}")
         return 0
-    from ukdpack.pack import default_jobs
+    from ukdpack.shard.pack import default_jobs
 
     report = verify(cache, args.sample, args.jobs or default_jobs(),
                     {"hip": args.hipcc, "cuda": args.nvcc})

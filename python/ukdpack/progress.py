@@ -10,8 +10,8 @@ import sys
 import threading
 from typing import TYPE_CHECKING, TextIO
 
+from ukdpack.authored.load import Skipped
 from ukdpack.errors import Problem
-from ukdpack.tree import Skipped
 
 if TYPE_CHECKING:
     from rich.progress import Progress, TaskID

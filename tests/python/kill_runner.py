@@ -15,8 +15,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from ukdpack import kpack, publish
 from ukdpack.cli import main
+from ukdpack.shard import archive as kpack
+from ukdpack.shard import publish
 
 #: point -> (object holding the function, its name, die before or after the call)
 POINTS: dict[str, tuple[Any, str, str]] = {

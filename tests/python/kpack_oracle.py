@@ -1,9 +1,9 @@
 """An independent kpack reader (KPAK version 1), for the tests only: the package reads
 archives with the C++ runtime's reader (``_runtime.KpackArchive``) and never with this one.
 
-Tests read what ``ukdpack.kpack.ArchiveWriter`` writes back with this oracle and with the
+Tests read what ``ukdpack.shard.archive.ArchiveWriter`` writes back with this oracle and with the
 C++ reader, and hand-made broken bytes through both, so the writer is not checked by a
-reader that shares its code. It takes nothing from ``ukdpack.kpack``: the format's
+reader that shares its code. It takes nothing from ``ukdpack.shard.archive``: the format's
 constants are spelled out here again.
 """
 

@@ -17,7 +17,8 @@ import pytest
 from kpack_oracle import Archive
 from pack_support import REPO, copy_example, run_pack
 
-from ukdpack import kpack, provenance
+from ukdpack.shard import archive as kpack
+from ukdpack.shard import provenance
 
 ARCH = "gfx90a"
 

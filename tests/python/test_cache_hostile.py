@@ -22,9 +22,9 @@ import pytest
 from pack_support import compiles, copy_example, counting_compiler, shard_files
 from reliability_support import ARCH, pack_env
 
-from ukdpack import cache as cache_mod
-from ukdpack.cache import CompileCache
 from ukdpack.digest import canonical_json, sha256_hex
+from ukdpack.produce import cache as cache_mod
+from ukdpack.produce.cache import CompileCache
 
 WARNING = "ukdpack: warning: compile cache {dir}: {why}; packing without it"
 

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from pack_support import REPO
 
-from ukdpack import dvc
+from ukdpack.produce import dvc
 
 HERE = REPO / "tests" / "cmake"
 ARCHES = ("gfx90a", "gfx1030")

@@ -12,8 +12,9 @@ import pytest
 from elftools.elf.elffile import ELFFile
 from hip_objects import ARCHES
 
-from ukdpack import _runtime, codeobject
-from ukdpack.codeobject import CodeObjectError
+from ukdpack import _runtime
+from ukdpack.produce import codeobject
+from ukdpack.produce.codeobject import CodeObjectError
 
 OBJECTS = Path(__file__).resolve().parents[1] / "data" / "objects"
 KERNELS = ["_Z11sig_mangledtPf", "sig_empty", "sig_hidden", "sig_pointers", "sig_scalars",

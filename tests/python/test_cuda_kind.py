@@ -11,7 +11,8 @@ import pytest
 from kpack_oracle import Archive
 from pack_support import REPO, read_json, run_pack
 
-from ukdpack import _runtime, codeobject
+from ukdpack import _runtime
+from ukdpack.produce import codeobject
 
 TREE = REPO / "tests" / "device" / "tree"
 PTR, U32, F32 = ({"kind": "by_value", "size": 8},

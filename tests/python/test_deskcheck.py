@@ -20,8 +20,8 @@ from shard_support import (
     ukdpack,
 )
 
-from ukdpack import kpack
-from ukdpack.deskcheck import desk_check
+from ukdpack.shard import archive as kpack
+from ukdpack.tools.deskcheck import desk_check
 
 
 @pytest.fixture(scope="module")

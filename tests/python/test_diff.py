@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from shard_support import ARCH, copy_shard, edit, kernel, pack_example, ukdpack
 
-from ukdpack.diff import diff
+from ukdpack.tools.diff import diff
 
 
 @pytest.fixture(scope="module")

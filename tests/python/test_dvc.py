@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from pack_support import REPO, run_pack
 
-from ukdpack import dvc
+from ukdpack.produce import dvc
 
 
 @pytest.fixture

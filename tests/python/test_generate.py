@@ -15,7 +15,7 @@ import yaml
 from pack_support import EXAMPLE, read_json
 from shard_support import errors, ukdpack
 
-from ukdpack.generate import ID_BASE, generate
+from ukdpack.generate.expand import ID_BASE, generate
 
 CONFIG = EXAMPLE / "generated.yaml"
 TREE = EXAMPLE / "generated"

@@ -25,8 +25,8 @@ import yaml
 from pack_support import REPO, run_pack
 from shard_support import errors
 
-from ukdpack import dvc
-from ukdpack.genconfig import DEFAULT_MAX_KERNELS
+from ukdpack.generate.config import DEFAULT_MAX_KERNELS
+from ukdpack.produce import dvc
 
 #: Seconds any one command may take: a refusal is immediate; today's code, hanging on a
 #: "billion laughs" or a huge grid, fails the probe here instead of stalling the run.

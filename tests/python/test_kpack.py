@@ -18,8 +18,9 @@ import zstandard
 from hip_objects import ARCHES
 from kpack_oracle import Archive, OracleError
 
-from ukdpack import _runtime, codeobject
-from ukdpack.kpack import (
+from ukdpack import _runtime
+from ukdpack.produce import codeobject
+from ukdpack.shard.archive import (
     ArchiveError,
     ArchiveWriter,
     archive_name,

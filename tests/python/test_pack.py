@@ -21,7 +21,9 @@ from pack_support import (
     write_json,
 )
 
-from ukdpack import _runtime, codeobject, provenance
+from ukdpack import _runtime
+from ukdpack.produce import codeobject
+from ukdpack.shard import provenance
 
 ARCHES = ("gfx90a", "gfx940", "gfx1030")
 

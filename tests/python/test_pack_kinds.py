@@ -11,7 +11,7 @@ import pytest
 from kpack_oracle import Archive
 from pack_support import OBJECTS, read_json, run_pack, shard_files, write_json
 
-from ukdpack import codeobject
+from ukdpack.produce import codeobject
 
 HIP = """#include <hip/hip_runtime.h>
 extern "C" __global__ void first(float* p, int n) { if (n) p[0] = 1.0f; }

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from ukdpack import _runtime
-from ukdpack.kpack import ArchiveWriter
+from ukdpack.shard.archive import ArchiveWriter
 
 OBJECTS = Path(__file__).resolve().parents[1] / "data" / "objects"
 TOC_KEY = "split_kv_0123456789ab"
@@ -262,7 +262,7 @@ def test_validate_roots_verifies_every_launch(shard: Shard) -> None:
 
 
 def test_packer_runtime_check_uses_these_bindings(shard: Shard) -> None:
-    from ukdpack.runtime_check import check_shard
+    from ukdpack.shard.runtime_check import check_shard
 
     assert [p for p in check_shard(shard.root, "gfx90a", None) if p.severity == "error"] == []
     shard.single["kernel_source"]["sha256"] = "f" * 64

@@ -21,7 +21,7 @@ from shard_support import (
     ukdpack,
 )
 
-from ukdpack.verify import verify
+from ukdpack.tools.verify import verify
 
 
 @pytest.fixture(scope="module")

@@ -19,19 +19,21 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from ukdpack import _runtime, kpack, packed, provenance, publish
-from ukdpack.cache import CompileCache, default_cache_dir
-from ukdpack.compiler import DEFAULT_JOB_TIMEOUT
-from ukdpack.depfile import write_depfile
+from ukdpack import _runtime
+from ukdpack.authored.kinds import kind, normalized_build
+from ukdpack.authored.load import Member, Tree, load_tree
+from ukdpack.authored.model import Uhd, Ukd
+from ukdpack.authored.validate import check_tree
 from ukdpack.errors import Problem, UkdError, UsageError
-from ukdpack.kinds import kind, normalized_build
-from ukdpack.model import Uhd, Ukd
-from ukdpack.plan import ArchPlan, Job, Launch, plan_arch
-from ukdpack.produce import Producer, Product
+from ukdpack.produce.cache import CompileCache, default_cache_dir
+from ukdpack.produce.compiler import DEFAULT_JOB_TIMEOUT
+from ukdpack.produce.plan import ArchPlan, Job, Launch, plan_arch
+from ukdpack.produce.producers import Producer, Product
 from ukdpack.progress import Reporter
-from ukdpack.runtime_check import check_shard, load_handler_manifest
-from ukdpack.tree import Member, Tree, load_tree
-from ukdpack.validate import check_tree
+from ukdpack.shard import archive as kpack
+from ukdpack.shard import packed, provenance, publish
+from ukdpack.shard.depfile import write_depfile
+from ukdpack.shard.runtime_check import check_shard, load_handler_manifest
 
 DEFAULT_GROUP = "kernels"
 

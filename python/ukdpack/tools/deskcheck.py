@@ -16,7 +16,7 @@ from pathlib import Path
 
 from ukdpack import jsonpath
 from ukdpack.errors import Problem, errors_only
-from ukdpack.shard import Shard, load_shard
+from ukdpack.tools.shard import Shard, load_shard
 
 
 @dataclass(frozen=True)

@@ -23,11 +23,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ukdpack import _runtime, codeobject, compiler, dvc
-from ukdpack.cache import CompileCache, base_key
+from ukdpack import _runtime
 from ukdpack.digest import sha256_hex
 from ukdpack.errors import Problem, UkdError
-from ukdpack.plan import Job
+from ukdpack.produce import codeobject, compiler, dvc
+from ukdpack.produce.cache import CompileCache, base_key
+from ukdpack.produce.plan import Job
 
 
 @dataclass(frozen=True)

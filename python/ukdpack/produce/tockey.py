@@ -9,8 +9,8 @@ from collections.abc import Mapping
 from pathlib import PurePosixPath
 from typing import Any
 
+from ukdpack.authored.kinds import kind, normalized_build
 from ukdpack.digest import canonical_json, sha256_hex
-from ukdpack.kinds import kind, normalized_build
 
 __all__ = ["identity", "normalized_build", "stem_of", "toc_key"]
 

@@ -12,10 +12,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from ukdpack.kinds import COMPILED, kind, normalized_build
-from ukdpack.model import Source, Ukd
-from ukdpack.rules import launch_toc_key
-from ukdpack.tree import Member, Tree
+from ukdpack.authored.kinds import COMPILED, kind, normalized_build
+from ukdpack.authored.load import Member, Tree
+from ukdpack.authored.model import Source, Ukd
+from ukdpack.authored.rules import launch_toc_key
 
 
 @dataclass(frozen=True)

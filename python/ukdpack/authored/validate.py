@@ -6,10 +6,10 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from ukdpack import rules
+from ukdpack.authored import rules
+from ukdpack.authored.load import Tree, load_tree
+from ukdpack.authored.model import Kdp
 from ukdpack.errors import Problem
-from ukdpack.model import Kdp
-from ukdpack.tree import Tree, load_tree
 
 
 @dataclass(frozen=True)

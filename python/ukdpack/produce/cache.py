@@ -37,9 +37,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from ukdpack import compiler
 from ukdpack.digest import canonical_json, sha256_hex
 from ukdpack.errors import UkdError
+from ukdpack.files import write_atomic
+from ukdpack.produce import compiler
 
 VERSION = "v1"
 
@@ -50,20 +51,6 @@ def default_cache_dir() -> Path:
         return Path(os.environ["UKDPACK_CACHE_DIR"])
     base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
     return Path(base) / "ukdpack"
-
-
-def write_atomic(path: Path, data: bytes) -> None:
-    """Write through a temporary file in the same folder, then rename over."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
 
 
 class FileDigests:

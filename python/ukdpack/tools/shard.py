@@ -18,10 +18,10 @@ from pathlib import Path
 from typing import Any
 
 from ukdpack import _runtime
+from ukdpack.authored.load import ARCHIVE_FOLDER, Member, Tree, load_tree
+from ukdpack.authored.model import Kdp, Source, Ukd
 from ukdpack.errors import Problem, UkdError
-from ukdpack.model import Kdp, Source, Ukd
-from ukdpack.runtime_check import launch_problems
-from ukdpack.tree import ARCHIVE_FOLDER, Member, Tree, load_tree
+from ukdpack.shard.runtime_check import launch_problems
 
 #: The field of a packed source that names its archive, relative to the descriptor.
 LIBRARY = "library"

@@ -24,8 +24,8 @@ from typing import Any
 import yaml
 
 from ukdpack import _runtime, jsonpath, schema
+from ukdpack.authored.kinds import AUTHORED, KINDS
 from ukdpack.errors import Problem, UkdError, from_runtime
-from ukdpack.kinds import AUTHORED, KINDS
 
 #: The format version of the configuration this reader reads.
 CONFIG_VERSION = 1

@@ -21,17 +21,18 @@ import os
 import posixpath
 import re
 import stat
-import tempfile
 import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ukdpack import jsonpath, tockey
+from ukdpack import jsonpath
+from ukdpack.authored.kinds import kind, launch_sources
 from ukdpack.digest import canonical_json
 from ukdpack.errors import Problem, UkdError, UsageError
-from ukdpack.genconfig import (
+from ukdpack.files import write_atomic
+from ukdpack.generate.config import (
     DEFAULT_MAX_KERNELS,
     KIND_FIELDS,
     REQUIRED_FIELDS,
@@ -41,7 +42,7 @@ from ukdpack.genconfig import (
     read_config,
     version_of,
 )
-from ukdpack.kinds import kind, launch_sources
+from ukdpack.produce import tockey
 
 #: Ids are uuid5(uuid5(NAMESPACE_URL, ID_BASE + namespace), "<type>/<name>"); a kernel's
 #: name is "<pack>/<kernel>", since kernel names are unique per pack only.
@@ -541,18 +542,6 @@ def compare(out: Path, gen: Generated) -> Plan:
     return Plan(tuple(write), tuple(same), tuple(stale), tuple(refused))
 
 
-def _write_atomic(path: Path, data: bytes) -> None:
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
 def write(out: Path, gen: Generated) -> Plan:
     """Write what changed and remove this config's stale files; returns what was done.
     Nothing is written when any file the config makes is not its own to write over."""
@@ -564,7 +553,7 @@ def write(out: Path, gen: Generated) -> Plan:
         out.mkdir(parents=True, exist_ok=True)
         for rel in plan.write:
             target = out / rel
-            _write_atomic(target, gen.files[rel])
+            write_atomic(target, gen.files[rel])
         for rel in plan.stale:
             target = out / rel
             target.unlink(missing_ok=True)

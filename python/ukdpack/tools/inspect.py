@@ -15,9 +15,9 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from ukdpack import jsonpath
+from ukdpack.authored.model import Kdp, Kmd, Udd, Ued
 from ukdpack.errors import Problem
-from ukdpack.model import Kdp, Kmd, Udd, Ued
-from ukdpack.shard import LIBRARY, Shard, ShardLaunch, describe_signature, load_shard
+from ukdpack.tools.shard import LIBRARY, Shard, ShardLaunch, describe_signature, load_shard
 
 #: Width of the table when stdout is no terminal (a log, a pipe): wide enough that
 #: toc keys and signatures are not wrapped mid-word.

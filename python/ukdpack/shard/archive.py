@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import os
 import struct
-import tempfile
 import threading
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -21,6 +20,8 @@ from typing import Any, Literal
 
 import msgpack  # type: ignore[import-untyped]
 import zstandard
+
+from ukdpack.files import write_atomic
 
 MAGIC = b"KPAK"
 FORMAT_VERSION = 1
@@ -196,35 +197,7 @@ class ArchiveWriter:
 
     def write(self, path: str | os.PathLike[str]) -> None:
         """Writes the archive atomically: a temporary file beside ``path``, fsync, rename."""
-        target = Path(path)
-        target.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
-        try:
-            with os.fdopen(fd, "wb") as f:
-                for chunk in self.chunks():
-                    f.write(chunk)
-                f.flush()
-                os.fsync(f.fileno())
-            os.chmod(tmp, 0o644)  # mkstemp makes it 0600; archives are shipped files
-            os.replace(tmp, target)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
-        _fsync_dir(target.parent)
-
-
-def _fsync_dir(folder: Path) -> None:
-    # Makes the rename itself durable; not every platform or filesystem allows it.
-    try:
-        dfd = os.open(folder, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(dfd)
-    except OSError:
-        pass
-    finally:
-        os.close(dfd)
+        write_atomic(Path(path), self.chunks(), durable=True)
 
 
 MAX_METADATA_DEPTH = 512

@@ -16,10 +16,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
+from ukdpack.authored.load import Member
+from ukdpack.authored.model import Descriptor, Ukd
 from ukdpack.errors import Problem
-from ukdpack.model import Descriptor, Ukd
-from ukdpack.shard import Shard, ShardLaunch, describe_signature, load_shard
-from ukdpack.tree import Member
+from ukdpack.tools.shard import Shard, ShardLaunch, describe_signature, load_shard
 
 Status = Literal["added", "removed", "changed"]
 #: Launch fields compared, in the order changes are listed.

@@ -15,11 +15,11 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from ukdpack import dvc, tockey
+from ukdpack.authored.kinds import COMPILED
+from ukdpack.authored.load import Tree
+from ukdpack.authored.model import Source, Ukd
 from ukdpack.errors import Problem
-from ukdpack.kinds import COMPILED
-from ukdpack.model import Source, Ukd
-from ukdpack.tree import Tree
+from ukdpack.produce import dvc, tockey
 
 MissingPrebuilt = Literal["error", "warning", "skip"]
 

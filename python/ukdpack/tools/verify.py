@@ -28,14 +28,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ukdpack import codeobject, jsonpath, packed, provenance
+from ukdpack import jsonpath
+from ukdpack.authored.kinds import kind
+from ukdpack.authored.load import Member, Tree, load_tree
+from ukdpack.authored.model import GENERIC_TYPES, Descriptor, Kdp, Uhd, id_key
+from ukdpack.authored.validate import check_tree
 from ukdpack.errors import Problem, Severity, UkdError, errors_only
-from ukdpack.kinds import kind
-from ukdpack.model import GENERIC_TYPES, Descriptor, Kdp, Uhd, id_key
-from ukdpack.plan import ArchPlan, Launch, plan_arch
-from ukdpack.shard import Shard, ShardLaunch, describe_signature, launch_label, load_shard
-from ukdpack.tree import Member, Tree, load_tree
-from ukdpack.validate import check_tree
+from ukdpack.produce import codeobject
+from ukdpack.produce.plan import ArchPlan, Launch, plan_arch
+from ukdpack.shard import packed, provenance
+from ukdpack.tools.shard import Shard, ShardLaunch, describe_signature, launch_label, load_shard
 
 #: Fields of a UKD the packer rewrites or moves; every other field ships as authored.
 _REWRITTEN = frozenset({"kernel_source", "sources", "provenance", "arch"})

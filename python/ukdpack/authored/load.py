@@ -17,8 +17,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from ukdpack import _runtime
-from ukdpack.errors import Problem, from_runtime
-from ukdpack.model import (
+from ukdpack.authored.model import (
     Descriptor,
     Kdp,
     Kmd,
@@ -29,6 +28,7 @@ from ukdpack.model import (
     id_key,
     kdp_from_runtime,
 )
+from ukdpack.errors import Problem, from_runtime
 
 D = TypeVar("D", bound=Descriptor)
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from pathlib import Path
 
-from ukdpack.cache import write_atomic
+from ukdpack.files import write_atomic
 
 
 def _escape(path: str) -> str:

@@ -1,0 +1,1 @@
+"""The generator: a YAML engine description expanded into an authored descriptor tree."""

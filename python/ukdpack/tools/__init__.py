@@ -1,0 +1,1 @@
+"""The shard tools: a shard read through the runtime, and inspect, verify, desk-check and diff."""

@@ -288,8 +288,10 @@ TEST(LoaderShape, DuplicateKeysAreRefused) {
   const DescriptorSet set = ukdpack::loadShard(t.root());
   const ukdpack::Diagnostic* d = findDiag(set.diagnostics, "DUPLICATE_KEY", "one.udd.json");
   ASSERT_NE(d, nullptr) << dump(set.diagnostics);
-  EXPECT_EQ(d->str(), "one.udd.json: duplicate key 'name' in one object");
-  EXPECT_NE(findDiag(set.diagnostics, "DUPLICATE_KEY", "a.kdp.json: duplicate key 'a' in one object"), nullptr)
+  EXPECT_EQ(d->str(), "one.udd.json: $: duplicate key 'name' in one object");
+  EXPECT_NE(findDiag(set.diagnostics, "DUPLICATE_KEY",
+                     "a.kdp.json: $.kernelDescriptors[0].metadata: duplicate key 'a' in one object"),
+            nullptr)
       << dump(set.diagnostics);
   EXPECT_EQ(findDiag(set.diagnostics, "", "ok.kdp.json"), nullptr) << dump(set.diagnostics);
   ASSERT_NE(set.findPack("kdp-ok"), nullptr);

@@ -55,7 +55,11 @@ def test_single_launch_kernel_reusing_a_multi_launch_toc_key(copy: Path) -> None
          lambda d: kernel(d, "scale.f32")["kernel_source"].update(toc_key=split_key))
     r = ukdpack("desk-check", str(copy))
     assert r.returncode == 1
-    (line,) = errors(r.stderr)
+    # The whole-set rule names the shared key; the runtime, loading scale.f32, finds its
+    # digest differs from the entry's.
+    runtime, line = errors(r.stderr)
+    assert "attention/scale.kdp.json: $.kernelDescriptors[0].kernel_source" in runtime
+    assert "DIGEST_MISMATCH" in runtime
     assert line.startswith(
         "ukdpack: error: attention/split_kv.kdp.json: $.kernelDescriptors[0].sources.consume."
         f"toc_key: kernel 'split_kv.f32' launch 'consume' names toc key '{split_key}' "

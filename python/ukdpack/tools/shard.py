@@ -12,6 +12,7 @@ judgement too (``_runtime.no_shard_reason``).
 from __future__ import annotations
 
 import functools
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -183,17 +184,32 @@ class Shard:
         return tuple(launch_problems(self.tree.dset, self.arch, None))
 
     def with_runtime(self, problems: Sequence[Problem]) -> list[Problem]:
-        """``problems`` plus each of the runtime's own findings about a launch no problem
-        already names (a tool's more specific line about the same field stands)."""
-        said = [(p.file, p.path) for p in problems if p.severity == "error"]
-        extra = [r for r in self.runtime_problems
-                 if not any(f == r.file and (p.startswith(r.path) or r.path.startswith(p))
-                            for f, p in said if p)]
-        return [*problems, *extra]
+        """``problems`` plus each of the runtime's own findings that no problem already
+        tells (a tool's or a rule's line about the same launch or finding stands)."""
+        errors = [p for p in problems if p.severity == "error"]
+        said = {(p.file, _launch_of(p.path)) for p in errors}
+
+        def told(r: Problem) -> bool:
+            # The same launch, or the same finding (one code) about an object holding it.
+            return (r.file, _launch_of(r.path)) in said or any(
+                p.file == r.file and p.code == r.code and r.path.startswith(p.path)
+                for p in errors if p.code)
+
+        return [*problems, *(r for r in self.runtime_problems if not told(r))]
 
     def kernel_ids(self) -> frozenset[str]:
         """Ids of every kernel the shard holds that loaded."""
         return frozenset(m.ukd.key for m in self.tree.members)
+
+
+_LAUNCH_PATH = re.compile(r"^.*?\.(?:kernel_source|sources\.[A-Za-z][A-Za-z0-9_]*)(?=$|\.)")
+
+
+def _launch_of(path: str) -> str:
+    """The JSON path of the launch a finding's path lies in (``...kernel_source`` or
+    ``...sources.<name>``), else the path itself."""
+    m = _LAUNCH_PATH.match(path)
+    return m.group(0) if m else path
 
 
 def _shard_arch(root: Path, tree: Tree, given: str | None) -> str | None:

@@ -287,7 +287,7 @@ bool Loader::authoredKernelOk(const Kernel& kernel, const fs::path& root) {
       ok = false;
       return;
     }
-    if (*info->fileField == '\0') return;
+    if (*info->fileField == '\0' || !(options_.authored || options_.sourceFiles)) return;
     const auto name = src.fields.find(info->fileField);
     if (name == src.fields.end() || !name->is_string()) return;
     const std::string& given = name->get_ref<const std::string&>();

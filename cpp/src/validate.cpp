@@ -67,7 +67,9 @@ ValidationReport validateRoots(const std::vector<std::filesystem::path>& roots, 
     report.roots = roots;
     return report;  // ok stays false
   }
-  const DescriptorSet set = loadRoots(roots, options.loader);
+  LoaderOptions loader = options.loader;
+  loader.sourceFiles = true;  // a root may be authored: the files it names must be there
+  const DescriptorSet set = loadRoots(roots, loader);
   report.roots = set.roots;
   report.diagnostics = set.diagnostics;
   for (const Diagnostic& d : set.diagnostics)

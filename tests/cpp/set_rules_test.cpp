@@ -51,9 +51,9 @@ TEST(SetRules, NullDispatchPacksAreHeldAloneAndFindingsNameTheirArches) {
   t.write("b.kdp.json",
           ukdtest::kdp("kdp-b", Json::array({ukdtest::multi("ukd-b1", "b1", {"produce", "consume"})}), nullptr));
   // One that disagrees with itself on gfx90a only.
-  Json k2 = ukdtest::multi("ukd-c2", "c2", {"x", "y"});
+  Json k2 = ukdtest::multi("ukd-c2", "c2", {"x", "y"}, "INT");
   k2["arch"] = {"gfx90a"};
-  t.write("c.kdp.json", ukdtest::kdp("kdp-c", Json::array({ukdtest::single("ukd-c1", "c1", "HALF"), k2}), nullptr,
+  t.write("c.kdp.json", ukdtest::kdp("kdp-c", Json::array({ukdtest::single("ukd-c1", "c1", "BF16"), k2}), nullptr,
                                      "ued-1", {"gfx90a", "gfx942"}));
   const DescriptorSet set = ukdpack::loadShard(t.root(), authored());
   ASSERT_TRUE(set.ok()) << dump(set.diagnostics);

@@ -27,6 +27,11 @@ struct LoaderOptions {
   // what it does not read), and every file a source names must exist inside
   // the root.
   bool authored = false;
+  // Whether every file an authored source names (a hip `source`, an hsaco
+  // `file`) must exist inside the root; on in authored mode and in
+  // ukdpack-validate. A consuming library's runtime load leaves it off: a
+  // shard holds no authored source, and its loader reads no source file.
+  bool sourceFiles = false;
   // The arches whose shards the per-arch rules report on (metadata
   // uniqueness); empty: every arch. A pack reports only on what it packs.
   std::vector<std::string> arches;

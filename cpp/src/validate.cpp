@@ -46,6 +46,9 @@ std::optional<std::string> noShardReason(const std::filesystem::path& folder,
   const std::string hint = guess.empty() ? "" : "; did you mean " + (folder / guess).string() + "?";
   std::vector<Diagnostic> ignored;  // what the walk skips, the load reports
   const std::vector<WalkedFile> files = walkRoot(folder, ignored, excludeFolders);
+  // A descriptor the walk refused unread (a FIFO, a link out of the root) is there: the
+  // load says what is wrong with it.
+  if (files.empty() && hasErrors(ignored)) return std::nullopt;
   if (files.empty()) return "holds no shard: no descriptor file (<name>.<type>.json) lies under it" + hint;
   if (shards.empty()) return std::nullopt;
   for (const WalkedFile& f : files)

@@ -37,11 +37,15 @@ class Problem:
 
 
 class UkdError(Exception):
-    """Bad input: one or more problems, each already worded for a person."""
+    """Bad input: one or more problems, each already worded for a person and carrying a
+    code. The one base class of the package's errors: every refusal is one of these."""
+
+    #: The code a problem made from a bare message carries.
+    code = "ERROR"
 
     def __init__(self, problems: Iterable[Problem] | Problem | str) -> None:
         if isinstance(problems, str):
-            problems = Problem("", "", problems)
+            problems = Problem("", "", problems, code=self.code)
         if isinstance(problems, Problem):
             problems = [problems]
         self.problems: tuple[Problem, ...] = tuple(problems)
@@ -51,6 +55,8 @@ class UkdError(Exception):
 class UsageError(UkdError):
     """A command line that cannot be acted on (a missing folder, a bad flag value): the
     command exits 2 before it touches anything."""
+
+    code = "USAGE"
 
 
 def errors_only(problems: Iterable[Problem]) -> list[Problem]:

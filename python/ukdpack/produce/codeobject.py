@@ -20,6 +20,7 @@ from typing import Any
 import msgpack  # type: ignore[import-untyped]
 
 from ukdpack import _runtime
+from ukdpack.errors import UkdError
 
 ELF_MAGIC = b"\x7fELF"
 BUNDLE_MAGIC = b"__CLANG_OFFLOAD_BUNDLE__"
@@ -37,8 +38,10 @@ _NOT_AN_OBJECT = ("not a code object: expected an AMDGPU ELF, a clang offload bu
                   "NVIDIA cubin, found")
 
 
-class CodeObjectError(ValueError):
+class CodeObjectError(UkdError):
     """Bytes that are no code object, or a code object without what was asked for."""
+
+    code = "CODE_OBJECT"
 
 
 @dataclass(frozen=True)

@@ -53,9 +53,11 @@ class Product:
     compiled: bool  # the compiler ran for it in this pack
 
 
-class JobFailed(Exception):
+class JobFailed(UkdError):
+    """One job's failure: the problem it fails its arch with."""
+
     def __init__(self, problem: Problem) -> None:
-        super().__init__(str(problem))
+        super().__init__(problem)
         self.problem = problem
 
 

@@ -21,6 +21,7 @@ from typing import Any, Literal
 import msgpack  # type: ignore[import-untyped]
 import zstandard
 
+from ukdpack.errors import UkdError
 from ukdpack.files import write_atomic
 
 MAGIC = b"KPAK"
@@ -35,8 +36,10 @@ _HEADER = struct.Struct("<4sIQ")
 Scheme = Literal["zstd-per-kernel", "none"]
 
 
-class ArchiveError(Exception):
+class ArchiveError(UkdError):
     """A kpack archive that cannot be written as asked; the message says why."""
+
+    code = "ARCHIVE"
 
 
 def archive_name(group: str, arch: str) -> str:

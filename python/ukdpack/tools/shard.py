@@ -189,11 +189,18 @@ class Shard:
         errors = [p for p in problems if p.severity == "error"]
         said = {(p.file, _launch_of(p.path)) for p in errors}
 
+        broken = {p.file for p in errors}  # an archive a tool found unreadable is one
+        by_launch = {(ln.ukd.file, ln.json_path): ln for ln in self.launches if ln.packed}
+
         def told(r: Problem) -> bool:
-            # The same launch, or the same finding (one code) about an object holding it.
-            return (r.file, _launch_of(r.path)) in said or any(
-                p.file == r.file and p.code == r.code and r.path.startswith(p.path)
-                for p in errors if p.code)
+            # The same launch, the same finding (one code) about an object holding it, or a
+            # launch whose archive was already reported.
+            if (r.file, _launch_of(r.path)) in said or any(
+                    p.file == r.file and p.code == r.code and r.path.startswith(p.path)
+                    for p in errors if p.code):
+                return True
+            ln = by_launch.get((r.file, _launch_of(r.path)))
+            return ln is not None and self.archive_of(ln).rel in broken
 
         return [*problems, *(r for r in self.runtime_problems if not told(r))]
 

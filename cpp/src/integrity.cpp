@@ -3,6 +3,7 @@
 #include <system_error>
 #include <utility>
 
+#include "files.hpp"
 #include "paths.hpp"
 #include "ukdpack/arch.hpp"
 #include "ukdpack/codeobject.hpp"
@@ -105,6 +106,13 @@ Result<LibraryLocation> locateLibrary(const fs::path& shardRoot, const fs::path&
 std::optional<Diagnostic> libraryFileMissing(const LibraryLocation& where, const std::string& library) {
   std::error_code ec;
   if (fs::is_regular_file(where.path, ec)) return std::nullopt;
+  // A FIFO or device named like the archive is said as such (a stat, no open):
+  // "not found" would send the reader looking for a file that is there.
+  if (auto kind = detail::nonRegularKind(where.path)) {
+    return makeError("ARCHIVE_INVALID", "", "",
+                     "archive '" + library + "' (" + where.rootRel + " in the shard): expected a regular file, found " +
+                         *kind);
+  }
   return makeError("ARCHIVE_MISSING", "", "",
                    "archive '" + library + "' not found: expected " + where.rootRel + " in the shard");
 }

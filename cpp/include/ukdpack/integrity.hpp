@@ -80,8 +80,10 @@ struct LibraryLocation {
 Result<LibraryLocation> locateLibrary(const std::filesystem::path& shardRoot,
                                       const std::filesystem::path& baseDir, const std::string& library);
 
-// ARCHIVE_MISSING (file and JSON path left empty) when no regular file lies at
-// `where`; nullopt when the archive file is there.
+// ARCHIVE_MISSING (file and JSON path left empty) when nothing lies at
+// `where`, ARCHIVE_INVALID when something other than a regular file does (a
+// FIFO, socket, device or folder: "expected a regular file, found a FIFO");
+// nullopt when the archive file is there. Nothing is opened.
 std::optional<Diagnostic> libraryFileMissing(const LibraryLocation& where, const std::string& library);
 
 // The verified code object of one launch of `kernel`: `launch` is nullopt (or

@@ -145,8 +145,10 @@ struct PySet {
 };
 
 LoaderOptions loaderOptions(const std::optional<std::string>& maxUkd, const std::optional<py::dict>& maxVersions,
-                            const std::vector<std::string>& excludeFolders) {
+                            const std::vector<std::string>& excludeFolders,
+                            std::uint64_t maxDecompressedBytes = kDefaultMaxDecompressedBytes) {
   LoaderOptions options;
+  options.maxDecompressedBytes = maxDecompressedBytes;
   auto version = [](const std::string& text, const std::string& what) {
     const auto v = Version::parse(text);
     if (!v) throw py::value_error(what + ": expected a version '<major>.<minor>', found '" + text + "'");
@@ -591,11 +593,13 @@ void bindRuntime(py::module_& m) {
                std::to_string(kernels) + " kernels, " + std::to_string(s.set->diagnostics.size()) + " diagnostics>";
       });
 
+  m.attr("DEFAULT_MAX_DECOMPRESSED_BYTES") = kDefaultMaxDecompressedBytes;
   m.def(
       "load_shard",
       [](const std::string& path, const std::optional<std::string>& maxUkd, const std::optional<py::dict>& maxVersions,
-         const std::vector<std::string>& excludeFolders, bool authored, const std::vector<std::string>& arches) {
-        LoaderOptions options = loaderOptions(maxUkd, maxVersions, excludeFolders);
+         const std::vector<std::string>& excludeFolders, bool authored, const std::vector<std::string>& arches,
+         std::uint64_t maxDecompressedBytes) {
+        LoaderOptions options = loaderOptions(maxUkd, maxVersions, excludeFolders, maxDecompressedBytes);
         options.authored = authored;
         options.arches = arches;
         py::gil_scoped_release released;  // a large tree reads for a while
@@ -604,20 +608,25 @@ void bindRuntime(py::module_& m) {
       py::arg("path"), py::arg("max_ukd_version") = py::none(), py::arg("max_versions") = py::none(),
       py::arg("exclude_folders") = std::vector<std::string>{}, py::arg("authored") = false,
       py::arg("arches") = std::vector<std::string>{},
+      py::arg("max_decompressed_bytes") = kDefaultMaxDecompressedBytes,
       "Load one shard (or descriptor root) as the runtime does. max_ukd_version ('1.0') or "
       "max_versions ({type: 'M.m'}) emulate an older reader; authored reads an authored tree (packed "
-      "sources refused, newer versions an error); arches limits the per-arch rules to those shards. "
+      "sources refused, newer versions an error); arches limits the per-arch rules to those shards; "
+      "max_decompressed_bytes is the budget of archive bytes its launch code loads may decompress "
+      "(per state manager; over it RuntimeCheckError DECOMPRESS_BUDGET). "
       "Never raises for bad input: see .diagnostics.");
   m.def(
       "load_roots",
       [](const std::vector<std::string>& paths, const std::optional<std::string>& maxUkd,
-         const std::optional<py::dict>& maxVersions, const std::vector<std::string>& excludeFolders) {
-        const LoaderOptions options = loaderOptions(maxUkd, maxVersions, excludeFolders);
+         const std::optional<py::dict>& maxVersions, const std::vector<std::string>& excludeFolders,
+         std::uint64_t maxDecompressedBytes) {
+        const LoaderOptions options = loaderOptions(maxUkd, maxVersions, excludeFolders, maxDecompressedBytes);
         std::vector<std::filesystem::path> roots(paths.begin(), paths.end());
         return PySet{std::make_shared<const DescriptorSet>(loadRoots(roots, options))};
       },
       py::arg("paths"), py::arg("max_ukd_version") = py::none(), py::arg("max_versions") = py::none(),
       py::arg("exclude_folders") = std::vector<std::string>{},
+      py::arg("max_decompressed_bytes") = kDefaultMaxDecompressedBytes,
       "Load several roots into one set (ids unique across all of them).");
   m.def(
       "check_set_rules",
@@ -848,15 +857,17 @@ void bindRuntime(py::module_& m) {
   m.def(
       "validate_roots",
       [](const std::vector<std::string>& paths, const std::optional<std::string>& expectEngine,
-         const std::optional<std::string>& maxUkd, const std::vector<std::string>& excludeFolders) {
+         const std::optional<std::string>& maxUkd, const std::vector<std::string>& excludeFolders,
+         std::uint64_t maxDecompressedBytes) {
         ValidateOptions options;
-        options.loader = loaderOptions(maxUkd, std::nullopt, excludeFolders);
+        options.loader = loaderOptions(maxUkd, std::nullopt, excludeFolders, maxDecompressedBytes);
         options.expectEngine = expectEngine;
         std::vector<std::filesystem::path> roots(paths.begin(), paths.end());
         return fromJson(validateRoots(roots, options).toJson());
       },
       py::arg("paths"), py::arg("expect_engine") = py::none(), py::arg("max_ukd_version") = py::none(),
       py::arg("exclude_folders") = std::vector<std::string>{},
+      py::arg("max_decompressed_bytes") = kDefaultMaxDecompressedBytes,
       "What ukdpack-validate decides, as its --json verdict (a dict).");
 }
 

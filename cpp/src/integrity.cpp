@@ -1,8 +1,10 @@
 #include "ukdpack/integrity.hpp"
 
+#include <cstdio>
 #include <system_error>
 #include <utility>
 
+#include "files.hpp"
 #include "paths.hpp"
 #include "ukdpack/arch.hpp"
 #include "ukdpack/codeobject.hpp"
@@ -52,7 +54,30 @@ void ArchiveCache::remember(const std::string& entry, const std::string& sha256,
   verified_.emplace(entry, Verified{sha256, std::move(bytes)});
 }
 
+bool ArchiveCache::charge(std::uint64_t bytes) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (bytes > maxDecompressedBytes_ - decompressedBytes_) return false;  // never past the budget
+  decompressedBytes_ += bytes;
+  return true;
+}
+
+std::uint64_t ArchiveCache::decompressedBytes() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return decompressedBytes_;
+}
+
 namespace {
+
+// "16777216 bytes (16.0 MiB)": exact for the reader who raises the budget, scaled for the eye.
+std::string bytesText(std::uint64_t n) {
+  std::string out = std::to_string(n) + " bytes";
+  if (n < (std::uint64_t(1) << 20)) return out;
+  const bool gib = n >= (std::uint64_t(1) << 30);
+  const double scaled = static_cast<double>(n) / static_cast<double>(gib ? std::uint64_t(1) << 30 : 1 << 20);
+  char buf[32];
+  std::snprintf(buf, sizeof buf, " (%.1f %s)", scaled, gib ? "GiB" : "MiB");
+  return out + buf;
+}
 
 std::string argText(const SignatureArg& a) {
   std::string out = a.kind + "/" + std::to_string(a.size);
@@ -105,6 +130,13 @@ Result<LibraryLocation> locateLibrary(const fs::path& shardRoot, const fs::path&
 std::optional<Diagnostic> libraryFileMissing(const LibraryLocation& where, const std::string& library) {
   std::error_code ec;
   if (fs::is_regular_file(where.path, ec)) return std::nullopt;
+  // A FIFO or device named like the archive is said as such (a stat, no open):
+  // "not found" would send the reader looking for a file that is there.
+  if (auto kind = detail::nonRegularKind(where.path)) {
+    return makeError("ARCHIVE_INVALID", "", "",
+                     "archive '" + library + "' (" + where.rootRel + " in the shard): expected a regular file, found " +
+                         *kind);
+  }
   return makeError("ARCHIVE_MISSING", "", "",
                    "archive '" + library + "' not found: expected " + where.rootRel + " in the shard");
 }
@@ -206,6 +238,19 @@ Result<std::vector<std::uint8_t>> loadLaunchCode(const Kernel& kernel, const fs:
   const std::string entry = where.path.string() + '\n' + src->tocKey + '\n' + useArch;
   std::shared_ptr<const std::vector<std::uint8_t>> code = cache.verified(entry, src->sha256);
   if (!code) {
+    // The budget is charged before the work, by the size the TOC gives (the
+    // reader holds the frame to it): the load stops before decompressing more.
+    const std::uint64_t size = ar.find(src->tocKey, useArch)->originalSize;
+    if (!cache.charge(size)) {
+      return fail("DECOMPRESS_BUDGET", libPath,
+                  "archive '" + src->library + "' (" + where.rootRel + "): toc entry '" + src->tocKey + "' for " +
+                      useArch + " would decompress " + bytesText(size) + " more, past this load's budget of " +
+                      bytesText(cache.maxDecompressedBytes()) + ", of which " +
+                      std::to_string(cache.decompressedBytes()) + " are spent; stopped."
+                      " If the shard really holds that much code, raise the budget: "
+                      "LoaderOptions::maxDecompressedBytes, ukdpack-validate --max-decompressed-bytes N, "
+                      "load_shard(max_decompressed_bytes=N)");
+    }
     auto bytes = ar.get(src->tocKey, useArch);
     if (!bytes) {
       return fail("ARCHIVE_INVALID", jsonPathKey(path, "toc_key"),
@@ -252,7 +297,11 @@ Result<std::vector<std::uint8_t>> loadLaunchCode(const DescriptorSet& set, const
     return Result<std::vector<std::uint8_t>>::failure(
         makeError("KERNEL_UNKNOWN", "", "", "no loaded kernel has id '" + kernelId + "'"));
   }
-  return loadLaunchCode(m->kernel, set.rootOf(*m), launch, arch, options);
+  if (options.cache != nullptr) return loadLaunchCode(m->kernel, set.rootOf(*m), launch, arch, options);
+  ArchiveCache local(ArchiveCache::kDefaultMaxVerifiedBytes, set.maxDecompressedBytes);
+  LaunchCodeOptions withBudget = options;
+  withBudget.cache = &local;
+  return loadLaunchCode(m->kernel, set.rootOf(*m), launch, arch, withBudget);
 }
 
 }  // namespace ukdpack

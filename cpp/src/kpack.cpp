@@ -4,10 +4,9 @@
 // (msgpack-c allocates a container's elements as soon as it reads the header).
 #include "ukdpack/kpack.hpp"
 
+#include "files.hpp"
 #include "utf8.hpp"
 
-#include <fcntl.h>
-#include <sys/stat.h>
 #include <unistd.h>
 #include <zstd.h>
 
@@ -132,32 +131,6 @@ std::string prescanMsgpack(const unsigned char* data, std::size_t len) {
   return {};
 }
 
-// A held file descriptor, closed once.
-class Fd {
- public:
-  Fd() = default;
-  explicit Fd(int fd) : fd_(fd) {}
-  Fd(Fd&& o) noexcept : fd_(std::exchange(o.fd_, -1)) {}
-  Fd& operator=(Fd&& o) noexcept {
-    if (this != &o) {
-      reset();
-      fd_ = std::exchange(o.fd_, -1);
-    }
-    return *this;
-  }
-  Fd(const Fd&) = delete;
-  Fd& operator=(const Fd&) = delete;
-  ~Fd() { reset(); }
-  int get() const { return fd_; }
-
- private:
-  void reset() {
-    if (fd_ >= 0) ::close(fd_);
-    fd_ = -1;
-  }
-  int fd_ = -1;
-};
-
 const msgpack::object* lookup(const msgpack::object& map, std::string_view key) {
   if (map.type != msgpack::type::MAP) return nullptr;
   const msgpack::object* found = nullptr;  // the last of duplicate keys wins, as in Python
@@ -236,8 +209,8 @@ bool toJson(const msgpack::object& o, nlohmann::json& out, std::size_t depth, st
 struct KpackArchive::Impl {
   std::string name;
   KpackLimits limits;
-  std::string bytes;  // the archive, when it came from memory
-  Fd fd;              // the archive, when it came from a file
+  std::string bytes;      // the archive, when it came from memory
+  detail::FileHandle fd;  // the archive, when it came from a file
   std::uint64_t size = 0;
   std::uint64_t tocOffset = 0;
 
@@ -539,18 +512,12 @@ Result<KpackArchive> KpackArchive::open(const std::filesystem::path& path,
   auto impl = std::make_unique<Impl>();
   impl->name = path.string();
   impl->limits = limits;
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0)
-    return Result<KpackArchive>::failure(
-        impl->fail("KPACK_IO", std::string("cannot open archive: ") + std::strerror(errno)));
-  impl->fd = Fd(fd);
-  struct stat st {};
-  if (::fstat(fd, &st) != 0)
-    return Result<KpackArchive>::failure(
-        impl->fail("KPACK_IO", std::string("cannot stat archive: ") + std::strerror(errno)));
-  if (!S_ISREG(st.st_mode))
-    return Result<KpackArchive>::failure(impl->fail("KPACK_IO", "not a regular file"));
-  impl->size = std::uint64_t(st.st_size);
+  // Opened non-blocking and fstat'ed before any read: a FIFO, socket or device
+  // named like the archive is refused at once, never waited on.
+  auto opened = detail::openRegularFile(path);
+  if (!opened) return Result<KpackArchive>::failure(impl->fail("KPACK_IO", opened.error().message));
+  impl->fd = std::move(opened.value().fd);
+  impl->size = opened.value().size;
   if (auto d = impl->load()) return Result<KpackArchive>::failure(std::move(*d));
   return Result<KpackArchive>::success(KpackArchive(std::move(impl)));
 }

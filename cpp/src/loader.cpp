@@ -694,7 +694,9 @@ DescriptorSet loadRoots(const std::vector<fs::path>& roots, const LoaderOptions&
     // Nothing in the load should throw; if something does, say so instead of crashing.
     loader.diags().push_back(makeError("INTERNAL", "", "", std::string("loader failure: ") + e.what()));
   }
-  return loader.take();
+  DescriptorSet set = loader.take();
+  set.maxDecompressedBytes = options.maxDecompressedBytes;  // spent where launch code is loaded
+  return set;
 }
 
 DescriptorSet loadShard(const fs::path& root, const LoaderOptions& options) {

@@ -33,8 +33,11 @@ StateManager::StateManager(DescriptorSet set, const Registry& registry, std::str
                    std::move(arch)) {}
 
 StateManager::StateManager(std::shared_ptr<const DescriptorSet> set, const Registry& registry,
-                           std::string arch)
-    : set_(std::move(set)), arch_(std::move(arch)), cache_(std::make_unique<ArchiveCache>()) {
+                           std::string arch, std::shared_ptr<ArchiveCache> cache)
+    : set_(std::move(set)), arch_(std::move(arch)), cache_(std::move(cache)) {
+  if (!cache_) {
+    cache_ = std::make_shared<ArchiveCache>(ArchiveCache::kDefaultMaxVerifiedBytes, set_->maxDecompressedBytes);
+  }
   build(registry);
   std::vector<std::string> keys;
   keys.reserve(kept_.size());

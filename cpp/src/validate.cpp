@@ -72,7 +72,12 @@ ValidationReport validateRoots(const std::vector<std::filesystem::path>& roots, 
   }
   LoaderOptions loader = options.loader;
   loader.sourceFiles = true;  // a root may be authored: the files it names must be there
-  const DescriptorSet set = loadRoots(roots, loader);
+  const auto shared = std::make_shared<const DescriptorSet>(loadRoots(roots, loader));
+  const DescriptorSet& set = *shared;
+  // One budget of decompressed bytes for the whole run: a hostile archive
+  // gains nothing from naming many arches (one pass each).
+  const auto cache =
+      std::make_shared<ArchiveCache>(ArchiveCache::kDefaultMaxVerifiedBytes, set.maxDecompressedBytes);
   report.roots = set.roots;
   report.diagnostics = set.diagnostics;
   for (const Diagnostic& d : set.diagnostics)
@@ -102,7 +107,7 @@ ValidationReport validateRoots(const std::vector<std::filesystem::path>& roots, 
   bool expectedFound = false;
   for (const std::string& arch : arches) {
     const Registry registry = stubRegistry(set, arch);
-    const StateManager manager(set, registry, arch);
+    const StateManager manager(shared, registry, arch, cache);
     for (const Diagnostic& d : manager.diagnostics()) note(d, arch);
     for (const DroppedKernel& d : manager.dropped()) {
       if (dropKeys.insert(d.kernelId + "\n" + d.code + "\n" + d.reason).second) report.dropped.push_back(d);

@@ -3,9 +3,13 @@
 // they name, and verifies the code of every launch of every kept packed kernel.
 // Exit 0 ok, 1 any error or drop (a ROOT holding no shard included), 2 usage or
 // internal failure.
+#include <cerrno>
+#include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <exception>
 #include <iostream>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -15,16 +19,29 @@ namespace {
 
 constexpr const char* kUsage =
     "usage: ukdpack-validate ROOT... [--json] [--expect-engine NAME] [--exclude-folder NAME]... [--authored]\n"
+    "                        [--max-decompressed-bytes N]\n"
     "  ROOT               a descriptor root or packed shard (OUT_ROOT/<arch>/)\n"
     "  --json             print the verdict as JSON on stdout\n"
     "  --expect-engine N  fail unless engine N (UED name or id) loads with a kept kernel\n"
     "  --exclude-folder X leave out folders named X (repeatable)\n"
     "  --authored         the roots are authored trees, not shards: a packed source is refused and a\n"
-    "                     version newer than this build is an error (what `ukdpack validate` applies)\n";
+    "                     version newer than this build is an error (what `ukdpack validate` applies)\n"
+    "  --max-decompressed-bytes N\n"
+    "                     bytes the run may decompress from archives in all (default 64 GiB);\n"
+    "                     past it a launch fails DECOMPRESS_BUDGET\n";
 
 int usage(const std::string& why) {
   std::cerr << "ukdpack-validate: error: " << why << "\n" << kUsage;
   return 2;
+}
+
+// A byte count as given: decimal digits only, at most 2^64 - 1.
+std::optional<std::uint64_t> byteCount(const std::string& text) {
+  if (text.empty() || text.size() > 20 || text.find_first_not_of("0123456789") != std::string::npos) return {};
+  errno = 0;
+  const unsigned long long n = std::strtoull(text.c_str(), nullptr, 10);
+  if (errno == ERANGE) return {};
+  return static_cast<std::uint64_t>(n);
 }
 
 }  // namespace
@@ -51,6 +68,19 @@ int main(int argc, char** argv) {
         options.expectEngine = arg.substr(16);
       } else if (!positionalOnly && arg == "--authored") {
         options.loader.authored = true;
+      } else if (!positionalOnly &&
+                 (arg == "--max-decompressed-bytes" || arg.rfind("--max-decompressed-bytes=", 0) == 0)) {
+        std::string value;
+        if (arg.size() > 24) {
+          value = arg.substr(25);
+        } else if (i + 1 < argc) {
+          value = argv[++i];
+        } else {
+          return usage("--max-decompressed-bytes needs a byte count");
+        }
+        const auto n = byteCount(value);
+        if (!n) return usage("--max-decompressed-bytes: expected a byte count, found '" + value + "'");
+        options.loader.maxDecompressedBytes = *n;
       } else if (!positionalOnly && arg == "--exclude-folder") {
         if (i + 1 >= argc) return usage("--exclude-folder needs a folder name");
         options.loader.excludeFolders.emplace_back(argv[++i]);

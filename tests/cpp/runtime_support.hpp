@@ -219,10 +219,18 @@ inline void putLe(std::vector<std::uint8_t>& out, std::uint64_t v, int n) {
   for (int i = 0; i < n; ++i) out.push_back(static_cast<std::uint8_t>((v >> (8 * i)) & 0xff));
 }
 
+// An extra toc key for an item's payload: TOC entry (tocKey, arch of item
+// `item`) with that item's ordinal, so many keys share one stored payload.
+struct KpackAlias {
+  std::string tocKey;
+  std::size_t item = 0;
+};
+
 // A KPAK version 1 archive: zstd-per-kernel (level 3, content size in each
 // frame) or "none".
 inline std::vector<std::uint8_t> makeKpack(const std::vector<KpackItem>& items, bool zstd = true,
-                                           const std::string& group = "kernels") {
+                                           const std::string& group = "kernels",
+                                           const std::vector<KpackAlias>& aliases = {}) {
   std::vector<std::uint8_t> data;  // everything from offset 64 to the TOC
   std::vector<std::pair<std::uint64_t, std::uint64_t>> blobs;
   if (zstd) {
@@ -245,6 +253,10 @@ inline std::vector<std::uint8_t> makeKpack(const std::vector<KpackItem>& items, 
   for (std::size_t i = 0; i < items.size(); ++i) {
     arches.insert(items[i].arch);
     toc[items[i].tocKey][items[i].arch] = {i, items[i].payload.size()};
+  }
+  for (const KpackAlias& a : aliases) {
+    const KpackItem& it = items.at(a.item);
+    toc[a.tocKey][it.arch] = {a.item, it.payload.size()};
   }
   Msgpack m;
   m.map(zstd ? 8 : 7);

@@ -26,10 +26,17 @@ namespace ukdpack {
 // bytes of entries already verified, so the launches of a multi-launch kernel
 // (or kernels sharing a code object) decompress and hash it once. Verified
 // bytes are kept up to `maxVerifiedBytes` in all, the oldest dropped first.
+// It also holds the load's budget of decompressed bytes: loadLaunchCode
+// charges every payload it decompresses (a cache hit costs nothing: no work is
+// done), so toc keys that all name one small, highly compressible payload
+// cannot make a load decompress keys x payload bytes.
 class ArchiveCache {
  public:
-  explicit ArchiveCache(std::size_t maxVerifiedBytes = std::size_t(8) << 20)
-      : maxVerifiedBytes_(maxVerifiedBytes) {}
+  static constexpr std::size_t kDefaultMaxVerifiedBytes = std::size_t(8) << 20;
+
+  explicit ArchiveCache(std::size_t maxVerifiedBytes = kDefaultMaxVerifiedBytes,
+                        std::uint64_t maxDecompressedBytes = kDefaultMaxDecompressedBytes)
+      : maxVerifiedBytes_(maxVerifiedBytes), maxDecompressedBytes_(maxDecompressedBytes) {}
 
   Result<std::shared_ptr<const KpackArchive>> open(const std::filesystem::path& path);
   std::size_t size() const;
@@ -39,6 +46,12 @@ class ArchiveCache {
                                                             const std::string& sha256) const;
   void remember(const std::string& entry, const std::string& sha256,
                 std::shared_ptr<const std::vector<std::uint8_t>> bytes);
+
+  // Takes `bytes` from the budget before they are decompressed: false, and
+  // nothing taken, when that would pass maxDecompressedBytes().
+  bool charge(std::uint64_t bytes);
+  std::uint64_t decompressedBytes() const;  // charged so far
+  std::uint64_t maxDecompressedBytes() const { return maxDecompressedBytes_; }
 
  private:
   struct Verified {
@@ -51,6 +64,8 @@ class ArchiveCache {
   std::size_t verifiedBytes_ = 0;
   std::map<std::string, Verified> verified_;
   std::deque<std::string> verifiedOrder_;  // oldest first
+  std::uint64_t maxDecompressedBytes_;
+  std::uint64_t decompressedBytes_ = 0;
 };
 
 struct LaunchCodeOptions {
@@ -80,8 +95,10 @@ struct LibraryLocation {
 Result<LibraryLocation> locateLibrary(const std::filesystem::path& shardRoot,
                                       const std::filesystem::path& baseDir, const std::string& library);
 
-// ARCHIVE_MISSING (file and JSON path left empty) when no regular file lies at
-// `where`; nullopt when the archive file is there.
+// ARCHIVE_MISSING (file and JSON path left empty) when nothing lies at
+// `where`, ARCHIVE_INVALID when something other than a regular file does (a
+// FIFO, socket, device or folder: "expected a regular file, found a FIFO");
+// nullopt when the archive file is there. Nothing is opened.
 std::optional<Diagnostic> libraryFileMissing(const LibraryLocation& where, const std::string& library);
 
 // The verified code object of one launch of `kernel`: `launch` is nullopt (or
@@ -89,15 +106,18 @@ std::optional<Diagnostic> libraryFileMissing(const LibraryLocation& where, const
 // `arch` is the device arch (bare or with features; "" takes the one arch the
 // archive holds for the toc key). `shardRoot` is the root the kernel came from.
 // Failures carry a code: LIBRARY_ESCAPES, LIBRARY_SYMLINK, SIGNATURE_MISMATCH,
-// ARCHIVE_MISSING, ARCHIVE_INVALID, TOC_MISSING, ARCH_REQUIRED, DIGEST_MISMATCH,
-// SYMBOL_MISSING, CODE_OBJECT_INVALID, NOT_PACKED, NO_SUCH_LAUNCH.
+// ARCHIVE_MISSING, ARCHIVE_INVALID, TOC_MISSING, ARCH_REQUIRED,
+// DECOMPRESS_BUDGET (the cache's budget of decompressed bytes is spent),
+// DIGEST_MISMATCH, SYMBOL_MISSING, CODE_OBJECT_INVALID, NOT_PACKED,
+// NO_SUCH_LAUNCH.
 Result<std::vector<std::uint8_t>> loadLaunchCode(const Kernel& kernel,
                                                  const std::filesystem::path& shardRoot,
                                                  const std::optional<std::string>& launch,
                                                  const std::string& arch,
                                                  const LaunchCodeOptions& options = {});
 
-// The same by kernel id over a loaded set (KERNEL_UNKNOWN when it is not there).
+// The same by kernel id over a loaded set (KERNEL_UNKNOWN when it is not there);
+// without options.cache, the set's maxDecompressedBytes is the call's budget.
 Result<std::vector<std::uint8_t>> loadLaunchCode(const DescriptorSet& set, const std::string& kernelId,
                                                  const std::optional<std::string>& launch,
                                                  const std::string& arch,

@@ -4,6 +4,7 @@
 // It never throws through its API.
 #pragma once
 
+#include <cstdint>
 #include <filesystem>
 #include <optional>
 #include <string>
@@ -14,6 +15,13 @@
 #include "ukdpack/diagnostics.hpp"
 
 namespace ukdpack {
+
+// The default budget of bytes one load may decompress from archives (64 GiB).
+// A full load of a large real shard, 100,000 kernels of ~200 KiB, decompresses
+// ~19.5 GiB; this leaves 3x that, while a hostile archive (many toc keys on one
+// payload, each up to KpackLimits::maxOriginalSize) is stopped here instead of
+// at entries x 1 GiB.
+constexpr std::uint64_t kDefaultMaxDecompressedBytes = std::uint64_t(64) << 30;
 
 struct LoaderOptions {
   // The newest version of each type this reader reads; a test can emulate an
@@ -35,6 +43,12 @@ struct LoaderOptions {
   // The arches whose shards the per-arch rules report on (metadata
   // uniqueness); empty: every arch. A pack reports only on what it packs.
   std::vector<std::string> arches;
+  // Bytes the launch code loaded from this set may decompress in all (each
+  // payload counted every time it is decompressed; a cache hit of verified
+  // bytes is free). Over it, a launch fails DECOMPRESS_BUDGET. The set keeps it
+  // (DescriptorSet::maxDecompressedBytes); a state manager and
+  // ukdpack-validate spend one budget across their loads.
+  std::uint64_t maxDecompressedBytes = kDefaultMaxDecompressedBytes;
 };
 
 // Everything one load produced. Pointers returned by the finders point into
@@ -61,6 +75,8 @@ struct DescriptorSet {
   };
   std::vector<Walked> files;
   std::vector<Skipped> skipped;
+  // LoaderOptions::maxDecompressedBytes of the load: what loading its launch code may decompress.
+  std::uint64_t maxDecompressedBytes = kDefaultMaxDecompressedBytes;
 
   bool ok() const { return !hasErrors(diagnostics); }
 

@@ -60,8 +60,12 @@ class StateManager {
   // `arch` is the device arch; "" keeps every arch.
   StateManager(DescriptorSet set, const Registry& registry, std::string arch = "");
   // The same over a set shared with others (no copy: the set is immutable).
+  // `cache` holds the archives and the budget of decompressed bytes its
+  // launch code loads draw on; shared, several managers spend one budget
+  // (ukdpack-validate's per-arch passes). nullptr: the manager's own, with the
+  // set's maxDecompressedBytes.
   StateManager(std::shared_ptr<const DescriptorSet> set, const Registry& registry,
-               std::string arch = "");
+               std::string arch = "", std::shared_ptr<ArchiveCache> cache = nullptr);
 
   const DescriptorSet& descriptors() const { return *set_; }
   const std::string& arch() const { return arch_; }
@@ -86,6 +90,8 @@ class StateManager {
 
   // The verified code of one launch of a kept kernel (integrity.hpp), with the
   // kernel's handler's expected signature; `arch` "" means the manager's arch.
+  // Every decompression is charged to the manager's budget (the set's
+  // maxDecompressedBytes): once spent, launches fail DECOMPRESS_BUDGET.
   Result<std::vector<std::uint8_t>> loadLaunchCode(std::string_view kernelId,
                                                    const std::optional<std::string>& launch,
                                                    const std::string& arch = "") const;
@@ -107,7 +113,7 @@ class StateManager {
   std::vector<DroppedKernel> filtered_;
   std::vector<std::string> log_;
   std::vector<Diagnostic> diagnostics_;
-  std::unique_ptr<ArchiveCache> cache_;
+  std::shared_ptr<ArchiveCache> cache_;
 };
 
 // Whether a kernel of `pack` runs on the device `arch` (SPEC 9.1): its UKD

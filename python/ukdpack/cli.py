@@ -9,12 +9,16 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import sys
+import threading
+import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from types import FrameType
 
 from ukdpack import __version__
-from ukdpack.errors import UkdError, UsageError
+from ukdpack.errors import UkdError, UsageError, escape_controls, has_controls
 from ukdpack.produce.compiler import DEFAULT_JOB_TIMEOUT
 
 Handler = Callable[[argparse.Namespace], int]
@@ -47,14 +51,23 @@ def cmd_pack(args: argparse.Namespace) -> int:
     from ukdpack.progress import Reporter
     from ukdpack.shard.pack import PackOptions, default_jobs, normalize_arches, pack
 
+    for flag, value in (("--source-root", args.source_root), ("--out-root", args.out_root),
+                        ("--handlers", args.handlers), ("--cache-dir", args.cache_dir),
+                        ("--depfile", args.depfile)):
+        if value == "":  # Path("") is the current folder: never what a build meant
+            raise UsageError(f"{flag} '': expected a path, found an empty string (an unset "
+                             "variable?); nothing was packed")
+    if args.label is not None and has_controls(args.label):
+        raise UsageError(f"--label {args.label!r}: expected a label that fits on one line "
+                         "(it starts every progress line), found control characters in it")
     reporter = Reporter(args.label, live=False if args.plain else None)
     opts = PackOptions(
         source_root=Path(args.source_root), out_root=Path(args.out_root),
         arches=tuple(normalize_arches(args.arch)), group=args.group,
         jobs=args.jobs or default_jobs(), hipcc=args.hipcc, nvcc=args.nvcc,
-        handlers=Path(args.handlers) if args.handlers else None,
-        cache_dir=Path(args.cache_dir) if args.cache_dir else None,
-        depfile=Path(args.depfile) if args.depfile else None,
+        handlers=Path(args.handlers) if args.handlers is not None else None,
+        cache_dir=Path(args.cache_dir) if args.cache_dir is not None else None,
+        depfile=Path(args.depfile) if args.depfile is not None else None,
         depfile_target=args.depfile_target, exclude_folders=tuple(args.exclude_folder),
         required=args.required, lock_timeout=args.lock_timeout, job_timeout=args.job_timeout)
     report = pack(opts, reporter)
@@ -229,8 +242,6 @@ def cmd_generate(args: argparse.Namespace) -> int:
 
 
 def cmd_cache(args: argparse.Namespace) -> int:
-    import time
-
     from ukdpack.produce.cache import CompileCache, default_cache_dir, stats, verify
 
     folder = Path(args.cache_dir) if args.cache_dir else default_cache_dir()
@@ -416,22 +427,56 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _interrupt(signum: int, frame: FrameType | None) -> None:
+    """The first Ctrl-C ends the command (KeyboardInterrupt); later ones are ignored, so
+    they cannot cut short what the first set going (compiles killed, staging removed)
+    nor print a second traceback from wherever they land."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    raise KeyboardInterrupt
+
+
+def _end_interrupted() -> int:
+    """Exit status 130 after Ctrl-C. The pack has stopped its jobs; should a worker
+    thread still run a second on (stuck where nothing can stop it), the process ends
+    here rather than wait for it at exit, which nothing could then interrupt."""
+    print("ukdpack: interrupted", file=sys.stderr)
+    deadline = time.monotonic() + 1.0
+    for t in threading.enumerate():
+        if t is not threading.current_thread() and not t.daemon:
+            t.join(max(0.0, deadline - time.monotonic()))
+            if t.is_alive():
+                sys.stdout.flush()
+                sys.stderr.flush()
+                os._exit(130)
+    return 130
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of the ``ukdpack`` console script and ``python -m ukdpack``."""
+    """Entry point of the ``ukdpack`` console script and ``python -m ukdpack``.
+
+    While it runs, SIGINT is handled by ``_interrupt``; after an interrupt it stays
+    ignored (the process is ending), otherwise the previous handler is put back."""
     parser = build_parser()
     args = parser.parse_args(argv)
     handler: Handler = args.handler
+    own_signals = threading.current_thread() is threading.main_thread()
+    previous = signal.signal(signal.SIGINT, _interrupt) if own_signals else None
+    interrupted = False
     try:
         return handler(args)
     except UkdError as e:
         _print_problem_lines([p.line() for p in e.problems])
         return 2 if isinstance(e, UsageError) else 1
     except KeyboardInterrupt:
-        print("ukdpack: interrupted", file=sys.stderr)
-        return 130
+        interrupted = True
+        return _end_interrupted()
     except Exception as e:  # an internal failure, never bad input: say so in one line
         if os.environ.get("UKDPACK_DEBUG"):
             raise
-        print(f"ukdpack: internal error: {type(e).__name__}: {e} (set UKDPACK_DEBUG=1 for a "
-              "traceback, and please report it)", file=sys.stderr)
+        print(escape_controls(f"ukdpack: internal error: {type(e).__name__}: {e} (set "
+                              "UKDPACK_DEBUG=1 for a traceback, and please report it)"),
+              file=sys.stderr)
         return 2
+    finally:
+        if own_signals and not interrupted and previous is not None:
+            signal.signal(signal.SIGINT, previous)

@@ -6,11 +6,40 @@ was expected and what was found, so a kernel author can act on it.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Literal
 
 Severity = Literal["error", "warning", "note"]
+
+#: Characters that break a line or drive a terminal: the Unicode controls (Cc: newline,
+#: carriage return, escape, ...) and the line and paragraph separators (Zl, Zp).
+_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+_CONTROL_BUT_TAB = re.compile("[\x00-\x08\x0a-\x1f\x7f-\x9f\u2028\u2029]")
+
+
+def _literal(m: re.Match[str]) -> str:
+    return repr(m.group())[1:-1]
+
+
+def escape_controls(text: str, *, keep_tabs: bool = False) -> str:
+    """``text`` with each control character written as Python writes it in a string
+    literal (``\\n``, ``\\x1b``, ``\\u2028``), so it stays on one line and cannot move a
+    terminal's cursor; ``keep_tabs`` leaves tabs (a compiler's output aligns with them)."""
+    return (_CONTROL_BUT_TAB if keep_tabs else _CONTROL).sub(_literal, text)
+
+
+def has_controls(text: str) -> bool:
+    """Whether ``text`` holds a character that would break its line or drive a terminal."""
+    return _CONTROL.search(text) is not None
+
+
+def quote_name(name: str) -> str:
+    """A file name or JSON path as printed: as it is, or, when it holds a control
+    character (a file named with a newline), quoted and escaped as a Python literal, so
+    the quotes show where the name begins and ends."""
+    return repr(name) if has_controls(name) else name
 
 
 @dataclass(frozen=True, order=True)
@@ -22,18 +51,27 @@ class Problem:
     message: str
     severity: Severity = "error"
     code: str = ""  # the runtime's code (e.g. DUPLICATE_ID), or the packer's own
+    detail: str = ""  # a tool's own output (a compiler's errors), shown below, indented
 
     def __str__(self) -> str:
-        parts = [p for p in (self.file, self.path) if p]
-        return ": ".join([*parts, self.message])
+        """``<file>: <path>: <message>`` on one line, whatever the names hold: a file or
+        path with control characters is quoted, the message's are escaped; then the
+        detail's lines, indented (each escaped, tabs kept)."""
+        parts = [quote_name(p) for p in (self.file, self.path) if p]
+        text = ": ".join([*parts, escape_controls(self.message)])
+        lines = self.detail.splitlines()
+        return "\n".join([text, *("    " + escape_controls(ln, keep_tabs=True) for ln in lines)])
 
     def line(self) -> str:
         """The line printed for a person: ``ukdpack: error: <file>: <path>: <message>``."""
         return f"ukdpack: {self.severity}: {self}"
 
     def as_dict(self) -> dict[str, str]:
+        """The problem as JSON takes it (JSON escapes control characters itself); the
+        detail follows the message on its own lines."""
+        message = self.message + "".join("\n    " + ln for ln in self.detail.splitlines())
         return {"severity": self.severity, "code": self.code, "file": self.file,
-                "path": self.path, "message": self.message}
+                "path": self.path, "message": message}
 
 
 class UkdError(Exception):

@@ -89,8 +89,10 @@ def test_pack_refuses_a_shard_the_runtime_would_drop(tmp_path: Path) -> None:
     assert not (out / "gfx90a").exists()
     assert not (out / ".gfx90a.staging").exists()
 
+    # A complete manifest: every dispatch symbol the shard uses.
     write_json(manifest, {"example_split_kv_dispatch": ["consume", "produce"],
-                          "example_scale_dispatch": []})
+                          "example_scale_dispatch": [], "example_reduce_dispatch": [],
+                          "example_twostage_dispatch": ["partial", "combine"]})
     r = run_pack(tree, out, ["gfx90a"], "--handlers", str(manifest), cache=tmp_path / "cache")
     assert r.returncode == 0, r.stderr
 

@@ -11,9 +11,12 @@ Jobs run in parallel over ``jobs`` threads (compiles are subprocesses).
 
 from __future__ import annotations
 
+import contextlib
+import glob
 import importlib
 import inspect
 import os
+import signal
 import tempfile
 import threading
 import time
@@ -26,6 +29,7 @@ from typing import Any
 from ukdpack import _runtime
 from ukdpack.digest import sha256_hex
 from ukdpack.errors import Problem, UkdError
+from ukdpack.files import read_regular
 from ukdpack.produce import codeobject, compiler, dvc
 from ukdpack.produce.cache import CompileCache, base_key
 from ukdpack.produce.plan import Job
@@ -69,8 +73,11 @@ def _fail(job: Job, message: str, detail: str = "", said: str = "") -> JobFailed
     others = f" and {more} more launch{'es' if more > 1 else ''}" if more else ""
     text = f"{message} (used by {user}{others})"
     if detail:
-        text += f"; {said} said:\n" + "\n".join("    " + ln for ln in detail.splitlines()[:60])
-    return JobFailed(Problem(user.file, user.json_path, text))
+        text += f"; {said} said:"
+    # The tool's lines are the problem's detail, not its message: each stays a line of its
+    # own, while names in the message (a source named with a newline) are escaped.
+    return JobFailed(Problem(user.file, user.json_path, text,
+                             detail="\n".join(detail.splitlines()[:60])))
 
 
 def object_info(elf: bytes, sha: str, cache: CompileCache | None) -> ObjectInfo:
@@ -102,12 +109,19 @@ class Producer:
         self._explicit = dict(compilers or {})  # kind -> path given on the command line
         self._compilers: dict[str, compiler.Compiler] = {}
         self._lock = threading.Lock()
+        self._stopping = threading.Event()  # the pack is ending (Ctrl-C): start nothing
+        # Jobs running now. A lock of its own: _lock is held through a compiler probe,
+        # which an interrupted pack must be able to kill while it counts.
+        self._busy = 0
+        self._busy_lock = threading.Lock()
         self.compiles = 0  # compiler runs in this pack
 
     def compiler(self, kind: str) -> compiler.Compiler:
         """The compiler of ``kind``, identified (recorded in the cache: a warm pack runs
         no process for it); raises UkdError with the install hint when missing."""
         with self._lock:
+            if self._stopping.is_set():  # interrupted while waiting for the lock
+                raise UkdError("the pack was interrupted")
             if kind not in self._compilers:
                 path = compiler.locate(kind, self._explicit.get(kind))
                 self._compilers[kind] = compiler.identify(kind, path, self.cache,
@@ -125,27 +139,52 @@ class Producer:
         results: dict[tuple[str, str, str], Product | Problem] = {}
 
         def one(job: Job) -> None:
-            start = time.monotonic()
-            try:
-                product = self._produce(job)
-            except JobFailed as e:
-                results[job.key] = e.problem
-                if done:
-                    done(job, time.monotonic() - start, True)
+            if self._stopping.is_set():
                 return
+            start = time.monotonic()
+            with self._busy_lock:
+                self._busy += 1
+            try:
+                product: Product | Problem = self._produce(job)
+            except JobFailed as e:
+                product = e.problem
+            finally:
+                with self._busy_lock:
+                    self._busy -= 1
             results[job.key] = product
-            if done:
-                done(job, time.monotonic() - start, product.compiled)
+            if done and not self._stopping.is_set():
+                done(job, time.monotonic() - start,
+                     product.compiled if isinstance(product, Product) else True)
 
         # Longest first: compiles before reads, so the pool stays busy to the end.
         order = sorted(jobs, key=lambda j: (j.kind not in ("hip", "cuda"), j.toc_key, j.arch))
         if self.jobs == 1 or len(order) <= 1:
-            for job in order:
+            for job in order:  # in this thread: an interrupt reaches the compile itself
                 one(job)
-        else:
-            with ThreadPoolExecutor(max_workers=self.jobs) as pool:
-                list(pool.map(one, order))
+            return results
+        pool = ThreadPoolExecutor(max_workers=self.jobs, thread_name_prefix="ukdpack-job")
+        try:
+            list(pool.map(one, order))
+        except BaseException:
+            self._abandon(pool)
+            raise
+        pool.shutdown()
         return results
+
+    def _abandon(self, pool: ThreadPoolExecutor) -> None:
+        """Stop the jobs of a pack that is ending (Ctrl-C lands in this, the main thread,
+        while the pool works): jobs not started never start, and the compiles running are
+        killed, so the pack ends in moments rather than when its last compile would.
+        Waits for the running jobs at most STOP_GRACE seconds."""
+        self._stopping.set()
+        pool.shutdown(wait=False, cancel_futures=True)
+        deadline = time.monotonic() + STOP_GRACE
+        while time.monotonic() < deadline:
+            with self._busy_lock:
+                if not self._busy:
+                    return
+            _kill_compiles()  # again each round: a job may have started one meanwhile
+            time.sleep(0.02)
 
     # ---------------------------------------------------------------- producers
     def _produce(self, job: Job) -> Product:
@@ -180,7 +219,9 @@ class Producer:
         source = self.root / job.rel
         build = job.fields.get("build") or {}
         try:
-            source_digest = sha256_hex(source.read_bytes())
+            # Read here, before hipcc runs: a FIFO is refused, not handed to a compiler
+            # that would wait on it until --job-timeout.
+            source_digest = sha256_hex(read_regular(source))
         except OSError as e:
             raise _fail(job, f"cannot read source {job.rel}: {e.strerror}") from None
         keyed = compiler.key_argv(job.kind, build, job.arch)
@@ -193,6 +234,8 @@ class Producer:
             out, dep = Path(tmp) / "out.o", Path(tmp) / "out.d"
             argv = compiler.compile_argv(comp, source, build, job.arch, out, dep, self.root)
             with self._lock:
+                if self._stopping.is_set():  # start no compile once the pack is ending
+                    raise _fail(job, "the pack was interrupted")
                 self.compiles += 1
             outcome = compiler.run_compile(argv, out, dep, source.parent, self.timeout)
         if not outcome.ok:
@@ -207,13 +250,13 @@ class Producer:
     def _prebuilt(self, job: Job) -> Product:
         assert job.rel is not None
         path = self.root / job.rel
-        if not path.is_file():
+        try:
+            raw = read_regular(path)
+        except (FileNotFoundError, NotADirectoryError):
             hint = dvc.missing_hint(self.root, path)
             raise _fail(job, f"prebuilt object {job.rel} is not there"
-                        + (f": {hint}" if hint else ""))
-        try:
-            raw = path.read_bytes()
-        except OSError as e:
+                        + (f": {hint}" if hint else "")) from None
+        except OSError as e:  # a FIFO, a folder, no permission
             raise _fail(job, f"cannot read prebuilt object {job.rel}: {e.strerror}") from None
         return self._finish(job, raw, (str(path),), False, f"prebuilt object {job.rel}")
 
@@ -221,7 +264,8 @@ class Producer:
         module_name = str(job.fields["module"])
         function_name = str(job.fields["function"])
         label = f"builder {module_name}:{function_name}"
-        outcome = _guarded(lambda: importlib.import_module(module_name), self.timeout)
+        outcome = _guarded(lambda: importlib.import_module(module_name), self.timeout,
+                           self._stopping)
         if isinstance(outcome, _Failure):
             raise _fail(job, f"cannot import {label}: {outcome.what}") from None
         module = outcome.value
@@ -233,7 +277,7 @@ class Producer:
         if problem:
             raise _fail(job, f"{label} must take (spec, *, arch), found {problem}")
         spec = dict(job.fields["spec"])
-        outcome = _guarded(lambda: fn(spec, arch=job.arch), self.timeout)
+        outcome = _guarded(lambda: fn(spec, arch=job.arch), self.timeout, self._stopping)
         if isinstance(outcome, _Failure):
             raise _fail(job, f"{label} failed for {job.arch}: {outcome.what}") from None
         result = outcome.value
@@ -243,6 +287,29 @@ class Producer:
         deps = (module.__file__,) if getattr(module, "__file__", None) else ()
         return self._finish(job, bytes(result), tuple(str(d) for d in deps), False,
                             f"the object {label} built")
+
+
+#: Seconds an interrupted pack waits for its running jobs to end once their compiles are
+#: killed (a builder, which cannot be killed, is left behind on its daemon thread).
+STOP_GRACE = 5.0
+
+
+def _kill_compiles() -> None:
+    """SIGKILL every child of this process that leads a process group of its own, with
+    that group: the compiles and compiler probes, which compiler.py starts each in a
+    session of its own (so a timeout stops all it started), out of reach of the Ctrl-C a
+    terminal sends to the packer's group. Linux (/proc lists each thread's children);
+    elsewhere nothing is killed and the interrupted pack waits for them."""
+    own = os.getpgrp()
+    for listing in glob.glob("/proc/self/task/*/children"):
+        try:
+            pids = [int(word) for word in Path(listing).read_text().split()]
+        except (OSError, ValueError):
+            continue  # the thread ended meanwhile
+        for pid in pids:
+            with contextlib.suppress(OSError):  # it ended meanwhile
+                if os.getpgid(pid) == pid != own:
+                    os.killpg(pid, signal.SIGKILL)
 
 
 @dataclass(frozen=True)
@@ -255,11 +322,13 @@ class _Failure:
     what: str  # how the call ended, for the message
 
 
-def _guarded(call: Callable[[], Any], timeout: float) -> _Value | _Failure:
+def _guarded(call: Callable[[], Any], timeout: float,
+             stopping: threading.Event | None = None) -> _Value | _Failure:
     """Run a builder's code so that nothing it does ends the pack: any exception,
     ``sys.exit`` and ``KeyboardInterrupt`` included, becomes a failure, and so does a
-    call still running after ``timeout`` seconds (its thread is a daemon: it is left
-    behind and dies with the process)."""
+    call still running after ``timeout`` seconds, or when ``stopping`` is set (the pack
+    was interrupted); its thread is a daemon: it is left behind and dies with the
+    process."""
     box: list[_Value | _Failure] = []
 
     def target() -> None:
@@ -273,7 +342,14 @@ def _guarded(call: Callable[[], Any], timeout: float) -> _Value | _Failure:
 
     thread = threading.Thread(target=target, name="ukdpack-builder", daemon=True)
     thread.start()
-    thread.join(timeout)
+    deadline = time.monotonic() + timeout
+    while thread.is_alive() and not (stopping and stopping.is_set()):
+        left = deadline - time.monotonic()
+        if left <= 0:
+            break
+        thread.join(min(left, 0.1))  # in slices, so an interrupted pack need not wait
+    if stopping and stopping.is_set() and thread.is_alive():
+        return _Failure("the pack was interrupted")
     if thread.is_alive() or not box:
         return _Failure(f"it did not return within {timeout:g} s (raise --job-timeout if "
                         "it legitimately takes longer)")

@@ -11,6 +11,7 @@ in an archive is what the runtime would; the tests keep an independent Python re
 from __future__ import annotations
 
 import os
+import re
 import struct
 import threading
 from collections.abc import Iterator, Mapping, Sequence
@@ -42,8 +43,27 @@ class ArchiveError(UkdError):
     code = "ARCHIVE"
 
 
+#: A group names the archive file ``kpack/<group>_<arch>.kpack``, so it is one plain file
+#: name: letters, digits and ``_ . + -`` (a CMake target name's characters), starting
+#: with a letter or digit (nothing hidden, no option-like ``-``), no ``..``, no separator,
+#: and short enough that the whole file name fits every file system's 255 bytes.
+GROUP_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.+-]{0,127}")
+
+
+def group_problem(group: str) -> str | None:
+    """Why ``group`` cannot name an archive file, or None."""
+    if GROUP_NAME.fullmatch(group) and ".." not in group:
+        return None
+    return (f"expected an archive group name of at most 128 letters, digits and '_.+-', "
+            f"starting with a letter or digit and holding no '..' (it names the file "
+            f"kpack/<group>_<arch>.kpack), found {group!r}")
+
+
 def archive_name(group: str, arch: str) -> str:
     """The file name of a group's archive for one arch: ``<group>_<arch>.kpack``."""
+    why = group_problem(group)
+    if why is not None:  # pack checks --group before anything is written; this is a guard
+        raise ArchiveError(f"group: {why}")
     return f"{group}_{arch}.kpack"
 
 

@@ -10,6 +10,7 @@ publish. A failing arch leaves no shard and does not stop the others.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import os
 import re
 import time
@@ -24,7 +25,8 @@ from ukdpack.authored.kinds import kind, normalized_build
 from ukdpack.authored.load import Member, Tree, load_tree
 from ukdpack.authored.model import Uhd, Ukd
 from ukdpack.authored.validate import check_tree
-from ukdpack.errors import Problem, UkdError, UsageError
+from ukdpack.errors import Problem, UkdError, UsageError, escape_controls, has_controls
+from ukdpack.files import found_at, read_regular
 from ukdpack.produce.cache import CompileCache, default_cache_dir
 from ukdpack.produce.compiler import DEFAULT_JOB_TIMEOUT
 from ukdpack.produce.plan import ArchPlan, Job, Launch, plan_arch
@@ -33,7 +35,7 @@ from ukdpack.progress import Reporter
 from ukdpack.shard import archive as kpack
 from ukdpack.shard import packed, provenance, publish
 from ukdpack.shard.depfile import write_depfile
-from ukdpack.shard.runtime_check import check_shard, load_handler_manifest
+from ukdpack.shard.runtime_check import HandlerManifest, check_shard, load_handler_manifest
 
 DEFAULT_GROUP = "kernels"
 
@@ -146,7 +148,7 @@ class _Assembler:
 
     def __init__(self, tree: Tree, opts: PackOptions, plan: ArchPlan,
                  products: Mapping[tuple[str, str, str], Product | Problem],
-                 versions: Mapping[str, str], handlers: Mapping[str, list[str]] | None,
+                 versions: Mapping[str, str], handlers: HandlerManifest | None,
                  reporter: Reporter) -> None:
         self.tree, self.opts, self.plan = tree, opts, plan
         self.products, self.versions = products, versions
@@ -174,20 +176,25 @@ class _Assembler:
                 used[product.job.toc_key] = product
                 launches[(ln.member.ukd.key, ln.name)] = packed.PackedLaunch(
                     product.job.toc_key, symbol, product.sha256, product.info.signatures[symbol])
+        if not problems:  # read before staging: an unreadable artifact fails the arch
+            files = self._descriptor_files(launches, problems)
         if problems:
             result.problems = problems
             return result
-        staging = publish.fresh_staging(self.opts.out_root, self.arch)
         try:
+            staging = publish.fresh_staging(self.opts.out_root, self.arch)
             archive_bytes = self._write_archive(staging, used)
-            for rel, data in self._descriptor_files(launches).items():
+            for rel, data in files.items():
                 publish.write_file(staging, rel, data)
             result.problems = check_shard(staging, self.arch, self.handlers)
             if any(p.severity == "error" for p in result.problems):
                 publish.remove_shard(self.opts.out_root, self.arch)
                 return result
             result.published = publish.publish(staging, self.opts.out_root, self.arch)
-        except BaseException:
+        except Exception:
+            # An internal failure fails the arch as a refusal does. An interrupt is not a
+            # verdict on the shard: the lock's exit leaves what a kill would (the previous
+            # shard or the new one, no staging).
             publish.remove_shard(self.opts.out_root, self.arch)
             raise
         result.ok = True
@@ -234,8 +241,10 @@ class _Assembler:
             prov["authored"] = m.ukd.raw["provenance"]
         return doc, {"sha256": provenance.binding(doc), "provenance": prov}
 
-    def _descriptor_files(self, launches: Mapping[tuple[str, str | None], packed.PackedLaunch]
-                          ) -> dict[str, bytes]:
+    def _descriptor_files(self, launches: Mapping[tuple[str, str | None], packed.PackedLaunch],
+                          problems: list[Problem]) -> dict[str, bytes]:
+        """Every file of the shard but its archive, by shard-relative path; what cannot
+        be read (a UHD artifact that is no longer a regular file) goes to ``problems``."""
         files: dict[str, bytes] = {}
         on_arch = {m.ukd.key: m for m in self.plan.members}
         shipped = self.tree.shipped(self.arch)
@@ -265,7 +274,12 @@ class _Assembler:
             files[generic.file] = packed.compact(generic.raw)
             if isinstance(generic, Uhd) and generic.artifact_file is not None:
                 rel = generic.artifact_file
-                files[rel] = (self.tree.root / rel).read_bytes()
+                try:  # the loader checked it; it may have changed since (a FIFO now)
+                    files[rel] = read_regular(self.tree.root / rel)
+                except OSError as e:
+                    problems.append(Problem(generic.file, f"$.{generic.adapter}.artifact",
+                                            f"UHD '{generic.name}': cannot read artifact "
+                                            f"{rel}: {e.strerror}"))
         return files
 
 
@@ -305,15 +319,60 @@ def _is_shard_name(name: str, arches: Sequence[str]) -> bool:
 _SHARD_SIDE_NAME = re.compile(r"\.(.+)\.(?:staging|lock|old)")
 
 
+def _unmakeable_folder(path: Path) -> str | None:
+    """Why no folder can be used or made at ``path`` (what lies there, or on the way to
+    it), or None when one can."""
+    if os.path.lexists(path):
+        return None if path.is_dir() else f"found {found_at(path)}"
+    for parent in path.parents:
+        if os.path.lexists(parent):
+            return None if parent.is_dir() else (f"found nothing, and none can be made: "
+                                                 f"{parent} is {found_at(parent)}")
+    return None
+
+
+def check_options(opts: PackOptions) -> None:
+    """Refuse, before anything is read or written, option values that would make the
+    packer write where it must not: a ``--group`` that is no plain file name (it names
+    the archive file), a ``--depfile`` path that holds something other than a regular
+    file (or cannot be made), a ``--depfile-target`` that a depfile cannot hold."""
+    problems: list[Problem] = []
+    why = kpack.group_problem(opts.group)
+    if why is not None:
+        problems.append(Problem("", "", f"--group: {why}; nothing was packed"))
+    if opts.depfile is not None:
+        dep = opts.depfile
+        if os.path.lexists(dep) and not dep.is_file():
+            problems.append(Problem("", "", f"--depfile {dep}: expected a regular file to "
+                                    f"replace (or nothing), found {found_at(dep)}; the packer "
+                                    "replaces only a file"))
+        elif (why := _unmakeable_folder(dep.parent)) is not None:
+            problems.append(Problem("", "", f"--depfile {dep}: expected a folder to write it "
+                                    f"in, {why}"))
+    target = opts.depfile_target
+    if target is not None and (not target or has_controls(target)):
+        problems.append(Problem("", "", f"--depfile-target {target!r}: expected the build's "
+                                "target, a name that fits on one line of a Makefile "
+                                "rule, found " + ("an empty string" if not target else
+                                                  "control characters in it")))
+    if problems:
+        raise UsageError(problems)
+
+
 def check_roots(root: Path, out_root: Path, arches: Sequence[str]) -> None:
     """Refuse, before anything is read or removed, roots that would make the packer
     write over or delete what it did not write: a source root that is missing, or that
     is or lies inside a shard (or its staging or lock) of the out root; an out root
+    that is not a folder (a file, a dangling link) and cannot be made one; an out root
     inside the source root."""
     if not root.is_dir():
         found = "a file" if root.exists() else "nothing at that path"
         raise UsageError(f"--source-root {root}: expected a descriptor root folder, found "
                          f"{found}; nothing was packed and no shard was touched")
+    why = _unmakeable_folder(out_root)
+    if why is not None:
+        raise UsageError(f"--out-root {out_root}: expected a folder for the shards (or "
+                         f"nothing, and one is made), {why}; nothing was packed")
     if _relative_inside(out_root, root) is not None:
         raise UkdError(f"--out-root {out_root} lies inside --source-root {root}; the next "
                        "walk would read the shards as descriptors: put it elsewhere")
@@ -330,8 +389,10 @@ def pack(opts: PackOptions, reporter: Reporter) -> PackReport:
     opts = dataclasses.replace(opts, source_root=opts.source_root.absolute(),
                                out_root=opts.out_root.absolute())
     root, out_root = opts.source_root, opts.out_root
+    check_options(opts)
     check_roots(root, out_root, opts.arches)
     handlers = load_handler_manifest(opts.handlers) if opts.handlers else None
+    say = functools.partial(_say, reporter)
     tree = load_tree(root, opts.exclude_folders, arches=opts.arches)
     for s in tree.skipped:
         reporter.skipped(s)
@@ -340,23 +401,23 @@ def pack(opts: PackOptions, reporter: Reporter) -> PackReport:
         reporter.problem(p)
     if any(p.severity == "error" for p in report.problems):
         for arch in opts.arches:
-            with publish.shard_lock(out_root, arch, opts.lock_timeout, reporter.info):
+            with publish.shard_lock(out_root, arch, opts.lock_timeout, say):
                 if publish.remove_shard(out_root, arch):
-                    reporter.info(f"{arch}: removed the stale shard {out_root / arch}")
+                    say(f"{arch}: removed the stale shard {out_root / arch}")
         return report
 
     plans = [plan_arch(tree, arch) for arch in opts.arches]
     if not any(p.members for p in plans):
         report.dormant = True
         for arch in opts.arches:
-            with publish.shard_lock(out_root, arch, opts.lock_timeout, reporter.info):
+            with publish.shard_lock(out_root, arch, opts.lock_timeout, say):
                 publish.remove_shard(out_root, arch)
         what = f"no kernels for {', '.join(opts.arches)}"
         if opts.required:
             report.problems.append(Problem(str(root), "", f"{what}, and the root is required"))
             reporter.problem(report.problems[-1])
         else:
-            reporter.info(f"{root}: dormant: {what}")
+            say(f"{root}: dormant: {what}")
         return report
 
     cache = CompileCache(opts.cache_dir or default_cache_dir())
@@ -364,7 +425,8 @@ def pack(opts: PackOptions, reporter: Reporter) -> PackReport:
                         opts.job_timeout)
     jobs: list[Job] = [j for p in plans for j in p.jobs]
     reporter.batch_started(len(jobs), f"producing for {', '.join(opts.arches)}")
-    products = producer.run(jobs, lambda job, s, ran: reporter.job_done(job.what(), s, ran))
+    products = producer.run(
+        jobs, lambda job, s, ran: reporter.job_done(escape_controls(job.what()), s, ran))
     report.compiles = producer.compiles
     reporter.batch_finished(f"{len(jobs)} code objects: {producer.compiles} compiled, "
                             f"{len(jobs) - producer.compiles} from cache or prebuilt")
@@ -372,27 +434,35 @@ def pack(opts: PackOptions, reporter: Reporter) -> PackReport:
 
     for plan in plans:
         arch = plan.arch
-        with publish.shard_lock(out_root, arch, opts.lock_timeout, reporter.info):
+        with publish.shard_lock(out_root, arch, opts.lock_timeout, say):
             if not plan.members:
                 if publish.remove_shard(out_root, arch):
-                    reporter.info(f"{arch}: removed the stale shard {out_root / arch}")
+                    say(f"{arch}: removed the stale shard {out_root / arch}")
                 reporter.info(f"{arch}: no kernels for this arch; no shard")
                 report.arches.append(ArchResult(arch, ok=True))
                 continue
             result = _Assembler(tree, opts, plan, products, versions, handlers, reporter).run()
             if not result.ok and publish.remove_shard(out_root, arch):
-                reporter.info(f"{arch}: removed the stale shard {out_root / arch}")
+                say(f"{arch}: removed the stale shard {out_root / arch}")
         report.arches.append(result)
         for p in result.problems:
             reporter.problem(p)
         if result.ok:
-            reporter.info(f"{arch}: {result.kernels} kernels, {result.launches} launches, "
-                          f"{result.objects} code objects, {result.archive_bytes:,} archive "
-                          f"bytes, {result.seconds:.1f} s -> {result.published}")
+            say(f"{arch}: {result.kernels} kernels, {result.launches} launches, "
+                f"{result.objects} code objects, {result.archive_bytes:,} archive bytes, "
+                f"{result.seconds:.1f} s -> {result.published}")
         else:
             reporter.info(f"{arch}: failed; no shard")
     if opts.depfile is not None:
         target = opts.depfile_target or str(out_root)
-        write_depfile(opts.depfile, target, _read_files(tree, plans, products))
+        try:
+            write_depfile(opts.depfile, target, _read_files(tree, plans, products))
+        except OSError as e:  # checked before the pack; the disk may be full by now
+            raise UkdError(f"--depfile {opts.depfile}: cannot write it: {e.strerror}") from None
     return report
 
+
+def _say(reporter: Reporter, text: str) -> None:
+    """A progress line; names in it (an out root with a newline) are escaped, so it stays
+    one line."""
+    reporter.info(escape_controls(text))

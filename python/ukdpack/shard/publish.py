@@ -43,10 +43,18 @@ def _rmtree(path: Path) -> None:
 @contextlib.contextmanager
 def shard_lock(out_root: Path, arch: str, timeout: float,
                waiting: Callable[[str], None]) -> Iterator[None]:
-    """Hold ``OUT_ROOT/.<arch>.lock`` (flock); say so once while waiting for it."""
-    out_root.mkdir(parents=True, exist_ok=True)
+    """Hold ``OUT_ROOT/.<arch>.lock`` (flock); say so once while waiting for it.
+
+    Whatever ends the work under the lock early (Ctrl-C, an internal failure) leaves what
+    a kill would, tidied before the lock is released: the previous shard or the complete
+    new one, and no staging folder."""
     path = out_root / f".{arch}.lock"
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        out_root.mkdir(parents=True, exist_ok=True)
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    except OSError as e:
+        raise UkdError(f"--out-root {out_root}: cannot write the shard of {arch} there: "
+                       f"{e.strerror} ({e.filename or out_root})") from None
     try:
         deadline = time.monotonic() + timeout
         said = False
@@ -64,8 +72,12 @@ def shard_lock(out_root: Path, arch: str, timeout: float,
                 raise UkdError(f"{out_root / arch}: gave up after {timeout:.0f} s waiting for "
                                f"another pack to release {path}")
             time.sleep(0.05)
-        _recover(out_root, arch)
-        yield
+        try:
+            _recover(out_root, arch)
+            yield
+        except BaseException:
+            _recover(out_root, arch)
+            raise
     finally:
         os.close(fd)
 
@@ -124,11 +136,15 @@ def publish(staging: Path, out_root: Path, arch: str) -> Path:
 
 
 def remove_shard(out_root: Path, arch: str) -> bool:
-    """Remove a stale shard (and any staging); whether a shard was there."""
-    final = out_root / arch
-    existed = final.exists()
-    _rmtree(final)
-    _rmtree(staging_path(out_root, arch))
+    """Remove a stale shard (and any staging); whether a shard was there. The shard
+    leaves its name in one rename (to the staging name, which every pack clears) before
+    its files are removed, so an interrupt or a kill never leaves half a shard behind."""
+    final, staging = out_root / arch, staging_path(out_root, arch)
+    existed = os.path.lexists(final)
+    _rmtree(staging)
+    if existed:
+        os.rename(final, staging)
+    _rmtree(staging)
     _rmtree(_old_path(out_root, arch))
     return existed
 

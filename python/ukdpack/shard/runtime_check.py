@@ -1,27 +1,42 @@
 """The pack-time runtime check (SPEC 9.3): before a shard is published, the C++
 runtime loads it exactly as it would at run time and builds a state manager.
 
-Handlers come from, in order: the handler manifest (``--handlers FILE``, a JSON
-map ``{dispatch_symbol: [launch names]}`` generated from the consuming library's
-native code), else the UDD's ``launches``, else the stub rule of
-``ukdpack-validate`` (the launch set of the first kernel of the first pack naming
-the symbol) — the latter two through the runtime's own ``stub_handlers``. Any
-kernel the state manager drops, and any launch whose code fails the integrity
-checks, fails the arch with the runtime's own message.
+Handlers come from the handler manifest (``--handlers FILE``, a JSON map
+``{dispatch_symbol: [launch names]}`` generated from the consuming library's native
+code) alone when one is given: it stands for the library, so a dispatch symbol the
+shard uses and the manifest lacks fails the arch, named once with the manifest (at run
+time the library would have no handler for it and the runtime would drop its packs).
+Symbols the manifest declares and the shard does not use are fine: a library declares
+every handler it has, and one arch's shard may use a few. Without a manifest, handlers
+come from the UDD's ``launches``, else the stub rule of ``ukdpack-validate`` (the launch
+set of the first kernel of the first pack naming the symbol), both through the
+runtime's own ``stub_handlers``. Any kernel the state manager drops, and any launch
+whose code fails the integrity checks, fails the arch with the runtime's own message.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from ukdpack import _runtime
 from ukdpack.errors import Problem, Severity, UkdError, from_runtime
 
 
-def load_handler_manifest(path: Path) -> dict[str, list[str]]:
-    """``{dispatch_symbol: [launch names]}`` from ``path``; UkdError naming what is wrong."""
+@dataclass(frozen=True)
+class HandlerManifest:
+    """A handler manifest as read: where it came from (for messages) and its handlers."""
+
+    path: Path
+    handlers: Mapping[str, list[str]]
+
+
+def load_handler_manifest(path: Path) -> HandlerManifest:
+    """``{dispatch_symbol: [launch names]}`` from ``path``; UkdError naming what is wrong
+    (the runtime's reader refuses a FIFO or device unread)."""
     # Read as descriptors are: the runtime's reader, its limits and its wording.
     doc, where, why = _runtime.read_json_file(str(path))
     if why is not None:
@@ -42,10 +57,10 @@ def load_handler_manifest(path: Path) -> dict[str, list[str]]:
         out[symbol] = list(names)
     if problems:
         raise UkdError(problems)
-    return out
+    return HandlerManifest(path, out)
 
 
-def check_shard(shard: Path, arch: str, manifest: Mapping[str, list[str]] | None
+def check_shard(shard: Path, arch: str, manifest: HandlerManifest | None
                 ) -> list[Problem]:
     """Every problem the runtime finds in the shard at ``shard`` for ``arch``."""
     dset = _runtime.load_shard(str(shard))
@@ -54,15 +69,19 @@ def check_shard(shard: Path, arch: str, manifest: Mapping[str, list[str]] | None
 
 
 def launch_problems(dset: _runtime.DescriptorSet, arch: str,
-                    manifest: Mapping[str, list[str]] | None) -> list[Problem]:
-    """What a state manager over a loaded set finds for ``arch``: every kernel it drops,
-    and every launch whose code fails the integrity checks (archive, digest, symbol)."""
+                    manifest: HandlerManifest | None) -> list[Problem]:
+    """What a state manager over a loaded set finds for ``arch``: every kernel it drops
+    (with a manifest: each dispatch symbol the manifest lacks, once), and every launch
+    whose code fails the integrity checks (archive, digest, symbol)."""
     problems: list[Problem] = []
-    handlers = dict(_runtime.stub_handlers(dset))
-    if manifest:
-        handlers.update(manifest)
+    handlers = dict(manifest.handlers) if manifest else _runtime.stub_handlers(dset)
     sm = _runtime.StateManager(dset, handlers=handlers, arch=arch)
-    for d in sm.dropped():
+    dropped = sm.dropped()
+    if manifest:
+        problems += _unhandled(dset, manifest, dropped)
+    for d in dropped:
+        if manifest and d["code"] == "DISPATCH_UNKNOWN":
+            continue  # said once per symbol above
         # A pack without a dispatch is served by nothing native by its author's choice:
         # the runtime keeps its kernels out of selection and says so, as a warning.
         severity: Severity = "warning" if d["code"] == "NO_DISPATCH" else "error"
@@ -80,4 +99,30 @@ def launch_problems(dset: _runtime.DescriptorSet, arch: str,
                 problems.append(Problem(d.get("file", ""), d.get("path", ""),
                                         f"{d.get('code', '')}: {d.get('message', '')}",
                                         code=d.get("code", "")))
+    return problems
+
+
+def _unhandled(dset: _runtime.DescriptorSet, manifest: HandlerManifest,
+               dropped: list[dict[str, Any]]) -> list[Problem]:
+    """One problem per dispatch symbol the shard uses and the manifest lacks, at the
+    UDD naming it: the runtime's DISPATCH_UNKNOWN drops, gathered by symbol."""
+    packs: dict[str, dict[str, int]] = {}  # symbol -> pack name -> kernels dropped
+    for d in dropped:
+        if d["code"] == "DISPATCH_UNKNOWN":
+            by_pack = packs.setdefault(d["dispatch_symbol"], {})
+            by_pack[d["pack_name"]] = by_pack.get(d["pack_name"], 0) + 1
+    udd_file = {u["dispatch_symbol"]: u["file"] for u in dset.dispatches}
+    launches = _runtime.stub_handlers(dset)  # what the shard's kernels launch, for the fix
+    problems = []
+    for symbol, by_pack in sorted(packs.items()):
+        plural = "s" if len(by_pack) != 1 else ""
+        names = ", ".join(f"'{name}' ({n} kernel{'s' if n != 1 else ''})"
+                          for name, n in sorted(by_pack.items()))
+        entry = f"{json.dumps(symbol)}: {json.dumps(launches.get(symbol, []))}"
+        problems.append(Problem(
+            udd_file.get(symbol, ""), "$.dispatch_symbol",
+            f"dispatch symbol '{symbol}' is not in the handler manifest {manifest.path}, so "
+            f"the runtime would drop pack{plural} {names} at run time: add {entry} to "
+            f"{manifest.path.name} if the library handles it, else leave the pack{plural} "
+            "out of the tree", code="DISPATCH_UNKNOWN"))
     return problems

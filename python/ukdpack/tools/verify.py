@@ -34,6 +34,7 @@ from ukdpack.authored.load import Member, Tree, load_tree
 from ukdpack.authored.model import GENERIC_TYPES, Descriptor, Kdp, Uhd, id_key
 from ukdpack.authored.validate import check_tree
 from ukdpack.errors import Problem, Severity, UkdError, errors_only
+from ukdpack.files import NotRegularFileError, read_regular
 from ukdpack.produce import codeobject
 from ukdpack.produce.plan import ArchPlan, Launch, plan_arch
 from ukdpack.shard import packed, provenance
@@ -334,15 +335,23 @@ def _sidecar_doc(shard: Shard, rel: str, file: str, members: Sequence[Member]
     """The entries of one sidecar, or None with the problems that stop reading it."""
     path = shard.root / rel
     names = ", ".join(f"'{m.ukd.name}'" for m in members)
-    if not path.is_file():
-        found = "a folder" if path.is_dir() else "nothing"
+    found = None
+    try:
+        data = read_regular(path)  # a FIFO is refused unread, not waited on
+    except (FileNotFoundError, NotADirectoryError):
+        found = "nothing"
+    except NotRegularFileError as e:
+        if e.found != "a folder":
+            return None, [Problem(rel, "", f"cannot read the provenance sidecar: {e.strerror}")]
+        found = e.found
+    except OSError as e:
+        return None, [Problem(rel, "", f"cannot read the provenance sidecar: {e.strerror}")]
+    if found is not None:
         return None, [Problem(rel, "", f"provenance sidecar missing: {file} holds packed "
                               f"kernels ({names}) whose provenance the packer writes to {rel}; "
                               f"found {found} there")]
     try:
-        doc = read_sidecar(path.read_bytes())
-    except OSError as e:
-        return None, [Problem(rel, "", f"cannot read the provenance sidecar: {e.strerror}")]
+        doc = read_sidecar(data)
     except ValueError as e:
         return None, [Problem(rel, "", str(e))]
     if not isinstance(doc, dict):

@@ -22,7 +22,17 @@ _UUID = re.compile(r"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4
 
 def id_key(descriptor_id: str) -> str:
     """The comparison key of an id: UUIDs compare case-insensitively, others verbatim."""
+    if len(descriptor_id) != 36:  # the common case of a short id: no regex
+        return descriptor_id
     return descriptor_id.lower() if _UUID.match(descriptor_id) else descriptor_id
+
+
+@functools.lru_cache(maxsize=65536)
+def joined(descriptor_file: str, name: str) -> str:
+    """Root-relative path of ``name`` written in ``descriptor_file`` (relative to that
+    file's folder). A plain join: the runtime checked it stays inside the root. Many
+    kernels of a tree name the same few files: each pair is joined once."""
+    return posixpath.normpath(posixpath.join(posixpath.dirname(descriptor_file), name))
 
 
 @dataclass(frozen=True)
@@ -80,7 +90,7 @@ class Ukd(Descriptor):
         field_name = kind(src.kind).file_field
         if field_name is None:
             return None
-        return posixpath.normpath(posixpath.join(str(self.folder), str(src.fields[field_name])))
+        return joined(self.file, str(src.fields[field_name]))
 
     @property
     def launches(self) -> tuple[tuple[str | None, Source], ...]:
@@ -154,9 +164,7 @@ class Uhd(Descriptor):
     @property
     def artifact_file(self) -> str | None:
         """Root-relative path of the artifact (the runtime checked it stays inside)."""
-        if self.artifact is None:
-            return None
-        return posixpath.normpath(posixpath.join(str(self.folder), self.artifact))
+        return None if self.artifact is None else joined(self.file, self.artifact)
 
 
 #: The generic descriptor types (everything but KDP and UKD).

@@ -41,11 +41,18 @@ def check(tree: Tree, missing_prebuilt: MissingPrebuilt = "error") -> list[Probl
 def launch_toc_key(tree: Tree, ukd: Ukd, src: Source) -> str:
     """The toc key of one launch, computed once per tree (the rules and every arch's plan
     ask for it; it costs a canonical JSON and a digest)."""
+    return _keyed(tree, ukd, src)[0]
+
+
+def _keyed(tree: Tree, ukd: Ukd, src: Source) -> tuple[str, dict[str, Any]]:
+    """(toc key, identity) of one launch, once per tree."""
     where = (ukd.file, src.json_path)
-    key = tree.toc_keys.get(where)
-    if key is None:
-        key = tree.toc_keys[where] = tockey.toc_key(src.kind, src.fields, ukd.file_of(src))
-    return key
+    found = tree.toc_keys.get(where)
+    if found is None:
+        rel = ukd.file_of(src)
+        ident = tockey.identity(src.kind, src.fields, rel)
+        found = tree.toc_keys[where] = (tockey.key_of(src.kind, src.fields, rel, ident), ident)
+    return found
 
 
 def _toc_keys(tree: Tree) -> list[Problem]:
@@ -56,8 +63,7 @@ def _toc_keys(tree: Tree) -> list[Problem]:
         for _, src in ukd.launches:
             if src.kind not in COMPILED:
                 continue
-            key = launch_toc_key(tree, ukd, src)
-            ident = tockey.identity(src.kind, src.fields, ukd.file_of(src))
+            key, ident = _keyed(tree, ukd, src)
             first = seen.setdefault(key, (ident, ukd))
             if first[0] != ident:
                 problems.append(Problem(

@@ -4,15 +4,15 @@ determines the object is each kind's identity in the kinds table."""
 
 from __future__ import annotations
 
+import posixpath
 import re
 from collections.abc import Mapping
-from pathlib import PurePosixPath
 from typing import Any
 
 from ukdpack.authored.kinds import kind, normalized_build
 from ukdpack.digest import canonical_json, sha256_hex
 
-__all__ = ["identity", "normalized_build", "stem_of", "toc_key"]
+__all__ = ["identity", "key_of", "normalized_build", "stem_of", "toc_key"]
 
 
 def identity(kind_name: str, fields: Mapping[str, Any], rel: str | None) -> dict[str, Any]:
@@ -25,11 +25,18 @@ def identity(kind_name: str, fields: Mapping[str, Any], rel: str | None) -> dict
 
 def stem_of(kind_name: str, fields: Mapping[str, Any], rel: str | None) -> str:
     k = kind(kind_name)
-    base = PurePosixPath(rel or "").stem if k.stem_field == k.file_field else str(fields[k.stem_field])
+    base = (posixpath.splitext(posixpath.basename(rel or ""))[0] if k.stem_field == k.file_field
+            else str(fields[k.stem_field]))
     return re.sub(r"[^A-Za-z0-9_.-]", "_", base) or "object"
 
 
 def toc_key(kind_name: str, fields: Mapping[str, Any], rel: str | None) -> str:
     """The toc key of a source whose file (if any) is ``rel`` under the root."""
-    digest = sha256_hex(canonical_json(identity(kind_name, fields, rel)))
+    return key_of(kind_name, fields, rel, identity(kind_name, fields, rel))
+
+
+def key_of(kind_name: str, fields: Mapping[str, Any], rel: str | None,
+           ident: Mapping[str, Any]) -> str:
+    """The toc key of a source whose identity is already known."""
+    digest = sha256_hex(canonical_json(ident))
     return f"{stem_of(kind_name, fields, rel)}_{digest[:12]}"

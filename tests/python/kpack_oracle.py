@@ -3,8 +3,9 @@ archives with the C++ runtime's reader (``_runtime.KpackArchive``) and never wit
 
 Tests read what ``ukdpack.shard.archive.ArchiveWriter`` writes back with this oracle and with the
 C++ reader, and hand-made broken bytes through both, so the writer is not checked by a
-reader that shares its code. It takes nothing from ``ukdpack.shard.archive``: the format's
-constants are spelled out here again.
+reader that shares its code. It takes none of the format from ``ukdpack.shard.archive``:
+the format's constants are spelled out here again (only the check that entry metadata is
+JSON is shared).
 """
 
 from __future__ import annotations
@@ -18,6 +19,8 @@ from typing import Any
 
 import msgpack
 import zstandard
+
+from ukdpack.shard.archive import json_problem  # a JSON check, not format code
 
 MAGIC = b"KPAK"
 FORMAT_VERSION = 1
@@ -81,30 +84,6 @@ class _Source:
         if self._fd is not None:
             os.close(self._fd)
             self._fd = None
-
-
-MAX_METADATA_DEPTH = 512
-
-
-def json_problem(value: Any, depth: int = 0) -> str | None:
-    """Why ``value`` is no JSON value (metadata is JSON on both readers), or None."""
-    if depth > MAX_METADATA_DEPTH:
-        return "nests too deep"
-    if value is None or isinstance(value, (bool, int, float, str)):
-        return None
-    if isinstance(value, (list, tuple)):
-        for item in value:
-            if (why := json_problem(item, depth + 1)) is not None:
-                return why
-        return None
-    if isinstance(value, dict):
-        for k, v in value.items():
-            if not isinstance(k, str):
-                return "has a key that is not a string"
-            if (why := json_problem(v, depth + 1)) is not None:
-                return why
-        return None
-    return f"holds {type(value).__name__}, which JSON cannot hold"
 
 
 def _int(value: Any) -> bool:

@@ -640,17 +640,19 @@ void bindRuntime(py::module_& m) {
       "shard_contents",
       [](const PySet& dset, const std::string& arch) {
         const ShardContents c = shardContents(*dset.set, arch);
-        py::list packs, generics;
+        py::list packs, kernels, generics;
         for (const Pack* p : c.packs) packs.append(p->file);
+        for (const PackMember* m : c.kernels) kernels.append(m->kernel.id);
         for (const DescriptorInfo* d : c.generics) generics.append(d->file);
         py::dict out;
         out["packs"] = packs;
+        out["kernels"] = kernels;
         out["generics"] = generics;
         return out;
       },
       py::arg("dset"), py::arg("arch") = "",
-      "What the shard of `arch` ships ('': any shard): {'packs': [KDP files], 'generics': [files of the "
-      "generic descriptors those packs reach]}.");
+      "What the shard of `arch` ships ('': any shard): {'packs': [KDP files], 'kernels': [ids of their "
+      "kernels in the shard], 'generics': [files of the generic descriptors those packs reach]}.");
   m.def(
       "unreachable_note", [](const PySet& dset) { return diagnosticList(unreachableNote(*dset.set)); },
       py::arg("dset"),

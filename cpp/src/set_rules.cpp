@@ -232,10 +232,10 @@ ShardContents shardContents(const DescriptorSet& set, const std::string& arch) {
   ShardContents out;
   std::set<std::string> reached;
   for (const Pack& p : set.packs) {
-    const bool any = std::any_of(p.members.begin(), p.members.end(), [&](const PackMember& m) {
-      return arch.empty() || inShard(p, m.kernel, arch);
-    });
-    if (!any) continue;
+    const std::size_t before = out.kernels.size();
+    for (const PackMember& m : p.members)
+      if (arch.empty() || inShard(p, m.kernel, arch)) out.kernels.push_back(&m);
+    if (out.kernels.size() == before) continue;
     out.packs.push_back(&p);
     for (const std::string& m : p.matchers) reached.insert(idKey(m));
     if (p.dispatch) reached.insert(idKey(*p.dispatch));

@@ -32,11 +32,12 @@ std::vector<std::string> namedArches(const DescriptorSet& set);
 // for an arch no descriptor names (it holds only kernels that name no arch).
 bool inShard(const Pack& pack, const Kernel& kernel, const std::string& arch);
 
-// What the shard of `arch` ships: the files of the packs with a kernel on it,
-// and of the generic descriptors those packs reach (KDP -> matchers, engine,
+// What the shard of `arch` ships: the packs with a kernel on it, those kernels,
+// and the generic descriptors those packs reach (KDP -> matchers, engine,
 // dispatch; UED -> KMD and UHDs), each in load order. An empty arch: any shard.
 struct ShardContents {
   std::vector<const Pack*> packs;
+  std::vector<const PackMember*> kernels;  // the kernels of those packs in the shard
   std::vector<const DescriptorInfo*> generics;
 };
 ShardContents shardContents(const DescriptorSet& set, const std::string& arch);

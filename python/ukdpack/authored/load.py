@@ -64,14 +64,6 @@ class Member:
     kdp: Kdp
     ukd: Ukd
 
-    def on_arch(self, arch: str | None) -> bool:
-        """Whether the kernel is in the shard of ``arch``; None stands for an arch no
-        descriptor names, which holds only the kernels that name no arch at all."""
-        if arch is None:
-            return not self.kdp.arch and not self.ukd.arch
-        return ((not self.kdp.arch or arch in self.kdp.arch)
-                and (not self.ukd.arch or arch in self.ukd.arch))
-
 
 @dataclass(frozen=True)
 class Shipped:
@@ -131,17 +123,13 @@ class Tree:
                     out.append(Member(kdp, ukd))
         return tuple(out)
 
-    def members_on(self, arch: str | None) -> list[Member]:
-        return [m for m in self.members if m.on_arch(arch)]
+    def members_on(self, arch: str) -> list[Member]:
+        """The kernels in the shard of ``arch``, in file order (the runtime's rule)."""
+        ids = {id_key(k) for k in self._contents(arch)["kernels"]}
+        return [m for m in self.members if m.ukd.key in ids]
 
-    @functools.cached_property
-    def named_arches(self) -> tuple[str, ...]:
-        """Every arch some KDP or UKD names, sorted."""
-        names: set[str] = set()
-        for m in self.members:
-            names.update(m.kdp.arch)
-            names.update(m.ukd.arch or ())
-        return tuple(sorted(names))
+    def _contents(self, arch: str | None) -> dict[str, list[str]]:
+        return _runtime.shard_contents(self.dset, arch or "")
 
     def udd_of(self, kdp: Kdp) -> Udd | None:
         return self.lookup(kdp.dispatch, Udd)
@@ -154,7 +142,7 @@ class Tree:
 
     def shipped(self, arch: str | None) -> Shipped:
         """What the shard of ``arch`` ships (None: any shard)."""
-        found = _runtime.shard_contents(self.dset, arch or "")
+        found = self._contents(arch)
         kdps = tuple(d for f in found["packs"] if isinstance(d := self.by_file[f], Kdp))
         return Shipped(kdps, tuple(self.by_file[f] for f in found["generics"]))
 

@@ -4,6 +4,8 @@
 #include <system_error>
 #include <map>
 #include <set>
+#include <tuple>
+#include <utility>
 
 #include "paths.hpp"
 #include "ukdpack/arch.hpp"
@@ -23,6 +25,62 @@ std::vector<std::string> passArches(const DescriptorSet& set) {
   std::vector<std::string> named = namedArches(set);
   if (named.empty()) named.push_back("");
   return named;
+}
+
+// The version of the --json document: 2 added upstream hipDNN's report fields
+// and the engine verdicts beside the fields of 1.
+constexpr int kReportFormatVersion = 2;
+
+// The loader words an engine drop "dropping engine '<name>': <why>"; the
+// engine is gone from the set, so its name is read back from there.
+std::optional<std::pair<std::string, std::string>> droppedEngine(const Diagnostic& d) {
+  const std::string lead = "dropping engine '";
+  if (d.code != "ENGINE_DROPPED" || d.message.rfind(lead, 0) != 0) return std::nullopt;
+  const std::size_t end = d.message.find("': ", lead.size());
+  if (end == std::string::npos) return std::nullopt;
+  return std::make_pair(d.message.substr(lead.size(), end - lead.size()), d.message.substr(end + 3));
+}
+
+// Engine verdicts for metadata collisions. The loader reports each colliding
+// kernel once, at its metadata (METADATA_NOT_UNIQUE, wording pinned by the
+// corpus); the kernel it collides with is the earlier one of the same engine
+// with the same completed metadata, found here again so both ids are named.
+std::map<std::string, EngineVerdict> collisionVerdicts(const DescriptorSet& set,
+                                                      const std::vector<Diagnostic>& diagnostics) {
+  std::map<std::string, EngineVerdict> out;  // engine id key -> verdict
+  std::set<std::pair<std::string, std::string>> flagged;  // (file, path) of a colliding kernel's metadata
+  for (const Diagnostic& d : diagnostics)
+    if (d.code == "METADATA_NOT_UNIQUE") flagged.emplace(d.file, d.jsonPath);
+  if (flagged.empty()) return out;
+  struct Seen {
+    const Kernel* kernel;
+  };
+  std::map<std::string, const Engine*> enginesById;
+  for (const Engine& e : set.engines) enginesById.emplace(idKey(e.id), &e);
+  std::map<std::string, std::vector<Seen>> byTuple;  // engine key \n metadata text
+  for (const Pack& p : set.packs) {
+    if (!p.engine) continue;
+    const auto found = enginesById.find(idKey(*p.engine));
+    if (found == enginesById.end()) continue;
+    const Engine* engine = found->second;
+    for (const PackMember& m : p.members) {
+      std::vector<Seen>& seen = byTuple[idKey(engine->id) + "\n" + canonicalMetadataText(m.completedMetadata)];
+      if (flagged.count({m.kernel.file, jsonPathKey(m.kernel.jsonPath, "metadata")}) != 0 && !seen.empty()) {
+        EngineVerdict& v = out[idKey(engine->id)];
+        v.id = engine->id;
+        v.name = engine->name;
+        v.dropped = true;
+        v.collidingKernels.emplace_back(seen.front().kernel->id, m.kernel.id);
+      }
+      seen.push_back(Seen{&m.kernel});
+    }
+  }
+  for (auto& [key, v] : out) {
+    std::string pairs;
+    for (const auto& [a, b] : v.collidingKernels) pairs += (pairs.empty() ? "" : "; ") + ("'" + a + "' and '" + b + "'");
+    v.reason = "kernels " + pairs + " have the same completed metadata; the engine cannot tell them apart";
+  }
+  return out;
 }
 
 }  // namespace
@@ -81,7 +139,7 @@ ValidationReport validateRoots(const std::vector<std::filesystem::path>& roots, 
   report.roots = set.roots;
   report.diagnostics = set.diagnostics;
   for (const Diagnostic& d : set.diagnostics)
-    if (d.code == "PACK_DROPPED" || d.code == "ENGINE_DROPPED") ++report.packsDropped;
+    if (d.code == "PACK_DROPPED") ++report.packsDropped;  // packs only: engines are counted apart
   report.packs = set.packs.size();
   for (const Pack& p : set.packs) report.kernels += p.members.size();
   for (Diagnostic& d : checkSetRules(set)) report.diagnostics.push_back(std::move(d));
@@ -153,8 +211,39 @@ ValidationReport validateRoots(const std::vector<std::filesystem::path>& roots, 
   std::set<std::string> droppedIds;
   for (const DroppedKernel& d : report.dropped) droppedIds.insert(idKey(d.kernelId));
   for (const std::string& id : keptIds) report.kept += droppedIds.count(id) == 0 ? 1 : 0;
+  // Engine verdicts: upstream drops an engine whose kernels collide on their
+  // metadata from its validated sets, so here it is dropped from `engines` and
+  // an expected engine it is counts as missing (the run fails on the
+  // collision's errors already).
+  std::map<std::string, EngineVerdict> verdicts = collisionVerdicts(set, set.diagnostics);
+  for (const auto& [key, v] : verdicts) {
+    engines.erase(v.name);
+    if (options.expectEngine && (v.name == *options.expectEngine || key == idKey(*options.expectEngine)))
+      expectedFound = false;
+  }
+  for (const Engine& e : set.engines) {
+    EngineVerdict& v = verdicts[idKey(e.id)];
+    v.id = e.id;
+    v.name = e.name;
+  }
+  for (const Diagnostic& d : set.diagnostics) {
+    if (auto drop = droppedEngine(d)) {
+      EngineVerdict v;
+      v.name = drop->first;
+      v.dropped = true;
+      v.reason = drop->second;
+      verdicts.emplace("\n" + v.name, std::move(v));  // no id: keyed by name, apart from loaded ones
+    }
+  }
+  for (auto& [key, v] : verdicts) {
+    if (v.dropped) ++report.enginesDropped;
+    report.engineVerdicts.push_back(std::move(v));
+  }
+  std::sort(report.engineVerdicts.begin(), report.engineVerdicts.end(),
+            [](const EngineVerdict& a, const EngineVerdict& b) { return std::tie(a.name, a.id) < std::tie(b.name, b.id); });
   report.engines.assign(engines.begin(), engines.end());
   if (options.expectEngine && !expectedFound) {
+    report.expectedEnginesMissing.push_back(*options.expectEngine);
     std::string loaded;
     for (const std::string& e : report.engines) loaded += (loaded.empty() ? "'" : ", '") + e + "'";
     report.diagnostics.push_back(makeError(
@@ -165,7 +254,7 @@ ValidationReport validateRoots(const std::vector<std::filesystem::path>& roots, 
   // A pack without a dispatch is dropped by the runtime by design: not a failure here.
   const bool failingDrop = std::any_of(report.dropped.begin(), report.dropped.end(),
                                        [](const DroppedKernel& d) { return d.code != "NO_DISPATCH"; });
-  report.ok = !hasErrors(report.diagnostics) && !failingDrop && report.packsDropped == 0;
+  report.ok = !hasErrors(report.diagnostics) && !failingDrop && report.packsDropped == 0 && report.enginesDropped == 0;
   return report;
 }
 
@@ -182,6 +271,7 @@ std::string ValidationReport::summary() const {
       dropped.begin(), dropped.end(), [](const DroppedKernel& d) { return d.code != "NO_DISPATCH"; }));
   if (failing != 0) out += ", " + plural(failing, "kernel dropped", "kernels dropped");
   if (packsDropped != 0) out += ", " + plural(packsDropped, "pack dropped", "packs dropped");
+  if (enginesDropped != 0) out += ", " + plural(enginesDropped, "engine dropped", "engines dropped");
   return out + " (" + counts + ")";
 }
 
@@ -202,7 +292,24 @@ Json ValidationReport::toJson() const {
   }
   Json rootList = Json::array();
   for (const auto& r : roots) rootList.push_back(r.string());
-  return {{"ok", ok},
+  Json verdicts = Json::array();
+  for (const EngineVerdict& v : engineVerdicts) {
+    Json colliding = Json::array();
+    for (const auto& [a, b] : v.collidingKernels) colliding.push_back({a, b});
+    verdicts.push_back({{"engine", v.name}, {"id", v.id}, {"success", !v.dropped}, {"dropped", v.dropped},
+                        {"reason", v.reason}, {"colliding_kernels", colliding}});
+  }
+  return {{"format_version", kReportFormatVersion},
+          // Upstream hipDNN's validator report: success, roots and engines as it
+          // words them (roots and engines are shared with ukdpack's own fields),
+          // expected_engines_missing, and model_checks (no UHD model is loaded
+          // here, so always empty).
+          {"success", ok},
+          {"expected_engines_missing", expectedEnginesMissing},
+          {"model_checks", Json::array()},
+          {"engine_verdicts", verdicts},
+          {"engines_dropped", enginesDropped},
+          {"ok", ok},
           {"roots", rootList},
           {"packs", packs},
           {"kernels", kernels},

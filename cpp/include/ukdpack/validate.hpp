@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "ukdpack/diagnostics.hpp"
@@ -20,6 +21,20 @@ struct ValidateOptions {
   std::optional<std::string> expectEngine;
 };
 
+// One engine's verdict in the report. Upstream hipDNN's validator drops an
+// engine from its validated sets when two of its kernels collide on their
+// completed metadata tuple; ukdpack's loader keeps the engine and reports
+// METADATA_NOT_UNIQUE per kernel, so the report carries the engine-level
+// verdict a harness reading upstream's fields expects.
+struct EngineVerdict {
+  std::string id;    // UED id; empty when only the name is known (a loader drop)
+  std::string name;  // UED name
+  bool dropped = false;
+  std::string reason;  // why it is dropped; empty when it is not
+  // Kernel id pairs whose completed metadata collide under this engine.
+  std::vector<std::pair<std::string, std::string>> collidingKernels;
+};
+
 struct ValidationReport {
   std::vector<std::filesystem::path> roots;
   std::vector<Diagnostic> diagnostics;  // loader, stubs, state manager, integrity: in that order
@@ -27,15 +42,18 @@ struct ValidationReport {
   std::size_t kernels = 0;              // kernels loaded
   std::size_t kept = 0;                 // kernels the state manager keeps
   std::size_t launchesChecked = 0;      // launch code objects loaded and verified
-  std::size_t packsDropped = 0;         // packs the loader dropped
+  std::size_t packsDropped = 0;         // packs the loader dropped (PACK_DROPPED), engines not counted
+  std::size_t enginesDropped = 0;       // engines dropped: by the loader, or for colliding metadata
   std::vector<DroppedKernel> dropped;   // kernels the state manager dropped
   std::vector<std::string> log;         // its drop lines
-  std::vector<std::string> engines;     // names of engines with a kept kernel, sorted
+  std::vector<std::string> engines;     // names of engines with a kept kernel and not dropped, sorted
+  std::vector<EngineVerdict> engineVerdicts;  // every engine loaded or dropped, by name
+  std::vector<std::string> expectedEnginesMissing;  // the expected engine when it did not load
   bool ok = false;  // no error, no drop, and the expected engine (if any) loaded
 
   int exitCode() const { return ok ? 0 : 1; }
   std::string summary() const;  // one line
-  Json toJson() const;          // the --json verdict
+  Json toJson() const;          // the --json verdict (docs/shards.md, "ukdpack-validate --json")
 };
 
 // Every root must hold a shard or descriptor root: one that holds none (an

@@ -124,7 +124,7 @@ class Loader {
   };
 
   void loadFile(const WalkedFile& f, const fs::path& root, std::size_t rootIndex);
-  bool authoredKernelOk(const Kernel& kernel, const fs::path& root);
+  bool kernelSourcesOk(const Kernel& kernel, const fs::path& root);
   void uniqueIds();
   void checkArtifacts();
   void resolveEngines();
@@ -244,7 +244,7 @@ void Loader::loadFile(const WalkedFile& f, const fs::path& root, std::size_t roo
       std::vector<PackMember> kept;
       for (PackMember& m : v->members) {
         m.root = rootIndex;
-        if (authoredKernelOk(m.kernel, root)) kept.push_back(std::move(m));
+        if (kernelSourcesOk(m.kernel, root)) kept.push_back(std::move(m));
       }
       v->members = std::move(kept);
       place(set_.packs, std::move(*v));
@@ -260,7 +260,7 @@ void Loader::loadFile(const WalkedFile& f, const fs::path& root, std::size_t roo
   } else if (f.type == "uhd") {
     if (auto v = parseHeuristic(doc, ctx, diags)) place(set_.heuristics, std::move(*v));
   } else if (f.type == "ukd") {
-    if (auto k = parseKernel(doc, ctx, diags); k && authoredKernelOk(*k, root)) {
+    if (auto k = parseKernel(doc, ctx, diags); k && kernelSourcesOk(*k, root)) {
       order_.push_back(Slot{"ukd", standalone_.size()});
       standalone_.push_back(Standalone{std::move(*k), std::move(doc), rootIndex, false, ""});
       loaded = true;
@@ -274,7 +274,7 @@ void Loader::loadFile(const WalkedFile& f, const fs::path& root, std::size_t roo
 // (LoaderOptions::authored) a packed source is the packer's to write. Whether
 // the kernel loads: a missing file is reported but keeps it (a prebuilt object
 // DVC has not fetched fails only the arches that need it).
-bool Loader::authoredKernelOk(const Kernel& kernel, const fs::path& root) {
+bool Loader::kernelSourcesOk(const Kernel& kernel, const fs::path& root) {
   bool ok = true;
   auto check = [&](const std::string& srcPath, const KernelSource& src) {
     const SourceKindInfo* info = sourceKind(src.kind);

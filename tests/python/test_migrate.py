@@ -298,9 +298,21 @@ def test_out_refuses_a_non_empty_folder_or_one_inside_root(tmp_path: Path,
     assert not (root / "sub").exists()
     rc, _, _ = migrate(capsys, str(root), "--out", str(root))
     assert rc == 2
+    rc, _, err = migrate(capsys, str(root), "--out", str(root / "README.txt"))
+    assert rc == 2 and "found a regular file" in err
     (tmp_path / "empty").mkdir()
     rc, _, _ = migrate(capsys, str(root), "--out", str(tmp_path / "empty"))
     assert rc == 0
+
+
+def test_crlf_files_get_crlf_inserts(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    root = write(tmp_path / "old", {**base(), "a.kdp.json": LEGACY_KDP.replace("\n", "\r\n"),
+                                    "e.ued.json": LEGACY_UED, "h.uhd.json": LEGACY_UHD})
+    rc, out, err = migrate(capsys, str(root), "--out", str(tmp_path / "new"))
+    assert rc == 0, out + err
+    data = (tmp_path / "new/a.kdp.json").read_bytes()
+    assert b'"name": "a",\r\n  "arch": [],\r\n' in data
+    assert data.count(b"\n") == data.count(b"\r\n")
 
 
 def test_usage(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:

@@ -10,6 +10,7 @@ PYBIND11_MODULE(_runtime, m) {
   ukdpack::bindings::bindDescriptors(m);
   ukdpack::bindings::bindKpack(m);
   ukdpack::bindings::bindPaths(m);
+  ukdpack::bindings::bindEdit(m);
   ukdpack::bindings::bindDevice(m);  // before bindRuntime: StateManager.plan returns its Plan
   ukdpack::bindings::bindRuntime(m);
 }

@@ -11,5 +11,6 @@ void bindKpack(pybind11::module_& m);        // KpackArchive, code object symbol
 void bindPaths(pybind11::module_& m);        // library containment, folders holding no shard
 void bindRuntime(pybind11::module_& m);      // loader, state manager, integrity, revision
 void bindDevice(pybind11::module_& m);       // device backends, buffers, plans that run
+void bindEdit(pybind11::module_& m);         // byte spans of descriptor text, for rewriting tools
 
 }  // namespace ukdpack::bindings

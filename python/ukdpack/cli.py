@@ -241,6 +241,31 @@ def cmd_generate(args: argparse.Namespace) -> int:
     return 0 if result.valid else 1
 
 
+def cmd_migrate(args: argparse.Namespace) -> int:
+    from ukdpack.authored import migrate
+    from ukdpack.authored.validate import validate
+
+    root = Path(args.root)
+    if not root.is_dir():
+        raise UsageError(f"{root}: expected a descriptor root folder")
+    out = Path(args.out) if args.out is not None else None
+    if out is not None:
+        migrate.check_out(root, out)
+    m = migrate.plan(root)
+    if m.refused:
+        _print_problem_lines([p.line() for p in m.all_problems()])
+        print(f"ukdpack: {root}: not migrated; nothing was written")
+        return 1
+    target = migrate.write(m, out)
+    for f in m.changed():
+        print(f"ukdpack: rewrote {f.rel}: {', '.join(f.changes)}")
+    result = validate(target)
+    _print_problem_lines([p.line() for p in result.problems])
+    print(f"ukdpack: {target}: {len(m.changed())} of {len(m.files)} descriptors rewritten; "
+          f"{result.summary()}")
+    return 0 if result.valid else 1
+
+
 def cmd_cache(args: argparse.Namespace) -> int:
     from ukdpack.produce.cache import CompileCache, default_cache_dir, stats, verify
 
@@ -407,6 +432,15 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--max-kernels", type=_positive_count, default=100_000, metavar="N",
                    help="refuse a config that makes more kernels than this (default 100000)")
     p.set_defaults(handler=cmd_generate)
+
+    p = sub.add_parser("migrate", help="rewrite a legacy descriptor tree into today's form "
+                                       "(docs/migrate.md)")
+    p.add_argument("root", help="the legacy descriptor root")
+    where = p.add_mutually_exclusive_group(required=True)
+    where.add_argument("--out", metavar="NEW", help="write the migrated tree here (new or empty)")
+    where.add_argument("--in-place", action="store_true",
+                       help="rewrite the files that change in ROOT itself")
+    p.set_defaults(handler=cmd_migrate)
 
     p = sub.add_parser("cache", help="look into the compile cache: stats, verify")
     cache_sub = p.add_subparsers(dest="cache_command", metavar="ACTION")

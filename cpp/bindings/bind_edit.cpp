@@ -1,0 +1,48 @@
+// Byte spans of descriptor text, for tools that rewrite descriptors in place
+// (ukdpack migrate): Python plans the edit, the runtime says where each value
+// lies, so no Python module has to parse descriptor JSON.
+#include <pybind11/stl.h>
+
+#include <string>
+
+#include "modules.hpp"
+#include "ukdpack/json_spans.hpp"
+#include "ukdpack/loader.hpp"
+
+namespace ukdpack::bindings {
+
+namespace py = pybind11;
+
+void bindEdit(py::module_& m) {
+  m.def(
+      "json_spans",
+      [](const py::bytes& data) -> py::tuple {
+        const std::string text = data;
+        auto spans = jsonSpans(text);
+        if (!spans) return py::make_tuple(py::none(), spans.error().jsonPath, spans.error().message);
+        py::list out;
+        for (const JsonSpan& s : spans.value()) {
+          py::dict d;
+          d["path"] = s.path;
+          d["begin"] = s.begin;
+          d["end"] = s.end;
+          d["key_begin"] = s.member ? py::object(py::int_(s.keyBegin)) : py::object(py::none());
+          d["key_end"] = s.member ? py::object(py::int_(s.keyEnd)) : py::object(py::none());
+          d["indent"] = s.indent;
+          d["inline"] = s.inlineStart;
+          out.append(std::move(d));
+        }
+        return py::make_tuple(std::move(out), py::none(), py::none());
+      },
+      py::arg("text"),
+      "(spans, None, None) for descriptor text (bytes) the reader accepts, else (None, json_path, "
+      "message). One dict per value in document order: path, begin, end (byte offsets of the value), "
+      "key_begin, key_end (of an object member's quoted key, else None), indent (the blanks opening "
+      "the line it starts on) and inline (whether something precedes it on that line).");
+  m.def(
+      "descriptor_type", [](const std::string& name) { return descriptorType(name); }, py::arg("name"),
+      "'foo.kdp.json' -> 'kdp': the type token of a descriptor file name as the loader's walk "
+      "reads it; None for a name that is no descriptor's.");
+}
+
+}  // namespace ukdpack::bindings

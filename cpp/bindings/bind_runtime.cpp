@@ -565,6 +565,9 @@ void bindRuntime(py::module_& m) {
                                  item["symbol"] = h.symbol ? py::object(py::str(*h.symbol)) : py::object(py::none());
                                  item["artifact"] =
                                      h.artifact ? py::object(py::str(*h.artifact)) : py::object(py::none());
+                                 // custom_library's library ships beside the UHD as an artifact does.
+                                 item["library"] =
+                                     h.library ? py::object(py::str(*h.library)) : py::object(py::none());
                                  out.append(item);
                                }
                                return out;

@@ -170,15 +170,22 @@ std::optional<std::string> readEnum(ObjectReader& r, std::string_view key, bool 
   return std::nullopt;
 }
 
-// An optional integer >= 0 (`revision`).
-std::optional<std::int64_t> readCount(ObjectReader& r, std::string_view key) {
-  if (!r.has(key)) return std::nullopt;
-  const auto v = r.integer(key, false);
-  if (v && *v < 0) {
-    r.error(r.pathOf(key), "expected a value >= 0, found integer " + std::to_string(*v));
-    return std::nullopt;
+// An optional "<major>.<minor>" string (`revision` of a UED, KMD or UMD, and of
+// the descriptors a UHD was trained against): upstream writes it so.
+std::optional<std::string> readRevision(ObjectReader& r, std::string_view key, bool required = false) {
+  static const std::regex dotted("^[0-9]+\\.[0-9]+$");
+  return readPatterned(r, key, required, dotted, "a revision '<major>.<minor>'");
+}
+
+// An optional free-form object (`provenance`): carried, never interpreted.
+void readProvenance(ObjectReader& r, Json* out = nullptr) {
+  const Json* prov = r.get("provenance");
+  if (prov == nullptr) return;
+  if (!prov->is_object()) {
+    r.error(r.pathOf("provenance"), "expected object, found " + describeFound(*prov));
+  } else if (out != nullptr) {
+    *out = *prov;
   }
-  return v;
 }
 
 // Python's json.dumps(sort_keys=True) spelling, so messages quoting metadata read alike.
@@ -203,6 +210,12 @@ std::string pythonDump(const Json& v) {
 }  // namespace
 
 std::string canonicalMetadataText(const Json& metadata) { return pythonDump(metadata); }
+
+std::string legacyFormMessage(std::string_view what, std::string_view instead, bool rewritable) {
+  std::string out = "legacy form: " + std::string(what) + "; write " + std::string(instead) + " instead";
+  if (rewritable) out += " (`ukdpack migrate ROOT --out NEW` rewrites it)";
+  return out;
+}
 
 std::string idKey(std::string_view id) {
   std::string s(id);
@@ -283,7 +296,12 @@ std::optional<Pack> parsePackImpl(const Json& kdp, Json* consume, const Descript
   Pack p;
   readCommon(r, kdp, ctx, p, "kernelDescriptors");
   p.name = r.string("name", true).value_or("");
-  p.arch = readArchList(r, "arch", true).value_or(std::vector<std::string>{});
+  if (r.has("arch")) {
+    p.arch = readArchList(r, "arch", true).value_or(std::vector<std::string>{});
+  } else {
+    // Older packers left `arch` out for "every arch"; say so once, not as a bare missing field.
+    r.error(r.path(), legacyFormMessage("a KDP without 'arch'", "\"arch\": [] (every arch)", true));
+  }
   p.matchers = readStrings(r, "matchers", true, true, false).value_or(std::vector<std::string>{});
   p.engine = readIdOrNull(r, "engine", "UED");
   p.dispatch = readIdOrNull(r, "dispatch", "UDD");
@@ -418,6 +436,9 @@ std::optional<Dispatch> parseDispatch(const Json& udd, const DescriptorContext& 
 
 namespace {
 
+// A role map: arch (or "default") -> UHD ids. sort_kernel_catalog and
+// predict_engine take one id or a non-empty list of distinct ids (one per
+// metric); predict_applicable_kernels takes exactly one id.
 void readRoleMap(ObjectReader& r, const std::string& role, Engine& e) {
   const Json* map = r.object(role, false);
   if (map == nullptr) return;
@@ -426,6 +447,7 @@ void readRoleMap(ObjectReader& r, const std::string& role, Engine& e) {
     r.error(rolePath, "expected at least 1 entries, found 0");
     return;
   }
+  const bool single = role == "predict_applicable_kernels";
   HeuristicRoleMap out;
   for (auto it = map->begin(); it != map->end(); ++it) {
     const std::string& arch = it.key();
@@ -439,7 +461,7 @@ void readRoleMap(ObjectReader& r, const std::string& role, Engine& e) {
     bool ok = true;
     if (v.is_string() && !v.get<std::string>().empty()) {
       ids.push_back(v.get<std::string>());
-    } else if (v.is_array() && !v.empty()) {
+    } else if (!single && v.is_array() && !v.empty()) {
       for (const Json& item : v) {
         if (!item.is_string() || item.get<std::string>().empty()) ok = false;
         else ids.push_back(item.get<std::string>());
@@ -448,8 +470,13 @@ void readRoleMap(ObjectReader& r, const std::string& role, Engine& e) {
       ok = false;
     }
     if (!ok) {
-      r.error(p, "expected a UHD id or a non-empty list of UHD ids (one per metric), found " +
-                     describeFound(v));
+      r.error(p, single ? "expected one UHD id, found " + describeFound(v)
+                        : "expected a UHD id or a non-empty list of UHD ids (one per metric), found " +
+                              describeFound(v));
+      continue;
+    }
+    if (std::set<std::string>(ids.begin(), ids.end()).size() != ids.size()) {
+      r.error(p, "expected each UHD id once, found a repeated id");
       continue;
     }
     out[arch] = std::move(ids);
@@ -460,6 +487,13 @@ void readRoleMap(ObjectReader& r, const std::string& role, Engine& e) {
 
 }  // namespace
 
+// The behavior notes an engine may declare: a closed vocabulary, because the
+// runtime acts on them (today: an engine that compiles kernels at run time).
+const std::vector<std::string>& behaviorNoteVocabulary() {
+  static const std::vector<std::string> notes{"runtime_compilation"};
+  return notes;
+}
+
 std::optional<Engine> parseEngine(const Json& ued, const DescriptorContext& ctx,
                                   std::vector<Diagnostic>& diags) {
   ObjectReader r(ued, ctx.file, ctx.jsonPath, diags);
@@ -469,20 +503,42 @@ std::optional<Engine> parseEngine(const Json& ued, const DescriptorContext& ctx,
   static const std::regex scoped("^[A-Za-z0-9_.-]+:[A-Za-z0-9_.-]+$");
   e.name = readPatterned(r, "name", true, scoped, "a scoped engine name 'namespace:local'").value_or("");
   e.metadata = r.string("metadata", true).value_or("");
-  e.revision = readCount(r, "revision");
+  e.revision = readRevision(r, "revision");
   static const std::regex semver("^[0-9]+\\.[0-9]+\\.[0-9]+$");
   e.sdkVersion = readPatterned(r, "sdk_version", false, semver, "a version 'MAJOR.MINOR.PATCH'");
+  readProvenance(r);
   bool ok = true;
   if (const Json* gm = r.object("graph_match", false)) {
     ObjectReader g(*gm, r.file(), r.pathOf("graph_match"), r.diags());
     e.graphMatchSymbol = g.string("native", true);
+    readProvenance(g);
     g.finish();
     ok = !g.failed();
   }
   e.knobs = readStrings(r, "knobs", false, true, true).value_or(std::vector<std::string>{});
-  e.behaviorNotes = readStrings(r, "behavior_notes", false, false, false).value_or(std::vector<std::string>{});
+  if (const Json* notes = r.array("behavior_notes", false)) {
+    const std::vector<std::string>& vocabulary = behaviorNoteVocabulary();
+    std::string listed;
+    for (const std::string& n : vocabulary) listed += (listed.empty() ? "'" : ", '") + n + "'";
+    for (std::size_t i = 0; i < notes->size(); ++i) {
+      const Json& item = (*notes)[i];
+      if (item.is_string() &&
+          std::find(vocabulary.begin(), vocabulary.end(), item.get<std::string>()) != vocabulary.end()) {
+        e.behaviorNotes.push_back(item.get<std::string>());
+        continue;
+      }
+      r.error(jsonPathIndex(r.pathOf("behavior_notes"), i),
+              "expected one of " + listed + ", found " + describeFound(item));
+    }
+  }
   e.numericalNotes = readStrings(r, "numerical_notes", false, false, false).value_or(std::vector<std::string>{});
   for (const std::string& role : heuristicRoles()) readRoleMap(r, role, e);
+  if (const Json* legacy = r.get("heuristic")) {
+    const std::string id = legacy->is_string() ? legacy->get<std::string>() : std::string("X");
+    r.error(r.pathOf("heuristic"),
+            legacyFormMessage("a UED 'heuristic'",
+                              "\"sort_kernel_catalog\": {\"default\": \"" + id + "\"}", true));
+  }
   r.finish();
   if (r.failed() || !ok) return std::nullopt;
   return e;
@@ -497,7 +553,7 @@ std::optional<MetadataSchema> parseMetadataSchema(const Json& kmd, const Descrip
   MetadataSchema m;
   readCommon(r, kmd, ctx, m);
   m.name = r.string("name", true).value_or("");
-  m.revision = readCount(r, "revision");
+  m.revision = readRevision(r, "revision");
   bool ok = true;
   if (const Json* list = r.array("fields", true)) {
     std::set<std::string> seen;
@@ -563,6 +619,7 @@ std::optional<MatcherDescriptor> parseMatcher(const Json& umd, const DescriptorC
   readCommon(r, umd, ctx, m);
   m.name = r.string("name", true).value_or("");
   m.scope = readEnum(r, "scope", true, {"graph", "kernel"}).value_or("");
+  m.revision = readRevision(r, "revision");
   m.matchSymbol = r.string("match_symbol", true).value_or("");
   r.finish();
   if (r.failed()) return std::nullopt;
@@ -571,6 +628,57 @@ std::optional<MatcherDescriptor> parseMatcher(const Json& umd, const DescriptorC
 
 // --------------------------------------------------------------------------- UHD
 
+namespace {
+
+// `{id, revision}` of a descriptor a UHD was trained against; false when refused.
+bool readTrainedRef(const Json& value, ObjectReader& parent, const std::string& path) {
+  ObjectReader t(value, parent.file(), path, parent.diags());
+  if (!t.isObject()) return false;
+  t.string("id", true);
+  readRevision(t, "revision", true);
+  t.finish();
+  return !t.failed();
+}
+
+// `trained_against`: what a data-driven UHD was fitted to, so a packer can
+// tell a model trained on another engine or catalog revision.
+// False when refused (the child readers' errors are already in the diagnostics).
+bool readTrainedAgainst(ObjectReader& r) {
+  const Json* ta = r.object("trained_against", false);
+  if (ta == nullptr) return true;
+  ObjectReader t(*ta, r.file(), r.pathOf("trained_against"), r.diags());
+  bool ok = true;
+  for (const char* key : {"ued", "kmd"}) {
+    if (const Json* v = t.get(key)) ok = readTrainedRef(*v, t, t.pathOf(key)) && ok;
+  }
+  if (const Json* umd = t.array("umd", false)) {
+    for (std::size_t i = 0; i < umd->size(); ++i)
+      ok = readTrainedRef((*umd)[i], t, jsonPathIndex(t.pathOf("umd"), i)) && ok;
+  }
+  t.string("selector_revision", false);
+  t.finish();
+  return ok && !t.failed();
+}
+
+// `score`: what the model predicts. A throughput (tflops) is maximised, a time
+// minimised; `objective` must say the same.
+// Sets `ok` false when refused.
+std::optional<std::string> readScore(ObjectReader& r, bool& ok) {
+  const Json* score = r.object("score", false);
+  if (score == nullptr) return std::nullopt;
+  ObjectReader s(*score, r.file(), r.pathOf("score"), r.diags());
+  auto metric = readEnum(s, "metric", true, {"tflops", "time"});
+  if (const Json* c = s.get("calibrated"); c != nullptr && !c->is_boolean()) {
+    s.error(s.pathOf("calibrated"), "expected boolean, found " + describeFound(*c));
+  }
+  s.string("transform", false);
+  s.finish();
+  if (s.failed()) ok = false;
+  return metric;
+}
+
+}  // namespace
+
 std::optional<HeuristicDescriptor> parseHeuristic(const Json& uhd, const DescriptorContext& ctx,
                                                   std::vector<Diagnostic>& diags) {
   ObjectReader r(uhd, ctx.file, ctx.jsonPath, diags);
@@ -578,33 +686,87 @@ std::optional<HeuristicDescriptor> parseHeuristic(const Json& uhd, const Descrip
   HeuristicDescriptor h;
   readCommon(r, uhd, ctx, h);
   h.name = r.string("name", true).value_or("");
+  readProvenance(r);
+  if (!r.has("adapter") && (r.has("kind") || r.has("payload"))) {
+    // The pre-adapter shape: one refusal instead of unknown 'kind'/'payload'
+    // and a missing adapter, body and objective.
+    r.get("kind");
+    const Json* payload = r.get("payload");
+    const std::string symbol = payload != nullptr && payload->is_string() ? payload->get<std::string>() : "S";
+    r.error(r.path(), legacyFormMessage("a UHD with 'kind'/'payload'",
+                                        "\"adapter\": \"native\", \"native\": {\"symbol\": \"" + symbol +
+                                            "\"}, \"objective\": \"max\"",
+                                        true));
+    r.finish();
+    return std::nullopt;
+  }
   static const std::vector<std::string> adapters{"native", "static_order", "tree_data", "table",
                                                  "custom_library"};
   h.adapter = readEnum(r, "adapter", true, adapters).value_or("");
-  h.objective = readEnum(r, "objective", false, {"max", "min"});
-  r.string("score", false, false);
-  readStrings(r, "features_signature", false, false, false);
-  static const std::regex hex("^[0-9a-f]+$");
-  readPatterned(r, "features_hash", false, hex, "a lowercase hex digest");
-  r.object("trained_against", false);
-  r.object("categorical_encoding", false);
+  const bool ordered = h.adapter == "static_order";
+  const bool trained = h.adapter == "tree_data" || h.adapter == "table";
+  // static_order ranks by kernel priority: nothing to maximise or minimise.
+  h.objective = readEnum(r, "objective", !ordered && !h.adapter.empty(), {"max", "min"});
+  bool partsOk = true;
+  const auto metric = readScore(r, partsOk);
+  if (metric && h.objective) {
+    const std::string want = *metric == "tflops" ? "max" : "min";
+    if (*h.objective != want) {
+      r.error(r.pathOf("objective"), "a score of metric '" + *metric + "' is " +
+                                         (want == "max" ? "maximised" : "minimised") +
+                                         ": expected objective '" + want + "', found '" +
+                                         *h.objective + "'");
+    }
+  }
+  readStrings(r, "features_signature", trained, true, true);
+  static const std::regex featuresHash("^sha256:[0-9a-f]{16}$");
+  readPatterned(r, "features_hash", trained, featuresHash,
+                "'sha256:' and 16 lowercase hex digits");
+  if (trained && !r.has("trained_against")) {
+    r.error(r.path(), "missing required field 'trained_against' (adapter '" + h.adapter +
+                          "' is trained on data)");
+  }
+  partsOk = readTrainedAgainst(r) && partsOk;
+  if (const Json* enc = r.object("categorical_encoding", false)) {
+    const std::string encPath = r.pathOf("categorical_encoding");
+    for (auto f = enc->begin(); f != enc->end(); ++f) {
+      const std::string fp = jsonPathKey(encPath, f.key());
+      if (!f->is_object()) {
+        r.error(fp, "expected an object of category -> integer, found " + describeFound(*f));
+        continue;
+      }
+      for (auto c = f->begin(); c != f->end(); ++c) {
+        if (!c->is_number_integer()) {
+          r.error(jsonPathKey(fp, c.key()), "expected integer, found " + describeFound(*c));
+        }
+      }
+    }
+  }
   // Every body present is checked for shape; only the adapter's one is used.
+  static const std::regex fileHash("^sha256:[0-9a-f]{64}$");
   bool bodiesOk = true;
   for (const std::string& name : adapters) {
     const Json* body = r.object(name, false);
     if (body == nullptr) continue;
     ObjectReader b(*body, r.file(), r.pathOf(name), r.diags());
-    std::optional<std::string> symbol, artifact;
+    std::optional<std::string> symbol, artifact, library;
     if (name == "native") {
       symbol = b.string("symbol", true);
     } else if (name == "static_order") {
-      readStrings(b, "order", true, true, false);
+      if (b.get("order") != nullptr) {
+        // Upstream ranks a static order by kernel priority; a list here would be ignored there.
+        b.error(b.pathOf("order"),
+                "static_order takes no 'order' (upstream does not support one; kernels are "
+                "tried in priority order): write \"static_order\": {}");
+      }
     } else if (name == "tree_data" || name == "table") {
       artifact = b.string("artifact", true);
-      b.string("format", false, false);
+      readPatterned(b, "hash", false, fileHash, "'sha256:' and 64 lowercase hex digits");
     } else {
-      artifact = b.string("artifact", true);
+      library = b.string("library", true);
       symbol = b.string("symbol", true);
+      readPatterned(b, "hash", false, fileHash, "'sha256:' and 64 lowercase hex digits");
+      b.object("config", false);
     }
     b.finish();
     if (b.failed()) {
@@ -615,6 +777,7 @@ std::optional<HeuristicDescriptor> parseHeuristic(const Json& uhd, const Descrip
       h.body = *body;
       h.symbol = symbol;
       h.artifact = artifact;
+      h.library = library;
     } else if (!h.adapter.empty()) {
       r.error(r.pathOf(name), "adapter '" + h.adapter + "' takes exactly one body, '" + h.adapter +
                                   "', found '" + name + "' too");
@@ -625,7 +788,7 @@ std::optional<HeuristicDescriptor> parseHeuristic(const Json& uhd, const Descrip
                           h.adapter + "')");
   }
   r.finish();
-  if (r.failed() || !bodiesOk) return std::nullopt;
+  if (r.failed() || !bodiesOk || !partsOk) return std::nullopt;
   return h;
 }
 

@@ -197,6 +197,31 @@ std::optional<KernelSource> parseSource(const Json& value, const std::string& fi
   src.kind = *kind;
   src.fields = value;
   const std::string& k = src.kind;
+  if (k == "hsaco_file") {
+    // The pre-hsaco shape: one refusal, not unknown code_object_* keys.
+    const auto field = [&](std::string_view key) {
+      const Json* v = r.get(key);
+      return v != nullptr && v->is_string() ? "\"" + v->get<std::string>() + "\"" : std::string("...");
+    };
+    const std::string file = field("code_object_file");
+    const std::string symbol = field("code_object_symbol");
+    r.error(r.pathOf("kind"),
+            legacyFormMessage("an 'hsaco_file' source (code_object_file, code_object_symbol)",
+                              "{\"kind\": \"hsaco\", \"file\": " + file + ", \"symbol\": " + symbol +
+                                  "} and name the prebuilt object's arches in the UKD's 'arch'",
+                              true));
+    return std::nullopt;
+  }
+  if (k == "rocke" || k == "rocke_recipe" || k == "rocke_builder") {
+    // rocKE kernels were compiled by a tool ukdpack does not run; a builder
+    // module calling that compiler is the supported way, and no rule writes it.
+    r.error(r.pathOf("kind"),
+            legacyFormMessage("the rocKE kind '" + k + "'",
+                              "a 'builder' source whose module wraps the rocKE compiler "
+                              "(no mechanical rewrite exists)",
+                              false));
+    return std::nullopt;
+  }
   if (k == "hip" || k == "cuda") {
     r.string("source", true);
     r.string("entry", true);
@@ -266,7 +291,10 @@ std::optional<Kernel> parseKernel(const Json& ukd, const KernelContext& ctx,
   k.baseDir = ctx.baseDir;
   k.id = r.string("id", true).value_or("");
   k.name = r.string("name", true).value_or("");
-  if (auto v = r.string("version", true)) {
+  if (!r.has("version") && ctx.jsonPath != "$") {
+    // Inline kernels of older packs carried no version; they read as UKD 1.0.
+    r.error(r.path(), legacyFormMessage("an inline UKD without 'version'", "\"version\": \"1.0\"", true));
+  } else if (auto v = r.string("version", true)) {
     if (auto parsed = Version::parse(*v)) {
       k.version = *parsed;
     } else {

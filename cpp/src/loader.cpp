@@ -387,16 +387,21 @@ RefFound Loader::lookup(const std::string& ref, const std::string& want,
   return RefFound::Refused;
 }
 
-// A UHD's artifact ships beside it: it must exist inside the root.
+// A UHD's artifact (tree_data, table) or library (custom_library) ships beside
+// it: it must exist inside the root.
 void Loader::checkArtifacts() {
   for (std::size_t i = 0; i < set_.heuristics.size(); ++i) {
     HeuristicDescriptor& h = set_.heuristics[i];
-    if (!h.artifact || removed_.count({"uhd", i}) != 0) continue;
-    const std::string& name = *h.artifact;
+    if (removed_.count({"uhd", i}) != 0) continue;
+    const bool isLibrary = !h.artifact && h.library;
+    const std::optional<std::string>& shipped = isLibrary ? h.library : h.artifact;
+    if (!shipped) continue;
+    const std::string& name = *shipped;
+    const char* field = isLibrary ? "library" : "artifact";
     const auto v = detail::checkContained(set_.roots[h.root], h.baseDir, name, false);
-    const std::string msg = detail::describeFileProblem(v, name, "artifact", h.file);
+    const std::string msg = detail::describeFileProblem(v, name, field, h.file);
     if (msg.empty()) continue;
-    set_.diagnostics.push_back(makeError("ARTIFACT", h.file, "$." + h.adapter + ".artifact", msg));
+    set_.diagnostics.push_back(makeError("ARTIFACT", h.file, "$." + h.adapter + "." + field, msg));
     removed_.insert({"uhd", i});
     markUnloaded(h, "did not load");
   }
@@ -432,7 +437,19 @@ void Loader::resolveEngines() {
       for (const auto& [arch, ids] : table) {
         const std::string base = e.heuristicPaths[role + "/" + arch];
         const bool list = e.raw.at(role).at(arch).is_array();
-        for (std::size_t j = 0; j < ids.size(); ++j) ref(ids[j], "uhd", list ? jsonPathIndex(base, j) : base);
+        for (std::size_t j = 0; j < ids.size(); ++j) {
+          const std::string path = list ? jsonPathIndex(base, j) : base;
+          if (!ref(ids[j], "uhd", path) || role != "predict_engine") continue;
+          // A static order ranks kernels by priority; it has no score to rank engines by.
+          const HeuristicDescriptor& h = set_.heuristics[index_.at(idKey(ids[j])).index];
+          if (h.adapter != "static_order") continue;
+          set_.diagnostics.push_back(makeError(
+              "UNRESOLVED_REF", e.file, path,
+              "predict_engine cannot use UHD '" + h.name + "' (" + h.file + "): its adapter '" +
+                  h.adapter + "' ranks kernels by priority and scores no engine; expected a UHD of "
+                  "adapter 'native', 'tree_data', 'table' or 'custom_library'"));
+          refused = true;
+        }
       }
     }
     if (refused || !unloaded.empty()) {

@@ -256,6 +256,8 @@ TEST(LoaderShape, KmdAndUhdRules) {
   t.write("h/x.uhd.json", Json{{"id", "uhd-1"}, {"version", "1.0"}, {"name", "h"}, {"adapter", "native"},
                               {"table", {{"artifact", "t.bin"}}}});
   t.write("h/y.uhd.json", Json{{"id", "uhd-2"}, {"version", "1.0"}, {"name", "h2"}, {"adapter", "tree_data"},
+                              {"objective", "min"}, {"features_signature", {"m"}},
+                              {"features_hash", "sha256:0123456789abcdef"}, {"trained_against", Json::object()},
                               {"tree_data", {{"artifact", "x.model"}}}});
   const DescriptorSet set = ukdpack::loadShard(t.root());
   const std::string all = dump(set.diagnostics);

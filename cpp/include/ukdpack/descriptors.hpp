@@ -125,6 +125,12 @@ struct KernelContext {
 std::optional<Kernel> parseKernel(const Json& ukd, const KernelContext& ctx,
                                   std::vector<Diagnostic>& diags);
 
+// The one refusal of a construct older trees (and older upstream packers) wrote:
+// "legacy form: <what>; write <instead> instead", naming `ukdpack migrate` where
+// that command rewrites it mechanically. One message per occurrence replaces
+// the unknown-key and missing-field errors the old shape would otherwise cause.
+std::string legacyFormMessage(std::string_view what, std::string_view instead, bool rewritable);
+
 // Whether a key is extension data (`x-` or `_` prefix): carried, never read.
 bool isExtensionKey(std::string_view key);
 
@@ -240,7 +246,7 @@ using HeuristicRoleMap = std::map<std::string, std::vector<std::string>>;
 // UED: engine identity, its KMD, heuristics and knobs.
 struct Engine : DescriptorInfo {
   std::string metadata;  // KMD id
-  std::optional<std::int64_t> revision;
+  std::optional<std::string> revision;  // "<major>.<minor>", as upstream writes it
   std::optional<std::string> sdkVersion;
   std::optional<std::string> graphMatchSymbol;  // graph_match.native
   std::vector<std::string> knobs;
@@ -254,6 +260,9 @@ struct Engine : DescriptorInfo {
 // The heuristic roles of a UED, in schema order.
 const std::vector<std::string>& heuristicRoles();
 
+// The `behavior_notes` a UED may list (a closed vocabulary).
+const std::vector<std::string>& behaviorNoteVocabulary();
+
 struct MetadataField {
   std::string name;
   std::string type;  // bool int float string int_list
@@ -262,7 +271,7 @@ struct MetadataField {
 
 // KMD: the typed fields every kernel's metadata fills.
 struct MetadataSchema : DescriptorInfo {
-  std::optional<std::int64_t> revision;
+  std::optional<std::string> revision;  // "<major>.<minor>"
   std::vector<MetadataField> fields;
   const MetadataField* field(const std::string& name) const;
 };
@@ -270,6 +279,7 @@ struct MetadataSchema : DescriptorInfo {
 // UMD: a native applicability check.
 struct MatcherDescriptor : DescriptorInfo {
   std::string scope;  // graph | kernel
+  std::optional<std::string> revision;  // "<major>.<minor>"
   std::string matchSymbol;
 };
 
@@ -278,8 +288,9 @@ struct HeuristicDescriptor : DescriptorInfo {
   std::string adapter;  // native static_order tree_data table custom_library
   Json body = Json::object();          // the object keyed by the adapter name
   std::optional<std::string> symbol;    // native.symbol / custom_library.symbol
-  std::optional<std::string> artifact;  // a file shipped beside the UHD
-  std::optional<std::string> objective;
+  std::optional<std::string> artifact;  // tree_data/table.artifact: a file shipped beside the UHD
+  std::optional<std::string> library;   // custom_library.library: shipped beside it too
+  std::optional<std::string> objective;  // max | min; absent only for static_order
 };
 
 // Strict parsers; each appends every problem to `diags` and returns nothing

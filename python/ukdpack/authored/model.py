@@ -159,12 +159,23 @@ class Umd(Descriptor):
 @dataclass(frozen=True)
 class Uhd(Descriptor):
     adapter: str = ""
-    artifact: str | None = None  # file shipped beside the UHD
+    artifact: str | None = None  # file shipped beside the UHD (tree_data, table)
+    library: str | None = None   # custom_library's library, shipped the same way
+
+    @property
+    def shipped(self) -> str | None:
+        """The file shipped beside the UHD, as written: its artifact or its library."""
+        return self.artifact if self.artifact is not None else self.library
+
+    @property
+    def shipped_path(self) -> str:
+        """JSON path of that field, for messages."""
+        return f"$.{self.adapter}.{'artifact' if self.artifact is not None else 'library'}"
 
     @property
     def artifact_file(self) -> str | None:
-        """Root-relative path of the artifact (the runtime checked it stays inside)."""
-        return None if self.artifact is None else joined(self.file, self.artifact)
+        """Root-relative path of the shipped file (the runtime checked it stays inside)."""
+        return None if self.shipped is None else joined(self.file, self.shipped)
 
 
 #: The generic descriptor types (everything but KDP and UKD).
@@ -236,5 +247,6 @@ def generics_from_runtime(dset: Any) -> list[Descriptor]:
     for u in dset.matchers:
         out.append(Umd(**_common(u), scope=u["scope"], match_symbol=u["match_symbol"]))
     for h in dset.heuristics:
-        out.append(Uhd(**_common(h), adapter=h["adapter"], artifact=h["artifact"]))
+        out.append(Uhd(**_common(h), adapter=h["adapter"], artifact=h["artifact"],
+                       library=h["library"]))
     return out

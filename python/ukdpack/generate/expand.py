@@ -55,8 +55,8 @@ KEY_ORDER: dict[str, tuple[str, ...]] = {
     "kmd_field": ("name", "type", "default_value", "description"),
     "ued": ("id", "version", "name", "metadata", "revision", "sdk_version", "graph_match",
             "knobs", "sort_kernel_catalog", "predict_engine", "predict_applicable_kernels",
-            "behavior_notes", "numerical_notes"),
-    "umd": ("id", "version", "name", "scope", "match_symbol"),
+            "behavior_notes", "numerical_notes", "provenance"),
+    "umd": ("id", "version", "name", "revision", "scope", "match_symbol"),
     "udd": ("id", "version", "name", "dispatch_symbol", "launches"),
 }
 _STRING_FIELDS = ("source", "entry", "file", "symbol", "module", "function", "role",

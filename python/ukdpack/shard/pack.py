@@ -277,7 +277,7 @@ class _Assembler:
                 try:  # the loader checked it; it may have changed since (a FIFO now)
                     files[rel] = read_regular(self.tree.root / rel)
                 except OSError as e:
-                    problems.append(Problem(generic.file, f"$.{generic.adapter}.artifact",
+                    problems.append(Problem(generic.file, generic.shipped_path,
                                             f"UHD '{generic.name}': cannot read artifact "
                                             f"{rel}: {e.strerror}"))
         return files

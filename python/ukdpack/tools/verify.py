@@ -130,7 +130,7 @@ class _Checker:
                 continue
             self._same_place(got, d, what)
             self._fields(got, dict(d.raw), dict(got.raw), what)
-            if isinstance(d, Uhd) and d.artifact is not None:
+            if isinstance(d, Uhd) and d.shipped is not None:
                 self._artifact(d)
         for got in self.shard.tree.descriptors:
             if isinstance(got, GENERIC_TYPES) and got.key not in keys:
@@ -139,8 +139,8 @@ class _Checker:
                            f"{self.arch} reaches it")
 
     def _artifact(self, uhd: Uhd) -> None:
-        assert uhd.artifact is not None
-        path = f"$.{uhd.adapter}.artifact"
+        assert uhd.shipped is not None
+        path = uhd.shipped_path
         # Both loads checked the artifact is a file inside their root.
         rel = uhd.artifact_file
         assert rel is not None

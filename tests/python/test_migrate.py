@@ -26,7 +26,7 @@ KMD = f"""// fields every kernel fills
   "id": "{KMD_ID}",
   "version": "1.0",
   "name": "meta",
-  "revision": 1,
+  "revision": "1.0",
   "fields": []
 }}
 """
@@ -44,7 +44,7 @@ LEGACY_UED = f"""// the engine
   "name": "ex:engine",
   "metadata": "{KMD_ID}", // the KMD
   "heuristic": "{UHD_ID}",
-  "revision": 1
+  "revision": "2.1"
 }}
 """
 LEGACY_UHD = f"""{{
@@ -358,3 +358,15 @@ def test_json_spans_binding() -> None:
     assert _runtime.json_spans(b'{"a": 1, "a": 2}')[2] is not None
     assert _runtime.descriptor_type("x.kdp.json") == "kdp"
     assert _runtime.descriptor_type("kdp.json") is None
+
+
+def test_an_integer_revision_becomes_major_dot_zero(tmp_path: Path,
+                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    """ukdpack's own earlier form: UED, KMD and UMD revisions were integers."""
+    root = tmp_path / "old"
+    root.mkdir()
+    (root / "meta.kmd.json").write_text(KMD.replace('"revision": "1.0"', '"revision": 3'))
+    _, out, err = migrate(capsys, str(root), "--out", str(tmp_path / "new"))
+    assert 'rewrote meta.kmd.json: revision 3 written as "3.0"' in out + err, out + err
+    text = (tmp_path / "new" / "meta.kmd.json").read_text()
+    assert '"revision": "3.0",' in text and text.startswith("// fields every kernel fills")

@@ -308,6 +308,15 @@ def _plan_uhd(d: _Doc) -> None:
     d.changes.append("kind 'native' and payload rewritten as adapter 'native' and native.symbol")
 
 
+def _plan_revision(d: _Doc) -> None:
+    """An integer ``revision`` (UED, KMD, UMD: an older form) becomes ``"<n>.0"``."""
+    doc = _obj(d.doc)
+    revision = doc.get("revision") if doc is not None else None
+    if isinstance(revision, int) and not isinstance(revision, bool) and revision >= 0:
+        d.replace_value("$.revision", _dump(f"{revision}.0"))
+        d.changes.append(f"revision {revision} written as \"{revision}.0\"")
+
+
 def plan(root: Path) -> Migration:
     """What migrating ``root`` rewrites, file by file, and what it refuses."""
     docs: list[tuple[str, _Doc]] = []
@@ -336,6 +345,8 @@ def plan(root: Path) -> Migration:
             _plan_ued(d)
         elif kind == "uhd":
             _plan_uhd(d)
+        if kind in ("ued", "kmd", "umd"):
+            _plan_revision(d)
     return Migration(root, tuple(d.result() for _, d in docs), tuple(problems))
 
 

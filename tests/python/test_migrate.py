@@ -4,9 +4,12 @@ validates), what is refused, and every byte the rewrite does not touch kept."""
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
+from pack_support import copy_example, read_json, run_pack, write_json
 
 from ukdpack import _runtime
 from ukdpack.cli import main
@@ -370,3 +373,37 @@ def test_an_integer_revision_becomes_major_dot_zero(tmp_path: Path,
     assert 'rewrote meta.kmd.json: revision 3 written as "3.0"' in out + err, out + err
     text = (tmp_path / "new" / "meta.kmd.json").read_text()
     assert '"revision": "3.0",' in text and text.startswith("// fields every kernel fills")
+
+
+def test_a_legacy_example_tree_migrates_to_one_that_packs_and_loads(tmp_path: Path) -> None:
+    """The example tree turned into older forms (no pack arch where it was every arch, no
+    inline kernel versions, hsaco_file sources, integer revisions) migrates to a tree that
+    validate, pack (real compiles, real prebuilt objects) and ukdpack-validate accept."""
+    old = copy_example(tmp_path / "old")
+    reduce_kdp = read_json(old / "prebuilt" / "reduce.kdp.json")
+    for k in reduce_kdp["kernelDescriptors"]:
+        src = k["kernel_source"]
+        k["kernel_source"] = {"kind": "hsaco_file", "code_object_file": src["file"],
+                              "code_object_symbol": src["symbol"]}
+        del k["version"]
+    write_json(old / "prebuilt" / "reduce.kdp.json", reduce_kdp)
+    scale = read_json(old / "attention" / "scale.kdp.json")
+    assert scale["arch"] == []
+    del scale["arch"]
+    for k in scale["kernelDescriptors"]:
+        del k["version"]
+    write_json(old / "attention" / "scale.kdp.json", scale)
+    ued = read_json(old / "attention" / "attention.ued.json")
+    ued["revision"] = 1
+    write_json(old / "attention" / "attention.ued.json", ued)
+    new = tmp_path / "new"
+    r = subprocess.run([sys.executable, "-m", "ukdpack", "migrate", str(old), "--out", str(new)],
+                       capture_output=True, text=True, check=False, timeout=120)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "valid:" in r.stdout
+    p = run_pack(new, tmp_path / "out", ["gfx90a"], cache=tmp_path / "cache")
+    assert p.returncode == 0, p.stderr
+    v = subprocess.run([str(Path(sys.executable).parent / "ukdpack-validate"),
+                        str(tmp_path / "out" / "gfx90a")], capture_output=True, text=True,
+                       check=False, timeout=60)
+    assert v.returncode == 0, v.stdout + v.stderr

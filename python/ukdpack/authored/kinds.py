@@ -113,11 +113,14 @@ def kind(name: str) -> Kind:
 
 
 def launch_sources(ukd: Mapping[str, Any]) -> list[tuple[str | None, Mapping[str, Any]]]:
-    """(launch name or None, source) of each launch of a UKD document the generator is
-    building, sorted by name. Authored descriptors are never read this way: the runtime
-    reads them and its launch helpers give their launches."""
+    """(launch name or None, source) of each launch of a UKD document the packer builds
+    (the generator) or rewrites (migrate, whose legacy forms the runtime refuses), sorted
+    by name; a source that is not an object is left to the caller. Descriptors the runtime
+    reads are never read this way: its launch helpers give their launches."""
     single = ukd.get("kernel_source")
     if single is not None:
         return [(None, single)]
-    by_name: Mapping[str, Mapping[str, Any]] = ukd.get("sources") or {}
-    return [(name, by_name[name]) for name in sorted(by_name)]
+    by_name = ukd.get("sources")
+    if not isinstance(by_name, Mapping):
+        return []
+    return [(str(name), by_name[name]) for name in sorted(by_name)]

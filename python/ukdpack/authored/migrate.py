@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from ukdpack import _runtime, jsonpath
+from ukdpack.authored.kinds import launch_sources
 from ukdpack.errors import Problem, UsageError
 from ukdpack.files import found_at, write_atomic
 
@@ -212,12 +213,14 @@ def _plan_kernel(d: _Doc, ukd: Mapping[str, Any], path: str, pack_arch: list[str
     """Rewrite the sources of the UKD at ``path``; the number of hsaco_file sources
     rewritten. ``pack_arch`` is None when no pack names the kernel."""
     name = ukd.get("name") if isinstance(ukd.get("name"), str) else ukd.get("id", "?")
+    # A legacy kernel is one the runtime refuses, so its launch helpers cannot read it:
+    # the kinds table's reader of documents the packer builds or rewrites does.
     sources: list[tuple[str, Mapping[str, Any]]] = []
-    if (src := _obj(ukd.get("kernel_source"))) is not None:
-        sources.append((jsonpath.key(path, "kernel_source"), src))
-    for launch, src in (_obj(ukd.get("sources")) or {}).items():
-        if (o := _obj(src)) is not None:
-            sources.append((jsonpath.key(jsonpath.key(path, "sources"), launch), o))
+    for launch, raw in launch_sources(ukd):
+        where = (jsonpath.key(path, "kernel_source") if launch is None
+                 else jsonpath.key(jsonpath.key(path, "sources"), launch))
+        if (o := _obj(raw)) is not None:
+            sources.append((where, o))
     rewritten = 0
     for spath, src in sources:
         kind = src.get("kind")

@@ -79,3 +79,18 @@ def shard_files(shard: Path) -> dict[str, bytes]:
     """Every file of a shard by relative path (lock files and the like excluded)."""
     return {str(p.relative_to(shard)): p.read_bytes()
             for p in sorted(shard.rglob("*")) if p.is_file()}
+
+
+def dvc_workspace(tmp_path: Path) -> Path:
+    """The example as a fresh clone has it: sidecars and remote, no objects."""
+    from ukdpack.produce import dvc
+
+    ws = tmp_path / "ws"
+    shutil.copytree(EXAMPLE, ws / "descriptors")
+    shutil.copytree(REPO / ".dvc", ws / ".dvc",
+                    ignore=shutil.ignore_patterns("tmp", "cache", "config.local"))
+    shutil.copytree(REPO / "dvc-remote", ws / "dvc-remote")
+    for out in dvc.tracked_outputs(ws / "descriptors"):
+        shutil.rmtree(out.path, ignore_errors=True)
+    subprocess.run(["git", "init", "-q"], cwd=ws, check=True)
+    return ws

@@ -5,13 +5,12 @@ and pack say about objects that were not pulled."""
 from __future__ import annotations
 
 import json
-import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
-from pack_support import REPO, run_pack
+from pack_support import dvc_workspace, run_pack
 
 from ukdpack.produce import dvc
 
@@ -19,15 +18,7 @@ from ukdpack.produce import dvc
 @pytest.fixture
 def workspace(tmp_path: Path) -> Path:
     """The example as a fresh clone has it: sidecars and remote, no objects."""
-    ws = tmp_path / "ws"
-    shutil.copytree(REPO / "descriptors", ws / "descriptors")
-    shutil.copytree(REPO / ".dvc", ws / ".dvc",
-                    ignore=shutil.ignore_patterns("tmp", "cache", "config.local"))
-    shutil.copytree(REPO / "dvc-remote", ws / "dvc-remote")
-    for out in dvc.tracked_outputs(ws / "descriptors"):
-        shutil.rmtree(out.path, ignore_errors=True)
-    subprocess.run(["git", "init", "-q"], cwd=ws, check=True)
-    return ws
+    return dvc_workspace(tmp_path)
 
 
 def _cli(*args: str) -> subprocess.CompletedProcess[str]:

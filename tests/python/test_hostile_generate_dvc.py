@@ -22,11 +22,10 @@ from typing import Any
 
 import pytest
 import yaml
-from pack_support import REPO, run_pack
+from pack_support import REPO, dvc_workspace, run_pack
 from shard_support import errors
 
 from ukdpack.generate.config import DEFAULT_MAX_KERNELS
-from ukdpack.produce import dvc
 
 #: Seconds any one command may take: a refusal is immediate; today's code, hanging on a
 #: "billion laughs" or a huge grid, fails the probe here instead of stalling the run.
@@ -360,15 +359,7 @@ def test_an_out_that_is_a_file_and_a_config_that_is_a_fifo(tmp_path: Path) -> No
 
 def _workspace(tmp_path: Path) -> Path:
     """The example as a fresh clone has it: sidecars and remote, no objects."""
-    ws = tmp_path / "ws"
-    shutil.copytree(REPO / "descriptors", ws / "descriptors")
-    shutil.copytree(REPO / ".dvc", ws / ".dvc",
-                    ignore=shutil.ignore_patterns("tmp", "cache", "config.local"))
-    shutil.copytree(REPO / "dvc-remote", ws / "dvc-remote")
-    for out in dvc.tracked_outputs(ws / "descriptors"):
-        shutil.rmtree(out.path, ignore_errors=True)
-    subprocess.run(["git", "init", "-q"], cwd=ws, check=True)
-    return ws
+    return dvc_workspace(tmp_path)
 
 
 OBJECTS = "descriptors/prebuilt/objects"

@@ -133,6 +133,40 @@ def test_the_wheel_config_is_relocatable(tmp_path: Path) -> None:
     assert Path(pythonpath) == site
 
 
+def _other_python() -> str | None:
+    """An interpreter of another Python version, which cannot load the wheel's extension."""
+    mine = f"{sys.version_info[0]}.{sys.version_info[1]}"
+    for version in ("3.12", "3.13", "3.10", "3.11"):
+        if version == mine:
+            continue
+        for found in sorted(Path.home().glob(f".pyenv/versions/{version}*/bin/python{version}")):
+            return str(found)
+        for folder in ("/usr/bin", "/usr/local/bin"):
+            if os.access(f"{folder}/python{version}", os.X_OK):
+                return f"{folder}/python{version}"
+    return None
+
+
+def test_an_interpreter_that_cannot_run_the_wheel_stops_configure(tmp_path: Path) -> None:
+    other = _other_python()
+    if other is None:
+        pytest.skip("no Python of another version on this machine")
+    project = tmp_path / "probe"
+    project.mkdir()
+    (project / "CMakeLists.txt").write_text(
+        "cmake_minimum_required(VERSION 3.20)\nproject(probe LANGUAGES CXX)\n"
+        "find_package(ukdpack CONFIG REQUIRED)\n")
+    r = _run(["cmake", "-S", str(project), "-B", str(tmp_path / "b"), "-G", "Ninja",
+              f"-Dukdpack_DIR={_cmakedir(tmp_path)}", f"-DUKDPACK_PYTHON={other}"],
+             cwd=tmp_path, check=False)
+    assert r.returncode != 0
+    text = " ".join(r.stderr.split())  # CMake wraps the message
+    assert f"the interpreter '{other}' cannot run the ukdpack installed in {SITE}" in text
+    assert "(ModuleNotFoundError: No module named 'ukdpack._runtime')" in text
+    assert "Traceback" not in text
+    assert "configure with -DUKDPACK_PYTHON=" in text
+
+
 @pytest.fixture(scope="module")
 def installed_prefix(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """`cmake --install` of a plain (non-pip) build of the checkout."""

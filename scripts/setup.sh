@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Sets up a machine to build, run and test ukdpack. Idempotent: installs the
 # Debian packages that are missing (apt-get update once), creates .venv and
-# installs ukdpack into it (editable, with the dvc and test extras).
+# installs ukdpack into it (a regular pip install built in build/py, with the dvc and
+# test extras).
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$root"

@@ -2,6 +2,12 @@
 
 from __future__ import annotations
 
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
 from hip_objects import ARCHES, DATA, CompileJob, compile_many
 
@@ -17,3 +23,24 @@ def signature_objects() -> dict[str, bytes]:
     jobs["xnack"] = CompileJob(SIGNATURES, "gfx90a:xnack+")
     paths = compile_many(jobs.values())
     return {name: p.read_bytes() for name, p in zip(jobs, paths, strict=True)}
+
+
+@pytest.fixture(scope="session")
+def installed_prefix(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """`cmake --install` of a plain (non-pip) build of the checkout: one full build
+    shared by every test of the installed layout (it is the slowest step of the suite)."""
+    repo = Path(__file__).resolve().parents[2]
+    base = tmp_path_factory.mktemp("install")
+    build, prefix = base / "build", base / "prefix"
+    launcher = ["-DCMAKE_CXX_COMPILER_LAUNCHER=ccache"] if shutil.which("ccache") else []
+    env = dict(os.environ)
+    env.pop("PYTHONPATH", None)
+    for args in (["cmake", "-S", str(repo), "-B", str(build), "-G", "Ninja",
+                  "-DCMAKE_BUILD_TYPE=Release", "-DUKDPACK_BUILD_TESTS=OFF",
+                  f"-DPython3_EXECUTABLE={sys.executable}", *launcher],
+                 ["cmake", "--build", str(build), "-j2"],
+                 ["cmake", "--install", str(build), "--prefix", str(prefix)]):
+        r = subprocess.run(args, cwd=base, capture_output=True, text=True, env=env, check=False)
+        if r.returncode != 0:
+            raise AssertionError(f"{' '.join(args)} failed ({r.returncode}):\n{r.stdout}\n{r.stderr}")
+    return prefix

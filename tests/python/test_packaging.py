@@ -168,20 +168,6 @@ def test_an_interpreter_that_cannot_run_the_wheel_stops_configure(tmp_path: Path
     assert "configure with -DUKDPACK_PYTHON=" in text
 
 
-@pytest.fixture(scope="module")
-def installed_prefix(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """`cmake --install` of a plain (non-pip) build of the checkout."""
-    base = tmp_path_factory.mktemp("install")
-    build, prefix = base / "build", base / "prefix"
-    launcher = ["-DCMAKE_CXX_COMPILER_LAUNCHER=ccache"] if shutil.which("ccache") else []
-    _run(["cmake", "-S", str(REPO), "-B", str(build), "-G", "Ninja", "-DCMAKE_BUILD_TYPE=Release",
-          "-DUKDPACK_BUILD_TESTS=OFF", f"-DPython3_EXECUTABLE={sys.executable}", *launcher],
-         cwd=base)
-    _run(["cmake", "--build", str(build), "-j2"], cwd=base)
-    _run(["cmake", "--install", str(build), "--prefix", str(prefix)], cwd=base)
-    return prefix
-
-
 def test_cmake_install_gives_a_relocatable_bin_ukdpack(installed_prefix: Path,
                                                        tmp_path: Path) -> None:
     exe = installed_prefix / "bin" / "ukdpack"

@@ -24,10 +24,11 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from ukdpack.schema import SCHEMA_BASE
+
 #: The source that holds shared definitions only: it is merged, never shipped.
 COMMON = "common.schema.json"
 SUFFIX = ".schema.json"
-SCHEMA_BASE = "https://ukdpack.dev/schemas/"
 
 
 class BundleError(ValueError):

@@ -1,6 +1,6 @@
 // Strict parsers of KDP, UDD, UED, KMD, UMD and UHD (SPEC 2.3). The wording of
-// every refusal follows the JSON Schemas under python/ukdpack/schemas (their
-// x-expect / x-message texts), so the packer and the runtime read alike.
+// every refusal follows the JSON Schemas under schemas/ (their x-expect /
+// x-message texts), so the packer and the runtime read alike.
 #include <algorithm>
 #include <cctype>
 #include <regex>
@@ -50,6 +50,7 @@ void readCommon(ObjectReader& r, const Json& doc, const DescriptorContext& ctx,
     }
   }
   info.id = r.string("id", true).value_or("");
+  detail::readSchemaKey(r);
   if (const Json* v = r.get("version")) {
     const auto parsed = v->is_string() ? Version::parse(v->get<std::string>()) : std::nullopt;
     if (parsed) {

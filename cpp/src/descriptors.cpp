@@ -291,6 +291,7 @@ std::optional<Kernel> parseKernel(const Json& ukd, const KernelContext& ctx,
   k.baseDir = ctx.baseDir;
   k.id = r.string("id", true).value_or("");
   k.name = r.string("name", true).value_or("");
+  detail::readSchemaKey(r);
   if (!r.has("version") && ctx.jsonPath != "$") {
     // Inline kernels of older packs carried no version; they read as UKD 1.0.
     r.error(r.path(), legacyFormMessage("an inline UKD without 'version'", "\"version\": \"1.0\"", true));

@@ -167,4 +167,15 @@ void ObjectReader::finish() {
   }
 }
 
+void readSchemaKey(ObjectReader& r) {
+  const Json* v = r.get("$schema");
+  if (v == nullptr) return;
+  if (r.path() != "$") {
+    r.error(r.pathOf("$schema"),
+            "'$schema' belongs at the top of a descriptor file; an inline UKD takes none");
+  } else if (!v->is_string()) {
+    r.error(r.pathOf("$schema"), "expected string, found " + describeFound(*v));
+  }
+}
+
 }  // namespace ukdpack::detail

@@ -271,7 +271,7 @@ class _Assembler:
                 files[provenance.sidecar_name(kdp.file)] = provenance.sidecar_bytes(
                     kdp.id, entries)
         for generic in shipped.generics:
-            files[generic.file] = packed.compact(generic.raw)
+            files[generic.file] = packed.compact(packed.packed_generic(generic.raw))
             if isinstance(generic, Uhd) and generic.artifact_file is not None:
                 rel = generic.artifact_file
                 try:  # the loader checked it; it may have changed since (a FIFO now)

@@ -176,6 +176,6 @@ def test_authored_sources_in_a_shard_and_bad_input(copy: Path, tmp_path: Path) -
                "kind 'hip' in a packed shard; the packer writes every code object as kind "
                "'kpack'" in ln for ln in lines), lines
     r = ukdpack("desk-check", str(tmp_path / "nowhere"))
-    assert r.returncode == 1 and "expected a shard folder" in r.stderr
+    assert r.returncode == 2 and "expected a shard folder" in r.stderr
     assert "Traceback" not in r.stderr
     assert ukdpack("desk-check").returncode == 2

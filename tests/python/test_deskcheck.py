@@ -128,7 +128,7 @@ def test_toc_keys_missing_from_the_archive_and_unclaimed_entries(copy: Path) -> 
     assert ("error", "attention/scale.kdp.json", "$.kernelDescriptors[1].kernel_source.library",
             "kernel 'scale.f16' (single launch): library '../../away.kpack' leaves the shard "
             f"root {copy}") in got  # the runtime's own words (LIBRARY_ESCAPES)
-    assert ("note", "kpack/kernels_gfx90a.kpack", "",
+    assert ("note", "kpack/kernels_gfx90a.kpack", None,  # a whole file: no JSON path
             "entry 'spare_000000000000' for gfx90a is claimed by no launch; it ships for "
             "nothing") in got
     assert len(got) == 4  # and scale.f16's own entry, which no launch names any more

@@ -86,6 +86,11 @@ def cmd_pack(args: argparse.Namespace) -> int:
     if args.label is not None and has_controls(args.label):
         raise UsageError(f"--label {args.label!r}: expected a label that fits on one line "
                          "(it starts every progress line), found control characters in it")
+    if args.handlers is not None and (not os.path.lexists(args.handlers)
+                                      or os.path.isdir(args.handlers)):
+        found = "a folder" if os.path.isdir(args.handlers) else "nothing at that path"
+        raise UsageError(f"--handlers {args.handlers}: expected a handler manifest file, found "
+                         f"{found}; nothing was packed")
     reporter = Reporter(args.label, live=False if args.plain else None)
     arches = split_arches(args.arch)
     if not arches:

@@ -256,4 +256,4 @@ def test_arch_arguments_are_normalized(tmp_path: Path,
 def test_out_root_inside_source_root_is_refused(tmp_path: Path) -> None:
     tree = copy_example(tmp_path / "tree")
     r = run_pack(tree, tree / "out", ["gfx90a"], cache=tmp_path / "cache")
-    assert r.returncode == 1 and "lies inside --source-root" in r.stderr
+    assert r.returncode == 2 and "lies inside --source-root" in r.stderr

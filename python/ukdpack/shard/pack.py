@@ -377,7 +377,7 @@ def check_roots(root: Path, out_root: Path, arches: Sequence[str]) -> None:
         raise UsageError(f"--out-root {out_root}: expected a folder for the shards (or "
                          f"nothing, and one is made), {why}; nothing was packed")
     if _relative_inside(out_root, root) is not None:
-        raise UkdError(f"--out-root {out_root} lies inside --source-root {root}; the next "
+        raise UsageError(f"--out-root {out_root} lies inside --source-root {root}; the next "
                        "walk would read the shards as descriptors: put it elsewhere")
     rel = _relative_inside(root, out_root)
     if rel is not None and rel.parts and _is_shard_name(rel.parts[0], arches):

@@ -167,7 +167,8 @@ std::optional<std::string> readEnum(ObjectReader& r, std::string_view key, bool 
   }
   std::string listed;
   for (const std::string& o : options) listed += (listed.empty() ? "'" : ", '") + o + "'";
-  r.error(r.pathOf(key), "expected one of " + listed + ", found " + describeFound(*v));
+  r.error(r.pathOf(key), "expected one of " + listed + ", found " + describeFound(*v) +
+                            (v->is_string() ? didYouMean(v->get<std::string>(), options) : std::string()));
   return std::nullopt;
 }
 

@@ -265,8 +265,12 @@ std::optional<KernelSource> parseSource(const Json& value, const std::string& fi
     return std::nullopt;
   } else {
     std::string listed;
-    for (const SourceKindInfo& info : sourceKinds()) listed += (listed.empty() ? "'" : ", '") + std::string(info.name) + "'";
-    r.error(r.pathOf("kind"), "expected one of " + listed + ", found '" + k + "'");
+    std::vector<std::string> names;
+    for (const SourceKindInfo& info : sourceKinds()) {
+      listed += (listed.empty() ? "'" : ", '") + std::string(info.name) + "'";
+      names.emplace_back(info.name);
+    }
+    r.error(r.pathOf("kind"), "expected one of " + listed + ", found '" + k + "'" + didYouMean(k, names));
     return std::nullopt;
   }
   if (k != "builder" && r.has("role")) {

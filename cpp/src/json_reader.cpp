@@ -163,7 +163,11 @@ void ObjectReader::finish() {
   for (auto it = object_->begin(); it != object_->end(); ++it) {
     const std::string& key = it.key();
     if (std::find(known_.begin(), known_.end(), key) != known_.end() || isExtensionKey(key)) continue;
-    error(pathOf(key), "unknown key '" + key + "'; extension keys start with 'x-' or '_'");
+    // Suggest only keys this object lacks: a misspelt key leaves its right spelling unused.
+    std::vector<std::string> unused;
+    for (const std::string& k : known_)
+      if (object_->find(k) == object_->end()) unused.push_back(k);
+    error(pathOf(key), "unknown key '" + key + "'; extension keys start with 'x-' or '_'" + didYouMean(key, unused));
   }
 }
 

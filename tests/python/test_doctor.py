@@ -6,11 +6,13 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
 from pack_support import EXAMPLE, REPO
 
 from ukdpack import _runtime
@@ -140,3 +142,14 @@ def test_a_cache_that_is_not_a_folder_fails(tmp_path: Path) -> None:
     assert r.returncode == 1
     line = next(ln for ln in r.stdout.splitlines() if ln.split()[1:2] == ["cache"])
     assert line.startswith("error    cache ") and "not a folder" in line, line
+
+
+@pytest.mark.skipif(shutil.which("nvcc") is None, reason="needs nvcc for hipcc's NVIDIA platform")
+def test_a_hipcc_set_to_the_nvidia_platform_is_an_error_with_the_fix(tmp_path: Path) -> None:
+    """A pack would compile with nvcc through it and make no AMDGPU code object."""
+    r = _doctor("--source-root", tmp_path, "--cache-dir", tmp_path / "c",
+                env={"HIP_PLATFORM": "nvidia"})
+    assert r.returncode == 1
+    hip = next(ln for ln in r.stdout.splitlines() if ln.split()[1:2] == ["hipcc"])
+    assert hip.startswith("error    hipcc ") and "runs nvcc" in hip, hip
+    assert hip.endswith("— set HIP_PLATFORM=amd"), hip

@@ -156,3 +156,36 @@ def test_a_failed_write_leaves_nothing(tmp_path: Path, monkeypatch: pytest.Monke
     assert str(e.value) == (f"{tmp_path / 'a' / 'b' / 'tree'}: cannot write the tree: "
                             "No space left on device; nothing was written")
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_failed_move_into_an_empty_folder_leaves_it_empty(tmp_path: Path,
+                                                           monkeypatch: pytest.MonkeyPatch
+                                                           ) -> None:
+    """An existing empty folder is kept (a shell may stand in it): the entries move in one
+    by one, and a failure halfway takes back the ones already moved."""
+    root = tmp_path / "empty"
+    root.mkdir()
+    real_rename = os.rename
+    calls: list[str] = []
+
+    def third_fails(src: str | os.PathLike[str], dst: str | os.PathLike[str]) -> None:
+        calls.append(str(dst))
+        if len(calls) == 3:
+            raise OSError(5, "Input/output error")
+        real_rename(src, dst)
+
+    monkeypatch.setattr(scaffold.os, "rename", third_fails)
+    with pytest.raises(scaffold.UkdError, match="cannot write the tree: Input/output error"):
+        scaffold.write(root)
+    assert len(calls) == 3 and all(c.startswith(str(root) + os.sep) for c in calls)
+    assert root.is_dir() and list(root.iterdir()) == []
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["empty"]
+
+
+def test_init_dot_fills_the_empty_working_folder(tmp_path: Path) -> None:
+    inode = tmp_path.stat().st_ino
+    r = _ukdpack("init", ".", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert tmp_path.stat().st_ino == inode, "the folder itself is kept"
+    assert "ukdpack validate .\n" in r.stdout
+    assert _ukdpack("validate", ".", cwd=tmp_path).returncode == 0

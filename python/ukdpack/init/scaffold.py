@@ -108,27 +108,43 @@ def render(name: str) -> dict[str, str]:
 
 def write(folder: Path, name: str = DEFAULT_NAME) -> Scaffold:
     """Write the starter tree to ``folder`` (absent or empty); UsageError, with nothing
-    written, for a bad name or a folder that holds something."""
+    written, for a bad name or a folder that holds something; UkdError when writing fails
+    (then too nothing is left: the staging folder, what was moved and the parents made are
+    removed)."""
     check_name(name)
     check_dir(folder)
     files = render(name)
-    parent = folder.absolute().parent
+    target = Path(os.path.abspath(folder))  # "." and ".." resolved, links kept
+    parent = target.parent
     made = [p for p in (parent, *parent.parents) if not p.exists()]
     staging: Path | None = None
+    moved: list[Path] = []
     try:
         parent.mkdir(parents=True, exist_ok=True)
-        staging = Path(tempfile.mkdtemp(prefix=f".{folder.name}.init-", dir=parent))
+        staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.init-", dir=parent))
         for rel, text in files.items():
             path = staging / rel
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text(text, encoding="utf-8")
-        staging.chmod(0o777 & ~_umask())
-        if folder.is_dir():  # empty (checked): rename replaces an empty folder
+        if target.is_dir():
+            # An empty folder stays (it may be a shell's working folder, or carry an owner
+            # and mode of its own): the tree's top-level entries move into it.
             check_dir(folder)
-        os.rename(staging, folder)
+            for entry in sorted(staging.iterdir()):
+                os.rename(entry, target / entry.name)
+                moved.append(target / entry.name)
+            staging.rmdir()
+        else:
+            staging.chmod(0o777 & ~_umask())
+            os.rename(staging, target)
     except BaseException as e:
         if staging is not None:
             shutil.rmtree(staging, ignore_errors=True)
+        for m in moved:
+            if m.is_dir():
+                shutil.rmtree(m, ignore_errors=True)
+            else:
+                m.unlink(missing_ok=True)
         for p in made:  # the parents this call made, innermost first
             with contextlib.suppress(OSError):
                 p.rmdir()

@@ -153,3 +153,19 @@ def test_a_hipcc_set_to_the_nvidia_platform_is_an_error_with_the_fix(tmp_path: P
     hip = next(ln for ln in r.stdout.splitlines() if ln.split()[1:2] == ["hipcc"])
     assert hip.startswith("error    hipcc ") and "runs nvcc" in hip, hip
     assert hip.endswith("— set HIP_PLATFORM=amd"), hip
+
+
+def test_an_extension_that_cannot_be_imported_is_missing_and_required(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    import ukdpack
+    from ukdpack.doctor.checks import check_extension
+    from ukdpack.doctor.command import line
+
+    monkeypatch.delattr(ukdpack, "_runtime")
+    monkeypatch.setitem(sys.modules, "ukdpack._runtime", None)  # import fails
+    c = check_extension()
+    assert (c.status, c.required) == ("missing", True)
+    assert line(c).startswith("missing  extension           ukdpack._runtime cannot be "
+                              "imported: ")
+    assert line(c).endswith("— build and install it: scripts/setup.sh in a ukdpack checkout "
+                            "(or pip install ukdpack, which builds it)")

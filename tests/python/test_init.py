@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from pack_support import compiles, counting_compiler, read_json, run_pack
+from pack_support import REPO, compiles, counting_compiler, read_json, run_pack
 
 from ukdpack import _runtime
 from ukdpack.init import scaffold
@@ -189,3 +189,13 @@ def test_init_dot_fills_the_empty_working_folder(tmp_path: Path) -> None:
     assert tmp_path.stat().st_ino == inode, "the folder itself is kept"
     assert "ukdpack validate .\n" in r.stdout
     assert _ukdpack("validate", ".", cwd=tmp_path).returncode == 0
+
+
+def test_the_template_ships_with_the_package() -> None:
+    """``init`` reads its files as package data: the package imported here (the installed
+    one under scripts/test.sh) holds every file of the source template."""
+    source = REPO / "python" / "ukdpack" / "init" / "template"
+    expected = sorted(str(p.relative_to(source)) for p in source.rglob("*") if p.is_file()
+                      and "__pycache__" not in p.parts)
+    assert sorted(scaffold.render("a:b")) == expected
+    assert len(expected) == 10

@@ -5,3 +5,6 @@ one single-launch HIP kernel, a pack of one two-launch HIP kernel whose launches
 a translation unit, the two dispatches, and the handler manifest ``handlers.json``.
 ``scaffold`` fills in the engine name, the symbols made from it and fresh ids.
 """
+
+#: The engine name ``ukdpack init`` uses without ``--name``.
+DEFAULT_NAME = "mylib:kernels"

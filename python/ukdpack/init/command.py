@@ -6,7 +6,7 @@ import argparse
 import shlex
 from pathlib import Path
 
-from ukdpack.init.scaffold import DEFAULT_NAME
+from ukdpack.init import DEFAULT_NAME
 
 
 def cmd_init(args: argparse.Namespace) -> int:

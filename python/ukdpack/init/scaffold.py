@@ -24,9 +24,8 @@ from pathlib import Path
 
 from ukdpack.errors import UkdError, UsageError
 from ukdpack.files import found_at
+from ukdpack.init import DEFAULT_NAME
 from ukdpack.schema import load_schema
-
-DEFAULT_NAME = "mylib:kernels"
 
 #: Descriptors given an id each; the template names them ``${id_<key>}``.
 ID_KEYS = ("ued", "kmd", "umd", "scale_udd", "twostage_udd", "scale_kdp", "twostage_kdp",

@@ -93,7 +93,7 @@ def _arch_key(arch: str) -> tuple[int, str]:
     m = re.fullmatch(r"gfx([0-9a-f]+)", arch)
     if m:
         digits = m.group(1)
-        return (int(digits[:2] if len(digits) == 4 else digits[:1], 16), digits)
+        return (int(digits[:2] if len(digits) == 4 else digits[:1]), digits)
     m = re.fullmatch(r"sm_([0-9]+)([a-z]?)", arch)
     if m:
         return (int(m.group(1)), m.group(2))

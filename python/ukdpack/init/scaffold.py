@@ -4,7 +4,8 @@ Template files are copied with ``string.Template`` placeholders filled in: the e
 name, its local part, a C symbol prefix made from it, and one fresh UUID per
 descriptor (ids must be unique among every tree a library loads, so two trees made
 by ``init`` never share one). The tree is written into a hidden folder beside ``DIR``
-and renamed into place, so a failure or an interrupt leaves no half-written ``DIR``.
+and renamed into place (into an existing empty ``DIR``, entry by entry), so a failure
+or an interrupt leaves no half-written ``DIR``.
 """
 
 from __future__ import annotations

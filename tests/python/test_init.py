@@ -137,6 +137,15 @@ def test_init_refuses_a_file_and_a_bad_name(tmp_path: Path) -> None:
     assert r.returncode == 2
     assert r.stderr == (f"ukdpack: error: {f}: expected a new or empty folder, found a "
                         "regular file; nothing was written\n")
+    link = tmp_path / "link"
+    link.symlink_to(tmp_path / "elsewhere", target_is_directory=True)
+    (tmp_path / "elsewhere").mkdir()
+    r = _ukdpack("init", link)
+    assert r.returncode == 2
+    assert r.stderr == (f"ukdpack: error: {link}: expected a new or empty folder, found a "
+                        f"symbolic link (-> {tmp_path / 'elsewhere'}); nothing was written\n")
+    (tmp_path / "elsewhere").rmdir()
+    link.unlink()
     r = _ukdpack("init", tmp_path / "new", "--name", "no_namespace")
     assert r.returncode == 2
     assert "--name 'no_namespace': expected a scoped engine name 'namespace:local'" in r.stderr

@@ -67,7 +67,10 @@ def check_dir(folder: Path) -> None:
     if not os.path.lexists(folder):
         return
     if folder.is_symlink() or not folder.is_dir():
-        raise UsageError(f"{folder}: expected a new or empty folder, found {found_at(folder)}; "
+        # A link is refused whatever it points to: the tree would land elsewhere.
+        found = (f"a symbolic link (-> {os.readlink(folder)})" if folder.is_symlink()
+                 else found_at(folder))
+        raise UsageError(f"{folder}: expected a new or empty folder, found {found}; "
                          "nothing was written")
     entries = sorted(os.listdir(folder))
     if entries:

@@ -498,6 +498,11 @@ def build_parser() -> argparse.ArgumentParser:
                           help="parallel compiles (default: the CPUs this process may use)")
     verify_p.add_argument("--hipcc", metavar="PATH", help="HIP compiler to try first")
     verify_p.add_argument("--nvcc", metavar="PATH", help="CUDA compiler to try first")
+
+    from ukdpack.doctor.command import add_parser as add_doctor
+    from ukdpack.init.command import add_parser as add_init
+    add_init(sub)
+    add_doctor(sub)
     return parser
 
 

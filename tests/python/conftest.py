@@ -11,6 +11,36 @@ from pathlib import Path
 import pytest
 from hip_objects import ARCHES, DATA, CompileJob, compile_many
 
+#: What ``scripts/test.sh --quick`` leaves out (``-m "not heavy"``): modules (by name) and
+#: single tests (``module::function``, every parameter) that pack with real compiles many
+#: times, build with CMake, or run kill and race trials, fuzzing and mutation; and every
+#: test using the ``installed_prefix`` fixture (a full build). What is left still packs,
+#: validates and reads shards, a few compiles at most each.
+HEAVY = frozenset({
+    "test_cache_damage", "test_cache_hostile", "test_cmake_api", "test_cmake_superbuild",
+    "test_concurrency", "test_corpus", "test_escapes", "test_fuzz", "test_hostile",
+    "test_kill", "test_mutation", "test_pack", "test_pack_kinds", "test_packaging",
+    "test_runtime_check",
+    "test_dvc::test_validate_warns_and_pack_fails_only_the_arches_missing_objects",
+    "test_hostile_generate_dvc::test_the_advice_after_verify_repairs_a_damaged_output",
+    "test_migrate::test_a_legacy_example_tree_migrates_to_one_that_packs_and_loads",
+})
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "heavy: compile-heavy or long-running module; "
+                                       "scripts/test.sh --quick leaves it out")
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        module = Path(str(item.fspath)).stem
+        function = getattr(item, "originalname", item.name)
+        if (module in HEAVY or f"{module}::{function}" in HEAVY
+                or "installed_prefix" in getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.heavy)
+
+
 SIGNATURES = DATA / "signatures.hip"
 
 

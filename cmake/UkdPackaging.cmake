@@ -21,6 +21,9 @@ include_guard(GLOBAL)
 # the two lists equal).
 set(_UKDPACK_PY_MODULES jsonschema jsonschema_rs yaml zstandard msgpack rich)
 set(_UKDPACK_PY_PACKAGES jsonschema jsonschema-rs pyyaml zstandard msgpack rich)
+set(UKDPACK_REMOTE_CACHE "" CACHE STRING
+    "remote compile cache URL for every pack (http(s):// or redis://; docs/remote-cache.md)")
+set(UKDPACK_REMOTE_CACHE_MODE "" CACHE STRING "read or read-write (default: read-write)")
 
 # _ukd_fail_unparsed(<function> <prefix>): stop on arguments nobody asked for.
 macro(_ukd_fail_unparsed fn prefix)
@@ -194,6 +197,8 @@ endfunction()
 #   DEPENDS              targets or files each shard waits for (e.g. ukd_dvc_<n>)
 #   INSTALL_DESTINATION  install the shards (without stamps or staging) there
 #   EXCLUDE_FOLDERS      folder names the walk leaves out
+# Cache variables UKDPACK_REMOTE_CACHE (URL) and UKDPACK_REMOTE_CACHE_MODE (read or
+# read-write) give every pack command a remote compile cache (docs/remote-cache.md).
 function(ukd_add_pack_target)
   cmake_parse_arguments(PARSE_ARGV 0 ARG "REQUIRED"
     "NAME;SOURCE_ROOT;OUT_ROOT;GROUP;JOBS;HANDLERS;INSTALL_DESTINATION"
@@ -268,6 +273,14 @@ function(ukd_add_pack_target)
   foreach(_x IN LISTS ARG_EXCLUDE_FOLDERS)
     list(APPEND _opts --exclude-folder "${_x}")
   endforeach()
+  # The shared compile cache (docs/remote-cache.md). The URL lands in the build files:
+  # credentials go in the environment ($UKDPACK_REMOTE_CACHE_TOKEN), never in it.
+  if(UKDPACK_REMOTE_CACHE)
+    list(APPEND _opts --remote-cache "${UKDPACK_REMOTE_CACHE}")
+    if(UKDPACK_REMOTE_CACHE_MODE)
+      list(APPEND _opts --remote-cache-mode "${UKDPACK_REMOTE_CACHE_MODE}")
+    endif()
+  endif()
 
   set(_stamps "")
   foreach(_arch IN LISTS _arches)

@@ -31,6 +31,7 @@ from ukdpack.produce.cache import CompileCache, default_cache_dir
 from ukdpack.produce.compiler import DEFAULT_JOB_TIMEOUT
 from ukdpack.produce.plan import ArchPlan, Job, Launch, plan_arch
 from ukdpack.produce.producers import Producer, Product
+from ukdpack.produce.remote import RemoteConfig, RemoteStats, RemoteTier
 from ukdpack.progress import Reporter
 from ukdpack.reports import problem_doc
 from ukdpack.shard import archive as kpack
@@ -77,6 +78,7 @@ class PackOptions:
     required: bool = False
     lock_timeout: float = 600.0
     job_timeout: float = DEFAULT_JOB_TIMEOUT
+    remote: RemoteConfig | None = None  # the shared cache tier (docs/remote-cache.md)
 
 
 @dataclass
@@ -99,6 +101,7 @@ class PackReport:
     dormant: bool = False
     compiles: int = 0  # compiler runs that made an object
     failed_jobs: int = 0  # code objects not made (a failed compile, a missing compiler)
+    remote: RemoteStats | None = None  # the remote cache tier's use, when one was given
 
     @property
     def failed(self) -> list[str]:
@@ -424,8 +427,9 @@ def pack(opts: PackOptions, reporter: Reporter) -> PackReport:
         return report
 
     cache = CompileCache(opts.cache_dir or default_cache_dir())
+    remote = RemoteTier(opts.remote) if opts.remote is not None else None
     producer = Producer(root, cache, opts.jobs, {"hip": opts.hipcc, "cuda": opts.nvcc},
-                        opts.job_timeout)
+                        opts.job_timeout, remote)
     jobs: list[Job] = [j for p in plans for j in p.jobs]
     reporter.batch_started(len(jobs), f"producing for {', '.join(opts.arches)}")
     products = producer.run(
@@ -461,6 +465,9 @@ def pack(opts: PackOptions, reporter: Reporter) -> PackReport:
                 f"{result.seconds:.1f} s -> {result.published}")
         else:
             reporter.info(f"{arch}: failed; no shard")
+    if remote is not None:  # after publishing: uploads wait at most the grace
+        report.remote = remote.finish()
+        reporter.info(report.remote.line())
     if opts.depfile is not None:
         target = opts.depfile_target or str(out_root)
         try:
@@ -500,5 +507,7 @@ def pack_report(opts: PackOptions, report: PackReport) -> dict[str, Any]:
         "source_root": str(opts.source_root.absolute()),
         "out_root": str(opts.out_root.absolute()),
         "dormant": report.dormant, "compiled": report.compiles,
-        "failed_code_objects": report.failed_jobs, "arches": arches})
+        "failed_code_objects": report.failed_jobs,
+        "remote_cache": report.remote.doc() if report.remote is not None else None,
+        "arches": arches})
 

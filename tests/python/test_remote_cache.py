@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import socket
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -151,6 +152,14 @@ def test_read_mode_uploads_nothing(server: Server, seeded: tuple[
     assert (doc["misses"], doc["uploads"], doc["bytes_up"]) == (2, 0, 0), doc
     assert server.records() == records
 
+    # read-write, but every object above the size cap: nothing goes up either.
+    (b.tree / "k.h").write_text("#define VALUE 5.0f\n")
+    rc, out, err, n = b.pack(tmp_path / "out", "--remote-cache", server.url,
+                             "--remote-cache-max-object", "100", "--json")
+    assert (rc, n) == (0, len(ARCHES)), err
+    assert _remote_doc(out)["uploads"] == 0
+    assert server.records() == records
+
 
 def test_a_damaged_object_is_compiled_here(server: Server, seeded: tuple[
         Machine, dict[str, dict[str, bytes]], dict[str, bytes]], tmp_path: Path) -> None:
@@ -226,6 +235,23 @@ def test_a_dead_server_costs_one_warning(tmp_path: Path, url: str) -> None:
     assert "s3cret" not in err + out  # credentials are never printed
     doc = _remote_doc(out)
     assert doc["fault"] and doc["misses"] == 2 and doc["uploads"] == 0
+
+
+@pytest.mark.parametrize("scheme", ["http", "redis"])
+def test_a_silent_server_costs_one_timeout(tmp_path: Path, scheme: str) -> None:
+    """A server that takes the connection and never answers: one timeout, one warning."""
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(64)  # never accepted: connections wait in the backlog, unanswered
+        url = f"{scheme}://127.0.0.1:{listener.getsockname()[1]}/0"
+        m = machine(tmp_path / "m")
+        rc, out, err, n = m.pack(tmp_path / "out", "--remote-cache", url, "--json",
+                                 "--remote-cache-timeout", "0.5")
+    assert rc == 0, err
+    assert n == len(ARCHES)
+    warnings = _warnings(err)
+    assert len(warnings) == 1 and "imeout" in warnings[0], err
+    assert _remote_doc(out)["fault"]
 
 
 def test_a_5xx_server_costs_one_warning(tmp_path: Path) -> None:

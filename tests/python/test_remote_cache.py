@@ -269,3 +269,30 @@ def test_a_5xx_server_costs_one_warning(tmp_path: Path) -> None:
         assert "t0ken-value" not in err + out
     finally:
         gen.close()
+
+
+@pytest.mark.parametrize("value", ["http://cache.example:8080/ukdpack", ""])
+def test_cmake_passes_the_remote_cache_to_each_pack(tmp_path: Path, value: str) -> None:
+    """-DUKDPACK_REMOTE_CACHE reaches every arch's pack command; empty adds nothing."""
+    project = tmp_path / "p"
+    shutil.copytree(MINIMAL, project / "tree")
+    (project / "CMakeLists.txt").write_text(f"""cmake_minimum_required(VERSION 3.20)
+project(remote_flag NONE)
+set(UKDPACK_PYTHON "{sys.executable}")
+set(UKDPACK_PYTHONPATH "{REPO / 'python'}")
+include("{REPO / 'cmake' / 'UkdPackaging.cmake'}")
+ukd_add_pack_target(NAME k SOURCE_ROOT tree OUT_ROOT shards ARCHES gfx90a gfx1030)
+""")
+    build = tmp_path / "b"
+    r = subprocess.run(["cmake", "-S", str(project), "-B", str(build), "-G", "Ninja",
+                        f"-DUKDPACK_REMOTE_CACHE={value}", "-DUKDPACK_REMOTE_CACHE_MODE=read"],
+                       capture_output=True, text=True, check=False)
+    assert r.returncode == 0, r.stderr
+    commands = [line for line in (build / "build.ninja").read_text().splitlines()
+                if " pack " in line and "--source-root" in line]
+    assert len(commands) == 2, commands
+    for line in commands:
+        if value:
+            assert f"--remote-cache {value}" in line and "--remote-cache-mode read" in line
+        else:
+            assert "--remote-cache" not in line

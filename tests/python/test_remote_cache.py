@@ -296,3 +296,24 @@ ukd_add_pack_target(NAME k SOURCE_ROOT tree OUT_ROOT shards ARCHES gfx90a gfx103
             assert f"--remote-cache {value}" in line and "--remote-cache-mode read" in line
         else:
             assert "--remote-cache" not in line
+
+
+def test_an_entry_must_recompute_to_its_key() -> None:
+    """A record re-sealed under another key (its digest made to match) is still refused:
+    each compile it lists must give that key from what it records."""
+    from ukdpack.produce.cache import _bound, base_key
+    from ukdpack.produce.remote import action_record, checked_entries, parse_entries
+
+    rerun = {"kind": "hip", "argv": ["--offload-arch=gfx90a"], "source": "k.hip",
+             "compiler": "id", "compiler_path": "/usr/bin/hipcc"}
+    entry = {"deps": {"root:k.hip": "a" * 64, "/usr/include/x.h": "b" * 64},
+             "object": "c" * 64, "size": 1, "seconds": 1.5, "rerun": rerun}
+    key = base_key({"compiler": "id", "argv": ["--offload-arch=gfx90a"], "source": "k.hip",
+                    "source_sha256": "a" * 64})
+    assert parse_entries(key, action_record(key, [entry])) == [entry]
+    other = base_key({"compiler": "id", "argv": ["--offload-arch=gfx1030"],
+                      "source": "k.hip", "source_sha256": "a" * 64})
+    assert checked_entries(other, {"digest": _bound(other, [entry]), "entries": [entry]}) is None
+    changed = {**entry, "deps": {**entry["deps"], "root:k.hip": "d" * 64}}  # another source
+    assert checked_entries(key, {"digest": _bound(key, [changed]), "entries": [changed]}) is None
+    assert parse_entries(key, action_record(key, [entry])[:-1]) is None  # truncated

@@ -258,7 +258,7 @@ def open_store(url: str, timeout: float) -> Store:
 
 
 # ---------------------------------------------------------------- action entries
-def entry_digest_ok(key: str, doc: Any) -> list[dict[str, Any]] | None:
+def checked_entries(key: str, doc: Any) -> list[dict[str, Any]] | None:
     """The entries of an action record, or None when it is damaged or filed under another
     key: the record must carry the digest binding it to ``key``, and every entry's
     compile must recompute to ``key`` (compiler, command line, source and its digest)."""
@@ -288,7 +288,7 @@ def parse_entries(key: str, raw: bytes) -> list[dict[str, Any]] | None:
         doc = json.loads(raw)
     except (ValueError, RecursionError):
         return None
-    return entry_digest_ok(key, doc)
+    return checked_entries(key, doc)
 
 
 def action_record(key: str, entries: list[dict[str, Any]]) -> bytes:
@@ -344,11 +344,9 @@ class RemoteStats:
 
 
 def _size(n: int) -> str:
-    for unit in ("B", "KiB", "MiB"):
-        if n < 1024 or unit == "MiB":
-            return f"{n} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1024  # type: ignore[assignment]
-    return f"{n} B"
+    if n < 1024:
+        return f"{n} B"
+    return f"{n / 1024:.1f} KiB" if n < 1 << 20 else f"{n / (1 << 20):.1f} MiB"
 
 
 def _print_warning(line: str) -> None:
@@ -402,24 +400,17 @@ class RemoteTier:
         return self._fault is not None
 
     def _server(self) -> Store | None:
+        """The store, its client made at first use; None once the tier is off."""
         with self._lock:
-            if self._fault is not None:
-                return None
-            if self._store is None:
-                try:
-                    self._store = open_store(self.config.url, self.config.timeout)
-                except Exception as e:  # a client refusing its options: the tier is off
-                    self._fault = _scrub(f"{type(e).__name__}: {e}",
-                                         _secrets(self.config.url))
-                    store = None
-                else:
-                    store = self._store
-            else:
-                store = self._store
-        if store is None:
-            self._warn(f"ukdpack: warning: remote compile cache {self.where}: {self._fault}; "
-                       "packing without it")
-        return store
+            if self._fault is not None or self._store is not None:
+                return self._store if self._fault is None else None
+            try:
+                self._store = open_store(self.config.url, self.config.timeout)
+                return self._store
+            except Exception as e:  # a client refusing its options (a bad db number, ...)
+                why = _scrub(f"{type(e).__name__}: {e}", _secrets(self.config.url))
+        self._off(why)
+        return None
 
     def local_hit(self) -> None:
         self._count("local_hits")

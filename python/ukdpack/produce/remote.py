@@ -23,21 +23,28 @@ Uploads run on a thread of their own; the pack waits for them after publishing, 
 
 from __future__ import annotations
 
-import contextlib
 import json
-import os
 import queue
 import sys
 import threading
-import urllib.parse
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal, Protocol
+from typing import Any, Literal
 
 from ukdpack.digest import canonical_json, sha256_hex
-from ukdpack.errors import UsageError
 from ukdpack.produce.cache import FileDigests, _absolute, _bound, base_key
+from ukdpack.produce.remote_store import (
+    RemoteFault,
+    Store,
+    check_url,
+    open_store,
+    redact,
+    scrub,
+    secrets_of,
+)
+
+__all__ = ["RemoteFault", "Store", "check_url", "open_store", "redact"]
 
 Mode = Literal["read", "read-write"]
 MODES: tuple[Mode, ...] = ("read", "read-write")
@@ -45,14 +52,6 @@ DEFAULT_TIMEOUT = 3.0  # seconds per request: a slow server costs at most this, 
 DEFAULT_MAX_OBJECT = 64 << 20  # bytes; larger objects are not uploaded
 DEFAULT_UPLOAD_GRACE = 30.0  # seconds a pack waits for its uploads after publishing
 KEPT_ENTRIES = 8  # entries per action key, newest last (as the local manifest)
-SCHEMES = ("http", "https", "redis", "rediss")
-
-TOKEN_ENV = "UKDPACK_REMOTE_CACHE_TOKEN"  # bearer token (HTTP)
-BASIC_ENV = "UKDPACK_REMOTE_CACHE_BASIC_AUTH"  # user:password (HTTP basic, Redis ACL)
-
-
-class RemoteFault(Exception):
-    """The server could not be used (its message names no credential)."""
 
 
 @dataclass(frozen=True)
@@ -64,197 +63,6 @@ class RemoteConfig:
     timeout: float = DEFAULT_TIMEOUT
     max_object_bytes: int = DEFAULT_MAX_OBJECT
     upload_grace: float = DEFAULT_UPLOAD_GRACE
-
-
-def redact(url: str) -> str:
-    """The URL without its userinfo and query (where credentials live), for messages."""
-    parts = urllib.parse.urlsplit(url)
-    host = parts.hostname or ""
-    if ":" in host:
-        host = f"[{host}]"
-    try:
-        port = f":{parts.port}" if parts.port else ""
-    except ValueError:
-        port = ""
-    user = "***@" if parts.username or parts.password else ""
-    return urllib.parse.urlunsplit((parts.scheme, f"{user}{host}{port}", parts.path, "", ""))
-
-
-def check_url(url: str) -> None:
-    """Refuse (a usage error) a URL the tier cannot use, or one whose client is missing."""
-    parts = urllib.parse.urlsplit(url)
-    if parts.scheme not in SCHEMES or not parts.hostname:
-        raise UsageError(f"--remote-cache {redact(url)}: expected an http://, https:// or "
-                         "redis:// URL with a host, found "
-                         + (f"scheme '{parts.scheme}'" if parts.scheme else "no scheme"))
-    module = "redis" if parts.scheme.startswith("redis") else "httpx"
-    try:
-        __import__(module)
-    except ImportError:
-        raise UsageError(f"--remote-cache {redact(url)}: needs the Python package '{module}', "
-                         "which is not installed: pip install 'ukdpack[remote]'") from None
-
-
-class Store(Protocol):
-    """Get, put and test records by kind (``ac`` or ``cas``) and key."""
-
-    def get(self, kind: str, key: str) -> bytes | None: ...
-    def has(self, kind: str, key: str) -> bool: ...
-    def put(self, kind: str, key: str, data: bytes) -> None: ...
-    def keys(self, kind: str) -> Iterator[str]: ...
-    def close(self) -> None: ...
-
-
-def _secrets(url: str) -> list[str]:
-    parts = urllib.parse.urlsplit(url)
-    found = [parts.password or "", os.environ.get(TOKEN_ENV, ""),
-             os.environ.get(BASIC_ENV, "").partition(":")[2]]
-    return [s for s in found if s]
-
-
-def _scrub(text: str, secrets: list[str]) -> str:
-    """A client's message with every credential blanked (some name the URL they used)."""
-    for s in secrets:
-        text = text.replace(s, "***").replace(urllib.parse.quote(s, safe=""), "***")
-    return text
-
-
-class HttpStore:
-    """``<url>/ac/<key>`` and ``<url>/cas/<sha256>`` through one httpx client (connections
-    reused). Auth: the URL's userinfo or ``$UKDPACK_REMOTE_CACHE_BASIC_AUTH`` (basic), or
-    ``$UKDPACK_REMOTE_CACHE_TOKEN`` (bearer)."""
-
-    def __init__(self, url: str, timeout: float) -> None:
-        import httpx
-
-        self._httpx = httpx
-        parts = urllib.parse.urlsplit(url)
-        self._secrets = _secrets(url)
-        auth: httpx.BasicAuth | None = None
-        if parts.username is not None or parts.password is not None:
-            auth = httpx.BasicAuth(urllib.parse.unquote(parts.username or ""),
-                                   urllib.parse.unquote(parts.password or ""))
-        elif os.environ.get(BASIC_ENV):
-            user, _, password = os.environ[BASIC_ENV].partition(":")
-            auth = httpx.BasicAuth(user, password)
-        headers = {"User-Agent": "ukdpack-remote-cache"}
-        if os.environ.get(TOKEN_ENV):
-            headers["Authorization"] = f"Bearer {os.environ[TOKEN_ENV]}"
-        netloc = parts.netloc.rpartition("@")[2]
-        self._base = urllib.parse.urlunsplit((parts.scheme, netloc, parts.path.rstrip("/"),
-                                              "", "")) + "/"
-        self._client = httpx.Client(timeout=timeout, auth=auth, headers=headers,
-                                    follow_redirects=True)
-
-    def _request(self, method: str, path: str, content: bytes | None = None) -> Any:
-        try:
-            r = self._client.request(method, self._base + path, content=content)
-        except self._httpx.HTTPError as e:
-            raise RemoteFault(_scrub(f"{type(e).__name__}: {e}", self._secrets)
-                              .rstrip(": ")) from None
-        if r.status_code in (401, 403):
-            raise RemoteFault(f"HTTP {r.status_code} (check {TOKEN_ENV} or {BASIC_ENV})")
-        if r.status_code >= 500:
-            raise RemoteFault(f"HTTP {r.status_code} {r.reason_phrase}")
-        return r
-
-    def get(self, kind: str, key: str) -> bytes | None:
-        r = self._request("GET", f"{kind}/{key}")
-        if r.status_code == 404:
-            return None
-        if r.status_code != 200:
-            raise RemoteFault(f"HTTP {r.status_code} for GET {kind}/")
-        data: bytes = r.content
-        return data
-
-    def has(self, kind: str, key: str) -> bool:
-        r = self._request("HEAD", f"{kind}/{key}")
-        return bool(r.status_code == 200)
-
-    def put(self, kind: str, key: str, data: bytes) -> None:
-        r = self._request("PUT", f"{kind}/{key}", data)
-        if r.status_code not in (200, 201, 204):
-            raise RemoteFault(f"HTTP {r.status_code} for PUT {kind}/ (does the server "
-                              "accept PUT? nginx: dav_methods PUT)")
-
-    def keys(self, kind: str) -> Iterator[str]:
-        """The keys of a folder, from a JSON listing (nginx: ``autoindex on;
-        autoindex_format json;``); a server that lists nothing is a fault."""
-        r = self._request("GET", f"{kind}/")
-        if r.status_code == 404:
-            return
-        try:
-            listing = json.loads(r.content)
-        except ValueError:
-            listing = None
-        if r.status_code != 200 or not isinstance(listing, list):
-            raise RemoteFault(f"the server gives no JSON listing of {kind}/ (HTTP "
-                              f"{r.status_code}); stats and verify need one (nginx: "
-                              "autoindex on; autoindex_format json;)")
-        for item in listing:
-            if isinstance(item, dict) and item.get("type") == "file" and \
-                    isinstance(item.get("name"), str):
-                yield item["name"]
-
-    def close(self) -> None:
-        self._client.close()
-
-
-class RedisStore:
-    """Keys ``ukdpack:ac:<key>`` and ``ukdpack:cas:<sha256>`` through redis-py (a
-    connection pool). Auth: the URL's userinfo or ``$UKDPACK_REMOTE_CACHE_BASIC_AUTH``."""
-
-    PREFIX = "ukdpack"
-
-    def __init__(self, url: str, timeout: float) -> None:
-        import redis
-
-        self._redis = redis
-        self._secrets = _secrets(url)
-        extra: dict[str, Any] = {}
-        parts = urllib.parse.urlsplit(url)
-        if parts.password is None and os.environ.get(BASIC_ENV):
-            user, _, password = os.environ[BASIC_ENV].partition(":")
-            extra = {"username": user or None, "password": password}
-        self._client = redis.Redis.from_url(url, socket_timeout=timeout,
-                                            socket_connect_timeout=timeout, **extra)
-
-    def _call(self, fn: Callable[[], Any]) -> Any:
-        try:
-            return fn()
-        except self._redis.RedisError as e:
-            raise RemoteFault(_scrub(f"{type(e).__name__}: {e}", self._secrets)) from None
-
-    def _key(self, kind: str, key: str) -> str:
-        return f"{self.PREFIX}:{kind}:{key}"
-
-    def get(self, kind: str, key: str) -> bytes | None:
-        found = self._call(lambda: self._client.get(self._key(kind, key)))
-        return bytes(found) if found is not None else None
-
-    def has(self, kind: str, key: str) -> bool:
-        return bool(self._call(lambda: self._client.exists(self._key(kind, key))))
-
-    def put(self, kind: str, key: str, data: bytes) -> None:
-        self._call(lambda: self._client.set(self._key(kind, key), data))
-
-    def keys(self, kind: str) -> Iterator[str]:
-        prefix = self._key(kind, "")
-        found = self._call(lambda: list(self._client.scan_iter(match=prefix + "*",
-                                                               count=1000)))
-        for k in found:
-            yield (k.decode() if isinstance(k, bytes) else str(k))[len(prefix):]
-
-    def close(self) -> None:
-        with contextlib.suppress(Exception):  # closing never matters to a pack
-            self._client.close()
-
-
-def open_store(url: str, timeout: float) -> Store:
-    """The store a (checked) URL names."""
-    if urllib.parse.urlsplit(url).scheme.startswith("redis"):
-        return RedisStore(url, timeout)
-    return HttpStore(url, timeout)
 
 
 # ---------------------------------------------------------------- action entries
@@ -408,7 +216,7 @@ class RemoteTier:
                 self._store = open_store(self.config.url, self.config.timeout)
                 return self._store
             except Exception as e:  # a client refusing its options (a bad db number, ...)
-                why = _scrub(f"{type(e).__name__}: {e}", _secrets(self.config.url))
+                why = scrub(f"{type(e).__name__}: {e}", secrets_of(self.config.url))
         self._off(why)
         return None
 

@@ -409,10 +409,12 @@ def pack(opts: PackOptions, reporter: Reporter) -> PackReport:
     plans = [plan_arch(tree, arch) for arch in opts.arches]
     if not any(p.members for p in plans):
         report.dormant = True
+        what = f"no kernels for {', '.join(opts.arches)}"
         for arch in opts.arches:
             with publish.shard_lock(out_root, arch, opts.lock_timeout, say):
                 publish.remove_shard(out_root, arch)
-        what = f"no kernels for {', '.join(opts.arches)}"
+                if not opts.required:
+                    publish.mark_dormant(out_root, arch, f"{root}: dormant: {what}")
         if opts.required:
             report.problems.append(Problem(str(root), "", f"{what}, and the root is required"))
             reporter.problem(report.problems[-1])
@@ -438,6 +440,7 @@ def pack(opts: PackOptions, reporter: Reporter) -> PackReport:
             if not plan.members:
                 if publish.remove_shard(out_root, arch):
                     say(f"{arch}: removed the stale shard {out_root / arch}")
+                publish.mark_dormant(out_root, arch, f"{root}: no kernels for {arch}")
                 reporter.info(f"{arch}: no kernels for this arch; no shard")
                 report.arches.append(ArchResult(arch, ok=True))
                 continue

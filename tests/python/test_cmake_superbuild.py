@@ -7,10 +7,10 @@ reconfigured as the tests go."""
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import sys
-import tomllib
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -63,7 +63,8 @@ class Superbuild:
                      f"-DUKDPACK_CHECKOUT={REPO}", f"-DEXAMPLE_TREE={self.tree}",
                      f"-DPython3_EXECUTABLE={sys.executable}", "-DCMAKE_BUILD_TYPE=Release",
                      "-DUKDPACK_PYTHON=", "-DGPU_TARGETS=gfx90a:xnack-;gfx1030",
-                     "-DUKDPACK_ALLOW_UNKNOWN_ARCHES=OFF", *extra], check=check)
+                     "-DUKDPACK_ALLOW_UNKNOWN_ARCHES=OFF", "-DUKDPACK_REQUIRE_DVC_OUTPUTS=OFF",
+                     *extra], check=check)
 
     def build_all(self, check: bool = True) -> subprocess.CompletedProcess[str]:
         return _run(["cmake", "--build", str(self.build), "-j2"], check=check)
@@ -105,7 +106,8 @@ def test_missing_python_packages_fail_configure_by_name(superbuild: Superbuild,
     r = superbuild.configure(f"-DUKDPACK_PYTHON={bare_python}", check=False)
     assert r.returncode != 0
     text = " ".join(r.stderr.split())  # CMake wraps long messages
-    reqs = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["dependencies"]
+    toml = pytest.importorskip("tomllib")  # stdlib from Python 3.11
+    reqs = toml.loads((REPO / "pyproject.toml").read_text())["project"]["dependencies"]
     assert "jsonschema-rs>=0.20" in reqs  # the list is pyproject's, distribution names
     for req in reqs:
         assert f"'{req}'" in text, (req, text)
@@ -222,7 +224,8 @@ def test_shard_tests_and_install_without_stamps(superbuild: Superbuild) -> None:
     for arch in ARCHES:
         for check in ("validate", "verify", "desk-check"):
             assert f"ukdpack.example.{arch}.{check} " in r.stdout, r.stdout
-    assert r.stdout.count(" Test #") == 4 * 3  # 3 checks per arch of the two packs
+    # 3 checks per arch of the two packs ("Test  #1:" .. "Test #12:")
+    assert len(re.findall(r" Test +#\d+: ", r.stdout)) == 4 * 3, r.stdout
     # The dormant arch's tests are skipped, the others ran.
     for check in ("validate", "verify", "desk-check"):
         assert f"ukdpack.prebuilt.gfx1100.{check} (Skipped)" in r.stdout, r.stdout

@@ -41,11 +41,9 @@ def dormant_marker(out_root: Path, arch: str) -> Path:
 
 def mark_dormant(out_root: Path, arch: str, why: str) -> None:
     """Record that ``arch`` has no shard because the root has no kernels for it (its shard
-    removed first). Written whole through a rename, so a reader never sees half of it."""
-    marker = dormant_marker(out_root, arch)
-    tmp = marker.with_name(marker.name + ".tmp")
-    tmp.write_text(why + "\n", encoding="utf-8")
-    os.replace(tmp, marker)
+    removed first). The file's presence is the record; its line only says why, so a kill
+    mid-write leaves a true record and no temporary file."""
+    dormant_marker(out_root, arch).write_text(why + "\n", encoding="utf-8")
 
 
 def _rmtree(path: Path) -> None:

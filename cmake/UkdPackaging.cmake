@@ -327,10 +327,11 @@ endfunction()
 # parallel and only those whose inputs changed rebuild: each command has the
 # packer's depfile (descriptors, sources, included headers, prebuilt objects) and
 # depends on a manifest of the root's descriptor files, so adding or removing a
-# descriptor repacks while an unrelated file does not. The commands run in the
-# Ninja job pool `ukdpack_pack`, with --jobs chosen so that arches packed at once
-# times compiles each stays within UKDPACK_PACK_JOBS. `clean` removes the shards.
-# Configure prints one line per pack target naming its shards.
+# descriptor repacks while an unrelated file does not; a deleted shard (or dormancy
+# marker) repacks its arch. The commands run in the Ninja job pool `ukdpack_pack`,
+# with --jobs chosen so that arches packed at once times compiles each stays within
+# UKDPACK_PACK_JOBS. `clean` removes the shards. Configure prints one line per pack
+# target naming its shards.
 #   NAME                  target suffix; also the label of progress lines (required)
 #   SOURCE_ROOT           authored descriptor root (required)
 #   OUT_ROOT              where <arch>/ shards are published (required)
@@ -453,6 +454,7 @@ function(ukd_add_pack_target)
     list(APPEND _opts --exclude-folder "${_x}")
   endforeach()
 
+  get_property(_here GLOBAL PROPERTY _UKDPACK_CMAKE_DIR)
   set(_arch_targets "")
   set(_clean "")
   foreach(_arch IN LISTS _arches)
@@ -461,7 +463,9 @@ function(ukd_add_pack_target)
     add_custom_command(OUTPUT "${_stamp}"
       COMMAND ${_cmd} pack ${_opts} --arch "${_arch}" --label "${ARG_NAME}/${_arch}"
               --depfile "${_depfile}" --depfile-target "${_stamp}"
-      COMMAND "${CMAKE_COMMAND}" -E touch "${_stamp}"
+      COMMAND "${CMAKE_COMMAND}" "-DDEPFILE=${_depfile}" "-DSHARD=${_out}/${_arch}"
+              "-DMARKER=${_out}/.${_arch}.dormant" "-DSTAMP=${_stamp}"
+              -P "${_here}/UkdPackStamp.cmake"
       DEPENDS "${_manifest}" ${_tool_deps} ${_file_deps} ${_target_deps}
       DEPFILE "${_depfile}"
       JOB_POOL ukdpack_pack
@@ -478,7 +482,6 @@ function(ukd_add_pack_target)
                        "${_out}/.${_arch}.old" "${_out}/.${_arch}.dormant")
   endforeach()
 
-  get_property(_here GLOBAL PROPERTY _UKDPACK_CMAKE_DIR)
   set(_check "")
   if(ARG_REQUIRED)
     # Dormancy is a property of the whole root: judged once every shard is built. The

@@ -261,6 +261,11 @@ def test_a_missing_shard_fails_its_tests(superbuild: Superbuild) -> None:
         assert f"ukdpack.example.gfx1030.{check} (Failed)" in r.stdout, r.stdout
     assert "(Skipped)" not in r.stdout
     assert f"the shard {superbuild.shards / 'gfx1030'} is missing" in " ".join(r.stdout.split())
+    # The next build packs that arch again, and only that one.
+    before = superbuild.stamps()["gfx90a"]
+    superbuild.build_all()
+    assert (superbuild.shards / "gfx1030" / "kpack" / "example_gfx1030.kpack").is_file()
+    assert superbuild.stamps()["gfx90a"] == before
 
 
 def test_pull_step_reruns_for_a_missing_output_and_clean_spares_it(superbuild: Superbuild

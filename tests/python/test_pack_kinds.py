@@ -255,9 +255,12 @@ def test_dormant_root_and_required(tmp_path: Path, cache: Path) -> None:
     (root / "k.hip").write_text(HIP)
     _kdp(root, "a.kdp.json", [_ukd("k", 1, {"kind": "hip", "source": "k.hip", "entry": "first",
                                             "build": {}})], arch=["gfx1030"])
-    r = _pack(root, tmp_path / "out", cache, ("gfx90a", "gfx940"))
+    depfile = tmp_path / "pack.d"
+    r = _pack(root, tmp_path / "out", cache, ("gfx90a", "gfx940"), "--depfile", str(depfile))
     assert r.returncode == 0, r.stderr
     assert "dormant: no kernels for gfx90a, gfx940" in r.stderr
+    # What decides dormancy is a dependency: an edit giving gfx90a kernels repacks it.
+    assert str(root / "a.kdp.json") in depfile.read_text()
     assert not (tmp_path / "out" / "gfx90a").exists()
     # Recorded per arch, so a build's shard tests can tell dormancy from a failed pack.
     for arch in ("gfx90a", "gfx940"):

@@ -420,6 +420,8 @@ def pack(opts: PackOptions, reporter: Reporter) -> PackReport:
             reporter.problem(report.problems[-1])
         else:
             say(f"{root}: dormant: {what}")
+        # The descriptors decide dormancy: an edit that gives an arch kernels repacks it.
+        _write_depfile(opts, tree, plans, {})
         return report
 
     cache = CompileCache(opts.cache_dir or default_cache_dir())
@@ -456,13 +458,20 @@ def pack(opts: PackOptions, reporter: Reporter) -> PackReport:
                 f"{result.seconds:.1f} s -> {result.published}")
         else:
             reporter.info(f"{arch}: failed; no shard")
-    if opts.depfile is not None:
-        target = opts.depfile_target or str(out_root)
-        try:
-            write_depfile(opts.depfile, target, _read_files(tree, plans, products))
-        except OSError as e:  # checked before the pack; the disk may be full by now
-            raise UkdError(f"--depfile {opts.depfile}: cannot write it: {e.strerror}") from None
+    _write_depfile(opts, tree, plans, products)
     return report
+
+
+def _write_depfile(opts: PackOptions, tree: Tree, plans: Sequence[ArchPlan],
+                   products: Mapping[tuple[str, str, str], Product | Problem]) -> None:
+    """The depfile of ``--depfile``, when asked for."""
+    if opts.depfile is None:
+        return
+    target = opts.depfile_target or str(opts.out_root)
+    try:
+        write_depfile(opts.depfile, target, _read_files(tree, plans, products))
+    except OSError as e:  # checked before the pack; the disk may be full by now
+        raise UkdError(f"--depfile {opts.depfile}: cannot write it: {e.strerror}") from None
 
 
 def _say(reporter: Reporter, text: str) -> None:

@@ -265,8 +265,12 @@ std::optional<KernelSource> parseSource(const Json& value, const std::string& fi
     return std::nullopt;
   } else {
     std::string listed;
-    for (const SourceKindInfo& info : sourceKinds()) listed += (listed.empty() ? "'" : ", '") + std::string(info.name) + "'";
-    r.error(r.pathOf("kind"), "expected one of " + listed + ", found '" + k + "'");
+    std::vector<std::string> names;
+    for (const SourceKindInfo& info : sourceKinds()) {
+      listed += (listed.empty() ? "'" : ", '") + std::string(info.name) + "'";
+      names.emplace_back(info.name);
+    }
+    r.error(r.pathOf("kind"), "expected one of " + listed + ", found '" + k + "'" + didYouMean(k, names));
     return std::nullopt;
   }
   if (k != "builder" && r.has("role")) {
@@ -291,6 +295,7 @@ std::optional<Kernel> parseKernel(const Json& ukd, const KernelContext& ctx,
   k.baseDir = ctx.baseDir;
   k.id = r.string("id", true).value_or("");
   k.name = r.string("name", true).value_or("");
+  detail::readSchemaKey(r);
   if (!r.has("version") && ctx.jsonPath != "$") {
     // Inline kernels of older packs carried no version; they read as UKD 1.0.
     r.error(r.path(), legacyFormMessage("an inline UKD without 'version'", "\"version\": \"1.0\"", true));

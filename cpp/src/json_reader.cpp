@@ -163,7 +163,22 @@ void ObjectReader::finish() {
   for (auto it = object_->begin(); it != object_->end(); ++it) {
     const std::string& key = it.key();
     if (std::find(known_.begin(), known_.end(), key) != known_.end() || isExtensionKey(key)) continue;
-    error(pathOf(key), "unknown key '" + key + "'; extension keys start with 'x-' or '_'");
+    // Suggest only keys this object lacks: a misspelt key leaves its right spelling unused.
+    std::vector<std::string> unused;
+    for (const std::string& k : known_)
+      if (object_->find(k) == object_->end()) unused.push_back(k);
+    error(pathOf(key), "unknown key '" + key + "'; extension keys start with 'x-' or '_'" + didYouMean(key, unused));
+  }
+}
+
+void readSchemaKey(ObjectReader& r) {
+  const Json* v = r.get("$schema");
+  if (v == nullptr) return;
+  if (r.path() != "$") {
+    r.error(r.pathOf("$schema"),
+            "'$schema' belongs at the top of a descriptor file; an inline UKD takes none");
+  } else if (!v->is_string()) {
+    r.error(r.pathOf("$schema"), "expected string, found " + describeFound(*v));
   }
 }
 

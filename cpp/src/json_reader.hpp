@@ -64,4 +64,8 @@ class ObjectReader {
   bool failed_ = false;
 };
 
+// `$schema`: the JSON Schema of a descriptor file, for editors. A string at the top of a
+// file (path `$`), never interpreted; an inline UKD is no file and takes none.
+void readSchemaKey(ObjectReader& r);
+
 }  // namespace ukdpack::detail

@@ -381,9 +381,14 @@ RefFound Loader::lookup(const std::string& ref, const std::string& want,
                                              "; only standalone UKDs (*.ukd.json) are referenced by id"));
     return RefFound::Refused;
   }
+  std::vector<std::string> ids;  // the kept descriptors of the type wanted, for a suggestion
+  for (const auto& [k, slot] : index_) {
+    if (slot.type != want || removed_.count({slot.type, slot.index}) != 0) continue;
+    ids.push_back(slot.type == "ukd" ? standalone_[slot.index].kernel.id : info(slot)->id);
+  }
   set_.diagnostics.push_back(makeError("UNRESOLVED_REF", ownerFile, path,
                                        "'" + ref + "' names no descriptor of this root; expected the id of a " +
-                                           wantName));
+                                           wantName + didYouMean(ref, ids)));
   return RefFound::Refused;
 }
 

@@ -415,15 +415,19 @@ def pack(opts: PackOptions, reporter: Reporter) -> PackReport:
     plans = [plan_arch(tree, arch) for arch in opts.arches]
     if not any(p.members for p in plans):
         report.dormant = True
+        what = f"no kernels for {', '.join(opts.arches)}"
         for arch in opts.arches:
             with publish.shard_lock(out_root, arch, opts.lock_timeout, say):
                 publish.remove_shard(out_root, arch)
-        what = f"no kernels for {', '.join(opts.arches)}"
+                if not opts.required:
+                    publish.mark_dormant(out_root, arch, f"{root}: dormant: {what}")
         if opts.required:
             report.problems.append(Problem(str(root), "", f"{what}, and the root is required"))
             reporter.problem(report.problems[-1])
         else:
             say(f"{root}: dormant: {what}")
+        # The descriptors decide dormancy: an edit that gives an arch kernels repacks it.
+        _write_depfile(opts, tree, plans, {})
         return report
 
     cache = CompileCache(opts.cache_dir or default_cache_dir())
@@ -448,6 +452,7 @@ def pack(opts: PackOptions, reporter: Reporter) -> PackReport:
             if not plan.members:
                 if publish.remove_shard(out_root, arch):
                     say(f"{arch}: removed the stale shard {out_root / arch}")
+                publish.mark_dormant(out_root, arch, f"{root}: no kernels for {arch}")
                 reporter.info(f"{arch}: no kernels for this arch; no shard")
                 report.arches.append(ArchResult(arch, ok=True))
                 continue
@@ -468,13 +473,20 @@ def pack(opts: PackOptions, reporter: Reporter) -> PackReport:
     if remote is not None:  # after publishing: uploads wait at most the grace
         report.remote = remote.finish()
         reporter.info(report.remote.line())
-    if opts.depfile is not None:
-        target = opts.depfile_target or str(out_root)
-        try:
-            write_depfile(opts.depfile, target, _read_files(tree, plans, products))
-        except OSError as e:  # checked before the pack; the disk may be full by now
-            raise UkdError(f"--depfile {opts.depfile}: cannot write it: {e.strerror}") from None
+    _write_depfile(opts, tree, plans, products)
     return report
+
+
+def _write_depfile(opts: PackOptions, tree: Tree, plans: Sequence[ArchPlan],
+                   products: Mapping[tuple[str, str, str], Product | Problem]) -> None:
+    """The depfile of ``--depfile``, when asked for."""
+    if opts.depfile is None:
+        return
+    target = opts.depfile_target or str(opts.out_root)
+    try:
+        write_depfile(opts.depfile, target, _read_files(tree, plans, products))
+    except OSError as e:  # checked before the pack; the disk may be full by now
+        raise UkdError(f"--depfile {opts.depfile}: cannot write it: {e.strerror}") from None
 
 
 def _say(reporter: Reporter, text: str) -> None:

@@ -21,7 +21,9 @@ build figure reuses the superbuild of an earlier full run when there is one).
 The scale figures (``result["scale"]``): ``validate``, a cold ``pack`` (empty cache and
 out-root), a warm no-change ``pack``, the runtime load + state manager, and the peak RSS
 of each, for a small and a large ``make_tree.make_scale_tree`` tree (half prebuilt hsaco,
-half embedded_source kernels, 100 kernels per KDP). ``--scale-only`` runs just these.
+half embedded_source kernels, 100 kernels per KDP). ``--scale-only`` runs just these,
+writes ``bench/results/scale.json`` (``scale-quick.json``) and, in a full run, puts them
+into ``latest.json`` under ``scale`` with their own date and commit.
 """
 
 from __future__ import annotations
@@ -286,10 +288,11 @@ def _sized(figure: str, n: int) -> str:
 
 def scale_one(work: Path, kernels: int, objects: list[Path], runs: int) -> dict[str, Any]:
     """Every scale figure for one tree size. The tree is made once per size and kept
-    (a stamp names its parameters): cold packs do not change it."""
+    (a stamp beside it names its parameters; inside, the walk would report it): packs
+    do not change it."""
     arch = "gfx90a"
     tree = work / f"scale-{_label(kernels)}"
-    stamp = tree / ".made.json"
+    stamp = work / f"scale-{_label(kernels)}.made.json"
     params = {"kernels": kernels, "make_tree": hashlib.sha256(
         (BENCH / "make_tree.py").read_bytes()).hexdigest()}
     if stamp.is_file() and json.loads(stamp.read_text()).get("params") == params:
@@ -307,7 +310,8 @@ def scale_one(work: Path, kernels: int, objects: list[Path], runs: int) -> dict[
     shutil.rmtree(cache, ignore_errors=True)
     cold = probed(pack)
     warm = [probed(pack) for _ in range(runs)]
-    load_s, load_mib, text = probed([sys.executable, "-c", LOAD, str(out / arch), arch, "5"])
+    load_s, load_mib, text = probed([sys.executable, "-c", LOAD, str(out / arch), arch,
+                                     str(max(runs, 3))])
     loaded = json.loads(text)
     if loaded["kept"] != kernels:
         raise SystemExit(f"scale load kept {loaded['kept']} of {kernels} kernels")
@@ -332,7 +336,9 @@ def scale_figures(work: Path, quick: bool) -> dict[str, Any]:
     objects = make_tree.compile_objects(work / "objects", make_tree.SCALE_DISTINCT_OBJECTS,
                                         "gfx90a", jobs(), make_tree.SCALE_OBJECT_KIB)
     load_start = os.getloadavg()
-    figures = {n: scale_one(work, n, objects, 3) for n in (small, large)}
+    # validate and the warm pack: median of 3 (1 under --quick, to keep it short); the
+    # load: median of 3 in one process; the cold pack: one run (it empties the cache).
+    figures = {n: scale_one(work, n, objects, 1 if quick else 3) for n in (small, large)}
     load_end = os.getloadavg()
     a, b = figures[small], figures[large]
     growth_key = f"growth_{_label(small)}_to_{_label(large)}"
@@ -444,7 +450,24 @@ def scale_main(work: Path, quick: bool, started: float) -> int:
     results.mkdir(exist_ok=True)
     (results / name).write_text(json.dumps(result, indent=2) + "\n")
     print(f"\nwrote bench/results/{name} ({result['seconds']} s)")
+    if not quick:
+        merge_scale(results / "latest.json", result)
     return 0
+
+
+def merge_scale(latest: Path, result: dict[str, Any]) -> None:
+    """Puts a ``--scale-only`` result into ``latest.json`` (its ``scale``, the growth
+    ratios and goals), marked with its own date and commit: the other figures keep theirs."""
+    if not latest.is_file():
+        return
+    doc = json.loads(latest.read_text())
+    doc["scale"] = dict(result["scale"], date=result["date"], commit=result["commit"],
+                        machine=result["machine"], measured="alone (run.py --scale-only)")
+    doc.setdefault("ratios", {}).update(scale_ratios(result["scale"]))
+    doc.setdefault("goals", {}).update({f"scale_growth_{f}": f"<= {SCALE_GROWTH_GOAL}"
+                                        for f in SCALE_FIGURES})
+    latest.write_text(json.dumps(doc, indent=2) + "\n")
+    print(f"merged the scale figures into {latest.relative_to(REPO)}")
 
 
 if __name__ == "__main__":

@@ -4,7 +4,7 @@
 
 Prints each figure with its parts and writes ``bench/results/latest.json`` and a dated
 copy: ``ratios`` (the seven figures below, with their goals), the raw times, the machine
-and the commit. ``--quick`` uses small trees (under a minute, except that the no-op
+and the commit. ``--quick`` uses small trees (about a minute, except that the no-op
 build figure reuses the superbuild of an earlier full run when there is one).
 
 | key | what | goal |
@@ -378,7 +378,7 @@ def machine() -> dict[str, Any]:
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description="ukdpack benchmarks")
-    p.add_argument("--quick", action="store_true", help="small trees: under a minute")
+    p.add_argument("--quick", action="store_true", help="small trees: about a minute")
     p.add_argument("--work", type=Path, default=BENCH / ".work", help="scratch folder")
     p.add_argument("--scale-only", action="store_true",
                    help="only the scale figures (bench/results/scale[-quick].json)")

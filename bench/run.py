@@ -3,7 +3,7 @@
     python bench/run.py [--quick]
 
 Prints each figure with its parts and writes ``bench/results/latest.json`` and a dated
-copy: ``ratios`` (the seven figures below, with their goals), the raw times, the machine
+copy: ``ratios`` (the figures below, with their goals), the raw times, the machine
 and the commit. ``--quick`` uses small trees (about a minute, except that the no-op
 build figure reuses the superbuild of an earlier full run when there is one).
 

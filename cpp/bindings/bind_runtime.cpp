@@ -93,15 +93,15 @@ py::dict kernelDict(const DescriptorSet& set, const Pack& pack, const PackMember
   out["ref"] = m.ref.empty() ? py::object(py::none()) : py::object(py::str(m.ref));
   out["ref_path"] = jsonPathIndex("$.kernelDescriptors", m.index);  // where the KDP holds it
   if (const KernelSource* single = singleLaunchSource(k)) {
-    out["kernel_source"] = fromJson(single->fields);
+    out["kernel_source"] = fromJson(single->fields.json());
     out["sources"] = py::none();
   } else {
     py::dict sources;
-    for (const auto& [name, src] : k.sources) sources[py::str(name)] = fromJson(src.fields);
+    for (const auto& [name, src] : k.sources) sources[py::str(name)] = fromJson(src.fields.json());
     out["kernel_source"] = py::none();
     out["sources"] = sources;
   }
-  out["raw"] = fromJson(m.raw);
+  out["raw"] = fromJson(m.raw.json());
   return out;
 }
 

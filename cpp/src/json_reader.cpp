@@ -4,6 +4,8 @@
 
 #include <utility>
 
+#include "json_tape.hpp"
+
 namespace ukdpack::detail {
 
 std::string jsonTypeName(const Json& value) {
@@ -28,10 +30,11 @@ std::string jsonTypeName(const Json& value) {
   }
 }
 
-std::string describeFound(const Json& value) {
+template <class V>
+std::string describeFound(const V& value) {
   const std::string type = jsonTypeName(value);
   if (value.is_string()) {
-    std::string s = value.get<std::string>();
+    std::string s = value.template get<std::string>();
     if (s.size() > 40) s = s.substr(0, 37) + "...";
     return "'" + s + "'";
   }
@@ -39,8 +42,9 @@ std::string describeFound(const Json& value) {
   return type;
 }
 
-ObjectReader::ObjectReader(const Json& value, std::string file, std::string path,
-                           std::vector<Diagnostic>& diags)
+template <class V>
+BasicObjectReader<V>::BasicObjectReader(const V& value, std::string file, std::string path,
+                                        std::vector<Diagnostic>& diags)
     : file_(std::move(file)), path_(std::move(path)), diags_(diags) {
   if (value.is_object()) {
     object_ = &value;
@@ -49,16 +53,19 @@ ObjectReader::ObjectReader(const Json& value, std::string file, std::string path
   }
 }
 
-void ObjectReader::error(const std::string& path, const std::string& message) {
+template <class V>
+void BasicObjectReader<V>::error(const std::string& path, const std::string& message) {
   failed_ = true;
   diags_.push_back(makeError("SCHEMA", file_, path, message));
 }
 
-bool ObjectReader::has(std::string_view key) const {
+template <class V>
+bool BasicObjectReader<V>::has(std::string_view key) const {
   return object_ != nullptr && object_->find(key) != object_->end();
 }
 
-const Json* ObjectReader::member(std::string_view key, bool required) {
+template <class V>
+const V* BasicObjectReader<V>::member(std::string_view key, bool required) {
   if (object_ == nullptr) return nullptr;
   know(key);
   const auto it = object_->find(key);
@@ -69,17 +76,21 @@ const Json* ObjectReader::member(std::string_view key, bool required) {
   return &*it;
 }
 
-const Json* ObjectReader::get(std::string_view key) { return member(key, false); }
+template <class V>
+const V* BasicObjectReader<V>::get(std::string_view key) {
+  return member(key, false);
+}
 
-std::optional<std::string> ObjectReader::string(std::string_view key, bool required,
+template <class V>
+std::optional<std::string> BasicObjectReader<V>::string(std::string_view key, bool required,
                                                 bool nonEmpty) {
-  const Json* v = member(key, required);
+  const V* v = member(key, required);
   if (v == nullptr) return std::nullopt;
   if (!v->is_string()) {
     error(pathOf(key), "expected string, found " + describeFound(*v));
     return std::nullopt;
   }
-  std::string s = v->get<std::string>();
+  std::string s = v->template get<std::string>();
   if (nonEmpty && s.empty()) {
     error(pathOf(key), "expected a non-empty string, found ''");
     return std::nullopt;
@@ -87,20 +98,22 @@ std::optional<std::string> ObjectReader::string(std::string_view key, bool requi
   return s;
 }
 
-std::optional<std::string> ObjectReader::nullableString(std::string_view key, bool required) {
-  const Json* v = member(key, required);
+template <class V>
+std::optional<std::string> BasicObjectReader<V>::nullableString(std::string_view key, bool required) {
+  const V* v = member(key, required);
   if (v == nullptr || v->is_null()) return std::nullopt;
-  if (!v->is_string() || v->get<std::string>().empty()) {
+  if (!v->is_string() || v->template get<std::string>().empty()) {
     error(pathOf(key), "expected a non-empty string or null, found " + describeFound(*v));
     return std::nullopt;
   }
-  return v->get<std::string>();
+  return v->template get<std::string>();
 }
 
-std::optional<std::int64_t> ObjectReader::integer(std::string_view key, bool required) {
-  const Json* v = member(key, required);
+template <class V>
+std::optional<std::int64_t> BasicObjectReader<V>::integer(std::string_view key, bool required) {
+  const V* v = member(key, required);
   if (v == nullptr) return std::nullopt;
-  if (v->is_number_integer()) return v->get<std::int64_t>();
+  if (v->is_number_integer()) return v->template get<std::int64_t>();
   if (v->is_number_unsigned()) {
     error(pathOf(key), "expected integer within 64-bit range, found " + describeFound(*v));
     return std::nullopt;
@@ -109,8 +122,9 @@ std::optional<std::int64_t> ObjectReader::integer(std::string_view key, bool req
   return std::nullopt;
 }
 
-const Json* ObjectReader::object(std::string_view key, bool required) {
-  const Json* v = member(key, required);
+template <class V>
+const V* BasicObjectReader<V>::object(std::string_view key, bool required) {
+  const V* v = member(key, required);
   if (v == nullptr) return nullptr;
   if (!v->is_object()) {
     error(pathOf(key), "expected object, found " + describeFound(*v));
@@ -119,8 +133,9 @@ const Json* ObjectReader::object(std::string_view key, bool required) {
   return v;
 }
 
-const Json* ObjectReader::array(std::string_view key, bool required) {
-  const Json* v = member(key, required);
+template <class V>
+const V* BasicObjectReader<V>::array(std::string_view key, bool required) {
+  const V* v = member(key, required);
   if (v == nullptr) return nullptr;
   if (!v->is_array()) {
     error(pathOf(key), "expected array, found " + describeFound(*v));
@@ -129,42 +144,56 @@ const Json* ObjectReader::array(std::string_view key, bool required) {
   return v;
 }
 
-std::optional<std::vector<std::string>> ObjectReader::stringList(std::string_view key,
+template <class V>
+std::optional<std::vector<std::string>> BasicObjectReader<V>::stringList(std::string_view key,
                                                                  bool required,
                                                                  bool nonEmptyItems) {
-  const Json* v = array(key, required);
+  const V* v = array(key, required);
   if (v == nullptr) return std::nullopt;
   std::vector<std::string> out;
   bool ok = true;
   for (std::size_t i = 0; i < v->size(); ++i) {
-    const Json& item = (*v)[i];
-    if (!item.is_string() || (nonEmptyItems && item.get<std::string>().empty())) {
+    const V& item = (*v)[i];
+    if (!item.is_string() || (nonEmptyItems && item.template get<std::string>().empty())) {
       error(jsonPathIndex(pathOf(key), i),
             "expected a non-empty string, found " + describeFound(item));
       ok = false;
       continue;
     }
-    out.push_back(item.get<std::string>());
+    out.push_back(item.template get<std::string>());
   }
   if (!ok) return std::nullopt;
   return out;
 }
 
-void ObjectReader::know(std::string_view key) {
+template <class V>
+void BasicObjectReader<V>::know(std::string_view key) {
   if (std::find(known_.begin(), known_.end(), key) == known_.end()) known_.emplace_back(key);
 }
 
-void ObjectReader::allow(std::initializer_list<std::string_view> keys) {
+template <class V>
+void BasicObjectReader<V>::allow(std::initializer_list<std::string_view> keys) {
   for (std::string_view k : keys) know(k);
 }
 
-void ObjectReader::finish() {
+template <class V>
+void BasicObjectReader<V>::finish() {
   if (object_ == nullptr) return;
   for (auto it = object_->begin(); it != object_->end(); ++it) {
     const std::string& key = it.key();
     if (std::find(known_.begin(), known_.end(), key) != known_.end() || isExtensionKey(key)) continue;
-    error(pathOf(key), "unknown key '" + key + "'; extension keys start with 'x-' or '_'");
+    refuseUnknownKey(key);
   }
 }
+
+template <class V>
+void BasicObjectReader<V>::refuseUnknownKey(const std::string& key) {
+  error(pathOf(key), "unknown key '" + key + "'; extension keys start with 'x-' or '_'");
+}
+
+template std::string describeFound<Json>(const Json&);
+template std::string describeFound<JsonNode>(const JsonNode&);
+template class BasicObjectReader<Json>;
+template class BasicObjectReader<JsonNode>;
 
 }  // namespace ukdpack::detail

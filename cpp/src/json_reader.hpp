@@ -16,23 +16,27 @@ namespace ukdpack::detail {
 
 // "string", "integer", "number", "boolean", "object", "array", "null".
 std::string jsonTypeName(const Json& value);
-// The type name and a short rendering of the value: "integer 5".
-std::string describeFound(const Json& value);
+// The type name and a short rendering of the value: "integer 5". `V` is Json
+// or JsonNode (json_tape.hpp): the loader's tape reads by the same rules.
+template <class V>
+std::string describeFound(const V& value);
 
-class ObjectReader {
+// The reader of one object; `V` is Json or JsonNode, instantiated for both.
+template <class V>
+class BasicObjectReader {
  public:
-  ObjectReader(const Json& value, std::string file, std::string path,
-               std::vector<Diagnostic>& diags);
+  BasicObjectReader(const V& value, std::string file, std::string path,
+                    std::vector<Diagnostic>& diags);
 
   bool isObject() const { return object_ != nullptr; }
   bool has(std::string_view key) const;
   // The raw member (marked as known), or nullptr when absent.
-  const Json* get(std::string_view key);
+  const V* get(std::string_view key);
 
   std::optional<std::string> string(std::string_view key, bool required, bool nonEmpty = true);
   std::optional<std::int64_t> integer(std::string_view key, bool required);
-  const Json* object(std::string_view key, bool required);
-  const Json* array(std::string_view key, bool required);
+  const V* object(std::string_view key, bool required);
+  const V* array(std::string_view key, bool required);
   std::optional<std::vector<std::string>> stringList(std::string_view key, bool required,
                                                      bool nonEmptyItems = true);
   // An optional string or null; returns nullopt for both absent and null.
@@ -51,9 +55,11 @@ class ObjectReader {
   void error(const std::string& path, const std::string& message);
 
  private:
-  const Json* member(std::string_view key, bool required);
+  const V* member(std::string_view key, bool required);
+  // The one refusal of keys nobody reads (extension keys aside).
+  void refuseUnknownKey(const std::string& key);
 
-  const Json* object_ = nullptr;
+  const V* object_ = nullptr;
   std::string file_;
   std::string path_;
   std::vector<Diagnostic>& diags_;
@@ -63,5 +69,18 @@ class ObjectReader {
   void know(std::string_view key);
   bool failed_ = false;
 };
+
+using ObjectReader = BasicObjectReader<Json>;
+
+// The readers behind parseKernel, parsePack and checkVersion, over a Json or a
+// JsonNode (instantiated for both). parsePackFrom moves each kernel's object
+// out of `consume` (a Json document the caller drops) instead of copying it.
+template <class V>
+std::optional<Kernel> parseKernelFrom(const V& ukd, const KernelContext& ctx, std::vector<Diagnostic>& diags);
+template <class V>
+std::optional<Pack> parsePackFrom(const V& kdp, Json* consume, const DescriptorContext& ctx,
+                                  std::vector<Diagnostic>& diags, const Version& maxUkd, bool refuseNewer);
+template <class V>
+VersionCheck checkVersionOf(const V& doc, std::string_view type, const Version& max);
 
 }  // namespace ukdpack::detail

@@ -25,11 +25,16 @@ namespace {
 bool isUuid(std::string_view s) {
   if (s.size() != 36) return false;
   for (std::size_t i = 0; i < s.size(); ++i) {
+    const char c = s[i];
     const bool dash = i == 8 || i == 13 || i == 18 || i == 23;
-    if (dash ? s[i] != '-' : !std::isxdigit(static_cast<unsigned char>(s[i]))) return false;
+    const bool hex = (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F');
+    if (dash ? c != '-' : !hex) return false;
   }
   return true;
 }
+
+// A UUID's comparison form: hex digits in lower case (the rest is digits and dashes).
+char lowerHex(char c) { return c >= 'A' && c <= 'F' ? static_cast<char>(c - 'A' + 'a') : c; }
 
 std::string upper(std::string_view s) {
   std::string out(s);
@@ -198,23 +203,54 @@ void readProvenance(ObjectReader& r, Json* out = nullptr) {
   }
 }
 
-// Python's json.dumps(sort_keys=True) spelling, so messages quoting metadata read alike.
-std::string pythonDump(const Json& v) {
+// A string as json.dumps writes it (ensure_ascii): printable ASCII without a
+// quote or backslash stands as it is; anything else is left to nlohmann.
+void dumpString(std::string& out, const std::string& s) {
+  const bool plain = std::all_of(s.begin(), s.end(), [](char c) { return c >= 0x20 && c < 0x7f && c != '"' && c != '\\'; });
+  if (plain) {
+    out += '"';
+    out += s;
+    out += '"';
+  } else {
+    out += Json(s).dump(-1, ' ', true);
+  }
+}
+
+void pythonDumpTo(std::string& out, const Json& v) {
   if (v.is_object()) {
-    std::string out = "{";
+    out += '{';
     bool first = true;
     for (auto it = v.begin(); it != v.end(); ++it) {
-      out += (first ? "" : ", ") + Json(it.key()).dump(-1, ' ', true) + ": " + pythonDump(it.value());
+      if (!first) out += ", ";
+      dumpString(out, it.key());
+      out += ": ";
+      pythonDumpTo(out, it.value());
       first = false;
     }
-    return out + "}";
+    out += '}';
+  } else if (v.is_array()) {
+    out += '[';
+    for (std::size_t i = 0; i < v.size(); ++i) {
+      if (i != 0) out += ", ";
+      pythonDumpTo(out, v[i]);
+    }
+    out += ']';
+  } else if (v.is_string()) {
+    dumpString(out, v.get_ref<const std::string&>());
+  } else if (v.is_number_unsigned()) {
+    out += std::to_string(v.get<std::uint64_t>());
+  } else if (v.is_number_integer()) {
+    out += std::to_string(v.get<std::int64_t>());
+  } else {
+    out += v.dump(-1, ' ', true);
   }
-  if (v.is_array()) {
-    std::string out = "[";
-    for (std::size_t i = 0; i < v.size(); ++i) out += (i ? ", " : "") + pythonDump(v[i]);
-    return out + "]";
-  }
-  return v.dump(-1, ' ', true);
+}
+
+// Python's json.dumps(sort_keys=True) spelling, so messages quoting metadata read alike.
+std::string pythonDump(const Json& v) {
+  std::string out;
+  pythonDumpTo(out, v);
+  return out;
 }
 
 }  // namespace
@@ -230,9 +266,18 @@ std::string legacyFormMessage(std::string_view what, std::string_view instead, b
 std::string idKey(std::string_view id) {
   std::string s(id);
   if (isUuid(s)) {
-    for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    for (char& c : s) c = lowerHex(c);
   }
   return s;
+}
+
+bool sameIdKey(std::string_view id, std::string_view key) {
+  if (id.size() != key.size()) return false;
+  if (id == key) return true;  // a key is its own key; a UUID's key is lower case already
+  if (!isUuid(id)) return false;
+  for (std::size_t i = 0; i < id.size(); ++i)
+    if (lowerHex(id[i]) != key[i]) return false;
+  return true;
 }
 
 const Version& VersionLimits::of(std::string_view type) const {
@@ -354,6 +399,7 @@ std::optional<Pack> parsePackFrom(const V& kdp, Json* consume, const DescriptorC
     if (list->empty()) {
       r.error(listPath, "expected at least one kernel, found an empty list");
     }
+    p.members.reserve(list->size());
     for (std::size_t i = 0; i < list->size(); ++i) {
       const V& item = (*list)[i];
       const std::string path = jsonPathIndex(listPath, i);
@@ -831,23 +877,24 @@ std::optional<HeuristicDescriptor> parseHeuristic(const Json& uhd, const Descrip
 
 std::optional<Json> completeMetadata(const MetadataSchema& kmd, const Kernel& kernel,
                                      std::vector<Diagnostic>& diags) {
-  const std::string mdPath = jsonPathKey(kernel.jsonPath, "metadata");
+  // The path and the list of known fields are worded only for a refusal: most kernels have none.
+  const auto mdPath = [&] { return jsonPathKey(kernel.jsonPath, "metadata"); };
   bool ok = true;
   auto error = [&](const std::string& path, const std::string& message) {
     diags.push_back(makeError("METADATA", kernel.file, path, message));
     ok = false;
   };
-  std::string known;
-  {
+  const auto known = [&] {
+    std::string out;
     std::set<std::string> names;
     for (const MetadataField& f : kmd.fields) names.insert(f.name);
-    for (const std::string& n : names) known += (known.empty() ? "'" : ", '") + n + "'";
-    if (known.empty()) known = "(none)";
-  }
+    for (const std::string& n : names) out += (out.empty() ? "'" : ", '") + n + "'";
+    return out.empty() ? std::string("(none)") : out;
+  };
   for (auto it = kernel.metadata.begin(); it != kernel.metadata.end(); ++it) {
     if (kmd.field(it.key()) == nullptr) {
-      error(jsonPathKey(mdPath, it.key()), "unknown metadata field '" + it.key() + "'; KMD '" +
-                                               kmd.name + "' (" + kmd.file + ") has " + known);
+      error(jsonPathKey(mdPath(), it.key()), "unknown metadata field '" + it.key() + "'; KMD '" +
+                                                 kmd.name + "' (" + kmd.file + ") has " + known());
     }
   }
   Json out = Json::object();
@@ -865,14 +912,14 @@ std::optional<Json> completeMetadata(const MetadataSchema& kmd, const Kernel& ke
                 std::all_of(v.begin(), v.end(), [](const Json& x) { return x.is_number_integer(); });
       }
       if (!typed) {
-        error(jsonPathKey(mdPath, f.name), "expected " + f.type + " (KMD '" + kmd.name +
+        error(jsonPathKey(mdPath(), f.name), "expected " + f.type + " (KMD '" + kmd.name +
                                                "' field), found " + describeFound(v));
       }
       out[f.name] = v;
     } else if (f.defaultValue) {
       out[f.name] = *f.defaultValue;
     } else {
-      error(mdPath, "missing metadata field '" + f.name + "' (" + f.type + "), which KMD '" +
+      error(mdPath(), "missing metadata field '" + f.name + "' (" + f.type + "), which KMD '" +
                         kmd.name + "' (" + kmd.file + ") gives no default");
     }
   }

@@ -374,7 +374,7 @@ std::optional<Kernel> parseKernelFrom(const V& ukd, const KernelContext& ctx,
     }
     std::map<std::string, std::set<std::string>> kinds;  // kind -> launches
     for (auto it = map->begin(); it != map->end(); ++it) {
-      const std::string launch = it.key();
+      const std::string launch(it.key());
       const std::string p = jsonPathKey(mapPath, launch);
       if (!isLaunchName(launch)) {
         r.error(p, "expected a launch name matching [A-Za-z][A-Za-z0-9_]*, found '" + launch + "'");

@@ -1,6 +1,7 @@
 #include "json_reader.hpp"
 
 #include <algorithm>
+#include <type_traits>
 
 #include <utility>
 
@@ -43,9 +44,9 @@ std::string describeFound(const V& value) {
 }
 
 template <class V>
-BasicObjectReader<V>::BasicObjectReader(const V& value, std::string file, std::string path,
+BasicObjectReader<V>::BasicObjectReader(const V& value, const std::string& file, std::string path,
                                         std::vector<Diagnostic>& diags)
-    : file_(std::move(file)), path_(std::move(path)), diags_(diags) {
+    : file_(&file), path_(std::move(path)), diags_(diags) {
   if (value.is_object()) {
     object_ = &value;
   } else {
@@ -56,7 +57,7 @@ BasicObjectReader<V>::BasicObjectReader(const V& value, std::string file, std::s
 template <class V>
 void BasicObjectReader<V>::error(const std::string& path, const std::string& message) {
   failed_ = true;
-  diags_.push_back(makeError("SCHEMA", file_, path, message));
+  diags_.push_back(makeError("SCHEMA", *file_, path, message));
 }
 
 template <class V>
@@ -67,13 +68,28 @@ bool BasicObjectReader<V>::has(std::string_view key) const {
 template <class V>
 const V* BasicObjectReader<V>::member(std::string_view key, bool required) {
   if (object_ == nullptr) return nullptr;
-  know(key);
   const auto it = object_->find(key);
+  mark(key, it);
   if (it == object_->end()) {
     if (required) error(path_, "missing required field '" + std::string(key) + "'");
     return nullptr;
   }
   return &*it;
+}
+
+// A tape's object marks the member it read by its place (a bit); a Json's
+// records the key. A key not in the object needs no mark: finish() never meets it.
+template <class V>
+void BasicObjectReader<V>::mark(std::string_view key, const typename V::const_iterator& it) {
+  if constexpr (std::is_same_v<V, JsonNode>) {
+    if (it == object_->end()) return;
+    const std::size_t place = object_->placeOf(it);
+    if (place < 64) {
+      readMask_ |= std::uint64_t(1) << place;
+      return;
+    }
+  }
+  know(key);
 }
 
 template <class V>
@@ -167,22 +183,38 @@ std::optional<std::vector<std::string>> BasicObjectReader<V>::stringList(std::st
 }
 
 template <class V>
+bool BasicObjectReader<V>::isKnown(std::string_view key) const {
+  const auto end = known_.begin() + static_cast<std::ptrdiff_t>(knownCount_);
+  return std::find(known_.begin(), end, key) != end ||
+         std::find(knownMore_.begin(), knownMore_.end(), key) != knownMore_.end();
+}
+
+template <class V>
 void BasicObjectReader<V>::know(std::string_view key) {
-  if (std::find(known_.begin(), known_.end(), key) == known_.end()) known_.emplace_back(key);
+  if (isKnown(key)) return;
+  if (knownCount_ < kInline) {
+    known_[knownCount_++] = key;
+  } else {
+    knownMore_.push_back(key);
+  }
 }
 
 template <class V>
 void BasicObjectReader<V>::allow(std::initializer_list<std::string_view> keys) {
-  for (std::string_view k : keys) know(k);
+  for (std::string_view k : keys) {
+    if (object_ != nullptr) mark(k, object_->find(k));
+  }
 }
 
 template <class V>
 void BasicObjectReader<V>::finish() {
   if (object_ == nullptr) return;
-  for (auto it = object_->begin(); it != object_->end(); ++it) {
-    const std::string& key = it.key();
-    if (std::find(known_.begin(), known_.end(), key) != known_.end() || isExtensionKey(key)) continue;
-    refuseUnknownKey(key);
+  std::size_t place = 0;
+  for (auto it = object_->begin(); it != object_->end(); ++it, ++place) {
+    const auto& key = it.key();  // a Json's std::string, a tape's view
+    if (place < 64 && (readMask_ >> place & 1) != 0) continue;
+    if (isKnown(key) || isExtensionKey(key)) continue;
+    refuseUnknownKey(std::string(key));
   }
 }
 

@@ -3,6 +3,7 @@
 // final pass that refuses keys nobody asked for.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <optional>
 #include <set>
@@ -22,10 +23,12 @@ template <class V>
 std::string describeFound(const V& value);
 
 // The reader of one object; `V` is Json or JsonNode, instantiated for both.
+// `file` is held by reference: it outlives the reader (a context's, or the
+// enclosing reader's).
 template <class V>
 class BasicObjectReader {
  public:
-  BasicObjectReader(const V& value, std::string file, std::string path,
+  BasicObjectReader(const V& value, const std::string& file, std::string path,
                     std::vector<Diagnostic>& diags);
 
   bool isObject() const { return object_ != nullptr; }
@@ -49,7 +52,7 @@ class BasicObjectReader {
 
   std::string pathOf(std::string_view key) const { return jsonPathKey(path_, key); }
   const std::string& path() const { return path_; }
-  const std::string& file() const { return file_; }
+  const std::string& file() const { return *file_; }
   bool failed() const { return failed_; }
   std::vector<Diagnostic>& diags() { return diags_; }
   void error(const std::string& path, const std::string& message);
@@ -60,12 +63,19 @@ class BasicObjectReader {
   void refuseUnknownKey(const std::string& key);
 
   const V* object_ = nullptr;
-  std::string file_;
+  const std::string* file_;
   std::string path_;
   std::vector<Diagnostic>& diags_;
-  // Keys read or allowed: a few per object, so a vector scanned linearly (short keys
-  // stay in the string's own buffer) beats a set's node allocations.
-  std::vector<std::string> known_;
+  // Keys read or allowed: a few per object, scanned linearly. Views: every key
+  // a reader asks for is its own name (a literal or a static table's entry);
+  // the first kInline sit in the reader itself, so most objects allocate nothing.
+  static constexpr std::size_t kInline = 16;
+  std::array<std::string_view, kInline> known_{};
+  std::size_t knownCount_ = 0;
+  std::vector<std::string_view> knownMore_;
+  bool isKnown(std::string_view key) const;
+  void mark(std::string_view key, const typename V::const_iterator& it);
+  std::uint64_t readMask_ = 0;  // a tape object's members read, by place (the first 64)
   void know(std::string_view key);
   bool failed_ = false;
 };

@@ -252,12 +252,15 @@ std::unique_ptr<JsonTape> JsonTape::scan(std::shared_ptr<const std::string> text
 
 JsonNode::const_iterator JsonNode::find(std::string_view key) const {
   if (kind_ != Kind::Object) return end();
+  // A descriptor object has a handful of members: a scan on length first beats a binary search.
   const std::uint32_t* first = tape_->kids_.data() + first_;
   const std::uint32_t* last = first + count_;
-  const auto it = std::lower_bound(first, last, key, [&](std::uint32_t a, std::string_view k) {
-    return tape_->nodes_[a].key_ < k;
-  });
-  if (it != last && tape_->nodes_[*it].key_ == key) return {tape_, it};
+  for (const std::uint32_t* it = first; it != last; ++it) {
+    const std::string_view k = tape_->nodes_[*it].key_;
+    if (k.size() == key.size() && std::char_traits<char>::compare(k.data(), key.data(), k.size()) == 0) {
+      return {tape_, it};
+    }
+  }
   return end();
 }
 

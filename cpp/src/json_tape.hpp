@@ -42,10 +42,11 @@ class JsonNode {
     }
     bool operator==(const const_iterator& o) const { return at_ == o.at_; }
     bool operator!=(const const_iterator& o) const { return at_ != o.at_; }
-    std::string key() const { return std::string((**this).key_); }
+    std::string_view key() const { return (**this).key_; }
     const JsonNode& value() const { return **this; }
 
    private:
+    friend class JsonNode;
     const JsonTape* tape_;
     const std::uint32_t* at_;
   };
@@ -67,6 +68,8 @@ class JsonNode {
   const_iterator end() const;
   const JsonNode& operator[](std::size_t i) const;
   const_iterator find(std::string_view key) const;
+  // The place of a member `find` returned, in iteration order.
+  std::size_t placeOf(const const_iterator& it) const;
 
   template <class T>
   T get() const;
@@ -117,6 +120,9 @@ inline const JsonNode& JsonNode::const_iterator::operator*() const { return tape
 inline JsonNode::const_iterator JsonNode::begin() const { return {tape_, tape_->kids_.data() + first_}; }
 inline JsonNode::const_iterator JsonNode::end() const { return {tape_, tape_->kids_.data() + first_ + count_}; }
 inline const JsonNode& JsonNode::operator[](std::size_t i) const { return tape_->nodes_[tape_->kids_[first_ + i]]; }
+inline std::size_t JsonNode::placeOf(const const_iterator& it) const {
+  return static_cast<std::size_t>(it.at_ - (tape_->kids_.data() + first_));
+}
 
 template <>
 inline std::string JsonNode::get<std::string>() const {

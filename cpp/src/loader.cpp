@@ -94,8 +94,21 @@ template <class T>
 const T* findById(const std::vector<T>& items, std::string_view id) {
   const std::string key = idKey(id);
   for (const T& item : items)
-    if (idKey(idOf(item)) == key) return &item;
+    if (sameIdKey(idOf(item), key)) return &item;
   return nullptr;
+}
+
+// Keeps the members `keep` says yes to, in order (each asked once, in order);
+// moves nothing when it keeps them all, the common case.
+template <class Keep>
+void keepMembers(std::vector<PackMember>& members, Keep&& keep) {
+  std::size_t out = 0;
+  for (std::size_t i = 0; i < members.size(); ++i) {
+    if (!keep(members[i])) continue;
+    if (out != i) members[out] = std::move(members[i]);
+    ++out;
+  }
+  members.erase(members.begin() + static_cast<std::ptrdiff_t>(out), members.end());
 }
 
 // A standalone UKD file, before packs claim it.
@@ -288,12 +301,7 @@ Loader::FileRead Loader::readFile(const WalkedFile& f, const fs::path& root) con
     const DescriptorContext ctx{f.rel, "$", folder.empty() ? root : (root / folder).lexically_normal()};
     if (f.type == "kdp") {
       if (auto v = detail::parsePackFrom(doc, consume, ctx, diags, options_.maxVersions.ukd, options_.authored)) {
-        std::vector<PackMember> kept;
-        kept.reserve(v->members.size());
-        for (PackMember& m : v->members) {
-          if (kernelSourcesOk(m.kernel, root, diags)) kept.push_back(std::move(m));
-        }
-        v->members = std::move(kept);
+        keepMembers(v->members, [&](const PackMember& m) { return kernelSourcesOk(m.kernel, root, diags); });
         out.pack = std::move(*v);
       }
     } else if (f.type == "ukd") {
@@ -435,14 +443,11 @@ void Loader::uniqueIds() {
     }
     if (s.type == "kdp") {
       Pack& p = set_.packs[s.index];
-      std::vector<PackMember> kept;
-      for (PackMember& m : p.members) {
-        if (claim(m.kernel.id, m.kernel.file, m.kernel.jsonPath, p.root)) {
-          inlineIds_.emplace(idKey(m.kernel.id), p.file);
-          kept.push_back(std::move(m));
-        }
-      }
-      p.members = std::move(kept);
+      keepMembers(p.members, [&](const PackMember& m) {
+        if (!claim(m.kernel.id, m.kernel.file, m.kernel.jsonPath, p.root)) return false;
+        inlineIds_.emplace(idKey(m.kernel.id), p.file);
+        return true;
+      });
     }
   }
   for (const Slot& s : order_) {
@@ -607,14 +612,15 @@ void Loader::resolvePacks() {
       continue;
     }
     for (PackMember& m : resolved) p.members.push_back(std::move(m));
-    std::stable_sort(p.members.begin(), p.members.end(),
-                     [](const PackMember& a, const PackMember& b) { return a.index < b.index; });
+    const auto byIndex = [](const PackMember& a, const PackMember& b) { return a.index < b.index; };
+    if (!std::is_sorted(p.members.begin(), p.members.end(), byIndex)) {
+      std::stable_sort(p.members.begin(), p.members.end(), byIndex);
+    }
 
     // A kernel's arch is a subset of its pack's (SPEC 4.2); its metadata fills the KMD.
     const Engine* engine = p.engine ? findById(set_.engines, *p.engine) : nullptr;
     const MetadataSchema* kmd = engine ? findById(set_.metadataSchemas, engine->metadata) : nullptr;
-    std::vector<PackMember> kept;
-    for (PackMember& m : p.members) {
+    keepMembers(p.members, [&](PackMember& m) {
       bool ok = true;
       if (!p.arch.empty() && m.kernel.arch && !m.kernel.arch->empty()) {
         std::string extra;
@@ -639,9 +645,8 @@ void Loader::resolvePacks() {
       } else {
         m.completedMetadata = m.kernel.metadata;
       }
-      if (ok) kept.push_back(std::move(m));
-    }
-    p.members = std::move(kept);
+      return ok;
+    });
   }
   for (const Standalone& u : standalone_) {
     if (!u.removed && u.claimedBy.empty()) {
@@ -768,7 +773,7 @@ const PackMember* DescriptorSet::findKernel(std::string_view id, const Pack** pa
   const std::string key = idKey(id);
   for (const Pack& p : packs) {
     for (const PackMember& m : p.members) {
-      if (idKey(m.kernel.id) != key) continue;
+      if (!sameIdKey(m.kernel.id, key)) continue;
       if (pack != nullptr) *pack = &p;
       return &m;
     }

@@ -186,6 +186,8 @@ using DescriptorContext = KernelContext;
 // The comparison key of an id: UUIDs compare case-insensitively (lowercased),
 // other ids verbatim.
 std::string idKey(std::string_view id);
+// Whether idKey(id) == key, without building idKey(id) (lookups by id).
+bool sameIdKey(std::string_view id, std::string_view key);
 
 // The versions each descriptor type's reader reads: "<major>.<minor>" up to a
 // maximum minor within one major.

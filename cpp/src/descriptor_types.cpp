@@ -44,6 +44,9 @@ std::string upper(std::string_view s) {
 
 Json builtValue(const Json& value) { return value; }
 Json builtValue(const JsonNode& value) { return value.toJson(); }
+// A string value's text without a copy.
+std::string_view stringOf(const Json& value) { return value.get_ref<const std::string&>(); }
+std::string_view stringOf(const JsonNode& value) { return value.str(); }
 
 // id, version, name and the context every file-backed descriptor carries.
 // `skipKey` is left out of `raw` (a pack's kernels, which its members hold).
@@ -307,8 +310,14 @@ VersionCheck checkVersionOf(const V& doc, std::string_view type, const Version& 
   if (!doc.is_object()) return check;  // the parser refuses a non-object
   const auto it = doc.find("version");
   if (it == doc.end()) return check;
+  const auto parsed = it->is_string() ? Version::parse(stringOf(*it)) : std::nullopt;
+  if (parsed && parsed->major == max.major && parsed->minor <= max.minor) {
+    // The common case, once per kernel: nothing to word.
+    check.version = *parsed;
+    check.gate = VersionGate::Read;
+    return check;
+  }
   const std::string T = upper(type);
-  const auto parsed = it->is_string() ? Version::parse(it->template get<std::string>()) : std::nullopt;
   check.refusal = "expected a " + T + " version this ukdpack reads (" + readableVersions(max) +
                   "), found " + describeFound(*it);
   if (!parsed) {
@@ -317,10 +326,6 @@ VersionCheck checkVersionOf(const V& doc, std::string_view type, const Version& 
     return check;
   }
   check.version = *parsed;
-  if (parsed->major == max.major && parsed->minor <= max.minor) {
-    check.gate = VersionGate::Read;
-    return check;
-  }
   check.gate = VersionGate::Skip;
   check.message = T + " version " + parsed->str() +
                   (parsed->major == max.major ? " is newer than this build reads ("

@@ -200,8 +200,8 @@ class TapeScanner {
     // the one reader's to refuse.
     const auto& nodes = tape_.nodes_;
     const auto first = pending_.begin() + static_cast<std::ptrdiff_t>(mark);
-    std::sort(first, pending_.end(),
-              [&](std::uint32_t a, std::uint32_t b) { return nodes[a].key_ < nodes[b].key_; });
+    const auto byKey = [&](std::uint32_t a, std::uint32_t b) { return nodes[a].key_ < nodes[b].key_; };
+    if (!std::is_sorted(first, pending_.end(), byKey)) std::sort(first, pending_.end(), byKey);
     for (auto it = first; it + 1 < pending_.end(); ++it)
       if (nodes[*it].key_ == nodes[*(it + 1)].key_) return false;
     close(index, mark);

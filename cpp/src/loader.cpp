@@ -180,9 +180,9 @@ class Loader {
   DescriptorSet set_;
   std::vector<Standalone> standalone_;
   std::vector<Slot> order_;  // every file-backed descriptor in load order
-  std::map<std::string, Slot> index_;  // id key -> kept descriptor
-  std::map<std::string, std::string> inlineIds_;  // id key -> KDP file
-  std::map<std::string, Unloaded> unloaded_;      // id key -> why it is not there
+  std::unordered_map<std::string, Slot> index_;  // id key -> kept descriptor
+  std::unordered_map<std::string, std::string> inlineIds_;  // id key -> KDP file
+  std::unordered_map<std::string, Unloaded> unloaded_;      // id key -> why it is not there
   std::set<std::pair<std::string, std::size_t>> removed_;  // (type, index)
 };
 
@@ -413,38 +413,52 @@ bool Loader::kernelSourcesOk(const Kernel& kernel, const fs::path& root, std::ve
 // Ids are unique across every type (SPEC 2.2); the first one in load order
 // stays, each later one is refused and not loaded.
 void Loader::uniqueIds() {
-  std::map<std::string, std::string> seen;  // id key -> where
-  auto where = [](const std::string& file, const std::string& path) {
-    return path == "$" ? file : file + " (" + path + ")";
+  // Where each id was first seen, worded only for a duplicate: the strings it
+  // points at stay put while this runs (a kernel's path is its pack's list index).
+  struct Holder {
+    const std::string* file;
+    const std::string* path;  // nullptr: a pack's kernel, at `member`
+    std::size_t member;
+    std::size_t root;
   };
-  // With several roots, the first holder is named with its root.
-  auto claim = [&](const std::string& id, const std::string& file, const std::string& path,
-                   std::size_t root) {
-    std::string at = where(file, path);
-    if (set_.roots.size() > 1 && root < set_.roots.size()) at += " in " + set_.roots[root].string();
-    const auto [it, fresh] = seen.emplace(idKey(id), at);
+  std::unordered_map<std::string, Holder> seen;
+  std::size_t ids = order_.size();
+  for (const Pack& p : set_.packs) ids += p.members.size();
+  seen.reserve(ids);
+  auto where = [&](const Holder& h) {
+    const std::string path = h.path != nullptr ? *h.path : jsonPathIndex("$.kernelDescriptors", h.member);
+    std::string at = path == "$" ? *h.file : *h.file + " (" + path + ")";
+    // With several roots, the first holder is named with its root.
+    if (set_.roots.size() > 1 && h.root < set_.roots.size()) at += " in " + set_.roots[h.root].string();
+    return at;
+  };
+  auto claim = [&](const std::string& id, const std::string& file, const std::string& path, const Holder& holder) {
+    const auto [it, fresh] = seen.emplace(idKey(id), holder);
     if (fresh) return true;
     set_.diagnostics.push_back(makeError(
         "DUPLICATE_ID", file, jsonPathKey(path, "id"),
-        "id '" + id + "' is already used by " + it->second +
+        "id '" + id + "' is already used by " + where(it->second) +
             "; ids are unique across every descriptor type of a root"));
     return false;
   };
+  static const std::string top = "$";
   for (const Slot& s : order_) {
     if (s.type == "ukd") {
       Standalone& u = standalone_[s.index];
-      if (!claim(u.kernel.id, u.kernel.file, "$", u.root)) u.removed = true;
+      if (!claim(u.kernel.id, u.kernel.file, "$", Holder{&u.kernel.file, &top, 0, u.root})) u.removed = true;
       continue;
     }
     DescriptorInfo* d = info(s);
-    if (!claim(d->id, d->file, d->jsonPath, d->root)) {
+    if (!claim(d->id, d->file, d->jsonPath, Holder{&d->file, &d->jsonPath, 0, d->root})) {
       removed_.insert({s.type, s.index});
       continue;
     }
     if (s.type == "kdp") {
       Pack& p = set_.packs[s.index];
       keepMembers(p.members, [&](const PackMember& m) {
-        if (!claim(m.kernel.id, m.kernel.file, m.kernel.jsonPath, p.root)) return false;
+        if (!claim(m.kernel.id, m.kernel.file, m.kernel.jsonPath, Holder{&p.file, nullptr, m.index, p.root})) {
+          return false;
+        }
         inlineIds_.emplace(idKey(m.kernel.id), p.file);
         return true;
       });

@@ -107,6 +107,7 @@ void StateManager::build(const Registry& registry) {
     const std::vector<std::string> declaredList = handler->launchNames();
     const std::set<std::string> declared(declaredList.begin(), declaredList.end());
     bool anyKept = false;
+    const Engine* engine = set_->engineOf(pack);  // once per pack, not per kernel
     for (const PackMember* m : members) {
       // Both sorted: compared in place, the kernel's set built only to word a mismatch.
       const auto& launches = m->kernel.sources;
@@ -120,7 +121,7 @@ void StateManager::build(const Registry& registry) {
                  ", the kernel has " + describeLaunchSet(has));
         continue;
       }
-      KernelDefinition def{&m->kernel, m, &pack, dispatch, set_->engineOf(pack), handler, symbol, {}};
+      KernelDefinition def{&m->kernel, m, &pack, dispatch, engine, handler, symbol, {}};
       for (const std::string& id : pack.matchers) {
         if (const MatcherDescriptor* umd = set_->findMatcher(id)) {
           def.matchers.push_back(BoundMatcher{umd->id, umd->matchSymbol, registry.matcher(umd->matchSymbol)});

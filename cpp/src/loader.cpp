@@ -31,6 +31,9 @@ namespace {
 
 const char* const kTypes[] = {"ukd", "kdp", "udd", "ued", "kmd", "umd", "uhd"};
 constexpr std::uint64_t kMaxDescriptorBytes = 256ull << 20;
+// LoaderOptions::threads = 0 takes one thread per core up to this: a shard of
+// 10,000 kernels is a few hundred files, which more threads only start and join.
+constexpr unsigned kMaxDefaultThreads = 16;
 
 std::string typeListText() {
   std::string out;
@@ -229,7 +232,8 @@ void Loader::loadRoot(const fs::path& given, std::size_t index) {
       reads[i].failure = std::current_exception();
     }
   };
-  std::size_t threads = options_.threads != 0 ? options_.threads : std::thread::hardware_concurrency();
+  std::size_t threads = options_.threads;
+  if (threads == 0) threads = std::min(std::thread::hardware_concurrency(), kMaxDefaultThreads);
   threads = std::min<std::size_t>(std::max<std::size_t>(threads, 1), walked.size());
   if (threads <= 1) {
     for (std::size_t i = 0; i < walked.size(); ++i) work(i);
@@ -240,7 +244,13 @@ void Loader::loadRoot(const fs::path& given, std::size_t index) {
     };
     std::vector<std::thread> pool;
     pool.reserve(threads - 1);
-    for (std::size_t t = 1; t < threads; ++t) pool.emplace_back(worker);
+    for (std::size_t t = 1; t < threads; ++t) {
+      try {
+        pool.emplace_back(worker);
+      } catch (const std::system_error&) {
+        break;  // no more threads to be had: those started (and this one) do the rest
+      }
+    }
     worker();
     for (std::thread& t : pool) t.join();
   }

@@ -49,8 +49,8 @@ struct LoaderOptions {
   // (DescriptorSet::maxDecompressedBytes); a state manager and
   // ukdpack-validate spend one budget across their loads.
   std::uint64_t maxDecompressedBytes = kDefaultMaxDecompressedBytes;
-  // Threads reading a root's files (0: one per core). What each file produces
-  // joins the set in walk order, so the result does not depend on it.
+  // Threads reading a root's files (0: one per core, at most 16). What each
+  // file produces joins the set in walk order, so the result does not depend on it.
   unsigned threads = 0;
 };
 

@@ -7,6 +7,7 @@
 // change the result.
 #include <gtest/gtest.h>
 
+#include "json_tape.hpp"
 #include "runtime_support.hpp"
 #include "ukdpack/loader.hpp"
 
@@ -84,6 +85,34 @@ std::string loadBothWays(const std::string& kdpText, const LoaderOptions& option
 Json pack(const Json& kernels) { return ukdtest::kdp("kdp-a", kernels); }
 
 }  // namespace
+
+TEST(LoaderTape, ScanTakesPlainJsonOnlyAndReadsItAsTheOneReader) {
+  using ukdpack::detail::JsonTape;
+  const auto scan = [](const std::string& text) { return JsonTape::scan(std::make_shared<const std::string>(text)); };
+  const std::string doc = R"({"b": [1, -2, 3.5, true, null, {"z": "x", "a": []}], "a": {"k": "v"}, "n": -0})";
+  const auto tape = scan(doc);
+  ASSERT_TRUE(tape);
+  EXPECT_EQ(tape->root().toJson(), Json::parse(doc));
+  EXPECT_EQ(tape->root().toJson().dump(), Json::parse(doc).dump());
+  // Members iterate in key order, as a Json object's; values keep their bytes.
+  std::string keys;
+  for (auto it = tape->root().begin(); it != tape->root().end(); ++it) keys += std::string(it.key());
+  EXPECT_EQ(keys, "abn");
+  const auto b = tape->root().find("b");
+  ASSERT_NE(b, tape->root().end());
+  EXPECT_EQ(ukdpack::detail::textOf(*b).text(), R"([1, -2, 3.5, true, null, {"z": "x", "a": []}])");
+  EXPECT_TRUE((*b)[0].is_number_unsigned());
+  EXPECT_FALSE((*b)[1].is_number_unsigned());
+  EXPECT_EQ((*b)[1].get<std::int64_t>(), -2);
+  // Left to the one reader: what it refuses or reads otherwise than plain JSON.
+  for (const std::string& text : std::vector<std::string>{"// c\n{}", "{} /* c */", "\xEF\xBB\xBF{}", R"({"a": "\n"})", R"({"a": 1, "a": 2})",
+        R"({"a": 9223372036854775808})", R"({"a": -9223372036854775809})", R"({"a": 1e999})", R"({"a": 01})",
+        R"({"a": 1.})", R"({"a": tru})", "{\"a\": \"x\ty\"}", "{} x", "", "{", std::string(129, '[') + std::string(129, ']')}) {
+    EXPECT_FALSE(scan(text)) << text;
+  }
+  EXPECT_TRUE(scan(std::string(128, '[') + std::string(128, ']')));
+  EXPECT_TRUE(scan(R"({"a": -9223372036854775808, "b": 9223372036854775807})"));
+}
 
 TEST(LoaderTape, ValidPackReadsAsTheDomReadsIt) {
   Json a = packedKernel("ukd-a", "a");

@@ -17,8 +17,10 @@ include_guard(GLOBAL)
 #   UKDPACK_PYTHONPATH      folders to put on PYTHONPATH (sources, built extension)
 #   UKDPACK_RUNTIME_TARGETS targets a pack must wait for (the extension)
 #   UKDPACK_VALIDATE        the ukdpack-validate target or program
-set(_UKDPACK_PY_MODULES jsonschema yaml zstandard msgpack elftools rich)
-set(_UKDPACK_PY_PACKAGES jsonschema pyyaml zstandard msgpack pyelftools rich)
+# The packer's runtime dependencies ([project] dependencies of pyproject.toml; a test keeps
+# the two lists equal).
+set(_UKDPACK_PY_MODULES jsonschema jsonschema_rs yaml zstandard msgpack rich)
+set(_UKDPACK_PY_PACKAGES jsonschema jsonschema-rs pyyaml zstandard msgpack rich)
 
 # _ukd_fail_unparsed(<function> <prefix>): stop on arguments nobody asked for.
 macro(_ukd_fail_unparsed fn prefix)

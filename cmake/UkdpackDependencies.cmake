@@ -35,7 +35,9 @@ endif()
 
 # msgpack-cxx is header-only and only used inside the runtime's sources; its
 # Boost dependency is not needed (MSGPACK_NO_BOOST), so only the header is looked up.
-if(NOT TARGET ukdpack_msgpack_headers)
+# Not for consumers of an installed copy (the package config): the runtime's headers
+# do not include it.
+if(NOT TARGET ukdpack_msgpack_headers AND NOT _UKDPACK_FROM_PACKAGE_CONFIG)
   find_path(UKDPACK_MSGPACK_INCLUDE_DIR msgpack.hpp)
   if(NOT UKDPACK_MSGPACK_INCLUDE_DIR)
     message(FATAL_ERROR "ukdpack: msgpack-cxx not found; install it (Debian: apt-get install libmsgpack-cxx-dev)")

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Sets up a machine to build, run and test ukdpack. Idempotent: installs the
 # Debian packages that are missing (apt-get update once), creates .venv and
-# installs ukdpack into it (editable, with the dvc and test extras).
+# installs ukdpack into it (a regular pip install built in build/py, with the dvc and
+# test extras).
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$root"
@@ -26,7 +27,7 @@ if [ ! -x .venv/bin/python ]; then
   "$python" -m venv .venv
 fi
 pip=(.venv/bin/python -m pip install -q --disable-pip-version-check)
-"${pip[@]}" setuptools wheel "scikit-build-core>=0.10" "pybind11>=2.12" "cmake>=3.20" ninja
+"${pip[@]}" setuptools wheel "scikit-build-core>=0.11" "pybind11>=2.12" "cmake>=3.20" ninja
 # A regular (not editable) install, rebuilt incrementally in build/py with the C++
 # tests for scripts/test.sh. Not editable on purpose: an editable install's import
 # hook would shadow the extension a superbuild puts on PYTHONPATH.

@@ -4,6 +4,9 @@
 #   scripts/test.sh --device   the device tests (tests/device/) on a machine with a GPU
 #   scripts/test.sh --sanitize the C++ tests built with UKDPACK_SANITIZE=address;undefined
 #                              (build/asan), then every fuzz seed replayed under ASan+UBSan
+#   scripts/test.sh --quick    a fast subset (under 2 minutes on a loaded 2-core machine):
+#                              ruff, mypy, pytest without the tests marked heavy (HEAVY in
+#                              tests/python/conftest.py) or slow, and the C++ tests (seconds)
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$root"
@@ -28,6 +31,12 @@ if [ "${1:-}" = "--sanitize" ]; then
   exec tests/fuzz/run.sh 0
 fi
 
+quick=""
+if [ "${1:-}" = "--quick" ]; then
+  shift
+  quick=1
+fi
+
 # The example tree's prebuilt objects come from its committed local DVC remote.
 ukdpack dvc-pull descriptors
 
@@ -36,6 +45,10 @@ ruff check python tests bench
 echo "== mypy --strict"
 mypy --strict python/ukdpack
 echo "== pytest"
-python -m pytest "$@"
+if [ -n "$quick" ]; then
+  python -m pytest -q -m "not heavy and not slow" "$@"
+else
+  python -m pytest "$@"
+fi
 echo "== ctest"
-ctest --test-dir build/py --output-on-failure
+ctest --test-dir build/py --output-on-failure ${quick:+-j 2}

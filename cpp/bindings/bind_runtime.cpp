@@ -14,6 +14,7 @@
 #include "bind_device.hpp"
 #include "modules.hpp"
 #include "pyjson.hpp"
+#include "ukdpack/build_info.hpp"
 #include "ukdpack/integrity.hpp"
 #include "ukdpack/loader.hpp"
 #include "ukdpack/plan.hpp"
@@ -878,6 +879,23 @@ void bindRuntime(py::module_& m) {
       py::arg("exclude_folders") = std::vector<std::string>{},
       py::arg("max_decompressed_bytes") = kDefaultMaxDecompressedBytes,
       "What ukdpack-validate decides, as its --json verdict (a dict).");
+  m.def(
+      "build_info",
+      [] {
+        const BuildInfo info = buildInfo();
+        py::dict d;
+        d["compiler"] = info.compiler;
+        d["cplusplus"] = info.cplusplus;
+        d["zstd"] = info.zstd;
+        d["zstd_headers"] = info.zstdHeaders;
+        d["openssl"] = info.openssl;
+        d["openssl_headers"] = info.opensslHeaders;
+        d["pybind11"] = std::to_string(PYBIND11_VERSION_MAJOR) + "." + std::to_string(PYBIND11_VERSION_MINOR) +
+                        "." + std::to_string(PYBIND11_VERSION_PATCH);
+        return d;
+      },
+      "What the runtime was built with: compiler, cplusplus, zstd and openssl (the libraries loaded), "
+      "zstd_headers and openssl_headers (what it was built against), pybind11.");
 }
 
 }  // namespace ukdpack::bindings

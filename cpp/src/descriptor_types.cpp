@@ -1,6 +1,6 @@
 // Strict parsers of KDP, UDD, UED, KMD, UMD and UHD (SPEC 2.3). The wording of
-// every refusal follows the JSON Schemas under python/ukdpack/schemas (their
-// x-expect / x-message texts), so the packer and the runtime read alike.
+// every refusal follows the JSON Schemas under schemas/ (their x-expect /
+// x-message texts), so the packer and the runtime read alike.
 #include <algorithm>
 #include <cctype>
 #include <regex>
@@ -65,6 +65,7 @@ void readCommon(BasicObjectReader<V>& r, const V& doc, const DescriptorContext& 
     }
   }
   info.id = r.string("id", true).value_or("");
+  detail::readSchemaKey(r);
   if (const V* v = r.get("version")) {
     const auto parsed = v->is_string() ? Version::parse(v->template get<std::string>()) : std::nullopt;
     if (parsed) {
@@ -184,7 +185,8 @@ std::optional<std::string> readEnum(ObjectReader& r, std::string_view key, bool 
   }
   std::string listed;
   for (const std::string& o : options) listed += (listed.empty() ? "'" : ", '") + o + "'";
-  r.error(r.pathOf(key), "expected one of " + listed + ", found " + describeFound(*v));
+  r.error(r.pathOf(key), "expected one of " + listed + ", found " + describeFound(*v) +
+                            (v->is_string() ? didYouMean(v->get<std::string>(), options) : std::string()));
   return std::nullopt;
 }
 

@@ -278,8 +278,12 @@ std::optional<KernelSource> parseSource(const V& value, const std::string& file,
     return std::nullopt;
   } else {
     std::string listed;
-    for (const SourceKindInfo& info : sourceKinds()) listed += (listed.empty() ? "'" : ", '") + std::string(info.name) + "'";
-    r.error(r.pathOf("kind"), "expected one of " + listed + ", found '" + k + "'");
+    std::vector<std::string> names;
+    for (const SourceKindInfo& info : sourceKinds()) {
+      listed += (listed.empty() ? "'" : ", '") + std::string(info.name) + "'";
+      names.emplace_back(info.name);
+    }
+    r.error(r.pathOf("kind"), "expected one of " + listed + ", found '" + k + "'" + didYouMean(k, names));
     return std::nullopt;
   }
   if (k != "builder" && r.has("role")) {
@@ -311,6 +315,7 @@ std::optional<Kernel> parseKernelFrom(const V& ukd, const KernelContext& ctx,
   k.baseDir = ctx.baseDir;
   k.id = r.string("id", true).value_or("");
   k.name = r.string("name", true).value_or("");
+  detail::readSchemaKey(r);
   if (!r.has("version") && ctx.jsonPath != "$") {
     // Inline kernels of older packs carried no version; they read as UKD 1.0.
     r.error(r.path(), legacyFormMessage("an inline UKD without 'version'", "\"version\": \"1.0\"", true));

@@ -78,11 +78,14 @@ const V* BasicObjectReader<V>::member(std::string_view key, bool required) {
 }
 
 // A tape's object marks the member it read by its place (a bit); a Json's
-// records the key. A key not in the object needs no mark: finish() never meets it.
+// records the key. Either records a key asked for and absent (did-you-mean).
 template <class V>
 void BasicObjectReader<V>::mark(std::string_view key, const typename V::const_iterator& it) {
   if constexpr (std::is_same_v<V, JsonNode>) {
-    if (it == object_->end()) return;
+    if (it == object_->end()) {
+      know(key);  // asked for and absent: what an unknown key may be a misspelling of
+      return;
+    }
     const std::size_t place = object_->placeOf(it);
     if (place < 64) {
       readMask_ |= std::uint64_t(1) << place;
@@ -220,12 +223,33 @@ void BasicObjectReader<V>::finish() {
 
 template <class V>
 void BasicObjectReader<V>::refuseUnknownKey(const std::string& key) {
-  error(pathOf(key), "unknown key '" + key + "'; extension keys start with 'x-' or '_'");
+  // Suggest only keys this object lacks: a misspelt key leaves its right spelling unused.
+  std::vector<std::string> unused;
+  const auto lacks = [&](std::string_view k) {
+    if (object_->find(k) == object_->end()) unused.emplace_back(k);
+  };
+  for (std::size_t i = 0; i < knownCount_; ++i) lacks(known_[i]);
+  for (std::string_view k : knownMore_) lacks(k);
+  error(pathOf(key), "unknown key '" + key + "'; extension keys start with 'x-' or '_'" + didYouMean(key, unused));
+}
+
+template <class V>
+void readSchemaKey(BasicObjectReader<V>& r) {
+  const V* v = r.get("$schema");
+  if (v == nullptr) return;
+  if (r.path() != "$") {
+    r.error(r.pathOf("$schema"),
+            "'$schema' belongs at the top of a descriptor file; an inline UKD takes none");
+  } else if (!v->is_string()) {
+    r.error(r.pathOf("$schema"), "expected string, found " + describeFound(*v));
+  }
 }
 
 template std::string describeFound<Json>(const Json&);
 template std::string describeFound<JsonNode>(const JsonNode&);
 template class BasicObjectReader<Json>;
 template class BasicObjectReader<JsonNode>;
+template void readSchemaKey<Json>(BasicObjectReader<Json>&);
+template void readSchemaKey<JsonNode>(BasicObjectReader<JsonNode>&);
 
 }  // namespace ukdpack::detail

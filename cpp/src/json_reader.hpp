@@ -82,6 +82,11 @@ class BasicObjectReader {
 
 using ObjectReader = BasicObjectReader<Json>;
 
+// `$schema`: the JSON Schema of a descriptor file, for editors. A string at the top of a
+// file (path `$`), never interpreted; an inline UKD is no file and takes none.
+template <class V>
+void readSchemaKey(BasicObjectReader<V>& r);
+
 // The readers behind parseKernel, parsePack and checkVersion, over a Json or a
 // JsonNode (instantiated for both). parsePackFrom moves each kernel's object
 // out of `consume` (a Json document the caller drops) instead of copying it.

@@ -183,7 +183,7 @@ class Loader {
   DescriptorSet set_;
   std::vector<Standalone> standalone_;
   std::vector<Slot> order_;  // every file-backed descriptor in load order
-  std::unordered_map<std::string, Slot> index_;  // id key -> kept descriptor
+  std::map<std::string, Slot> index_;  // id key -> kept descriptor (sorted: suggestions iterate it)
   std::unordered_map<std::string, std::string> inlineIds_;  // id key -> KDP file
   std::unordered_map<std::string, Unloaded> unloaded_;      // id key -> why it is not there
   std::set<std::pair<std::string, std::size_t>> removed_;  // (type, index)
@@ -507,9 +507,14 @@ RefFound Loader::lookup(const std::string& ref, const std::string& want,
                                              "; only standalone UKDs (*.ukd.json) are referenced by id"));
     return RefFound::Refused;
   }
+  std::vector<std::string> ids;  // the kept descriptors of the type wanted, for a suggestion
+  for (const auto& [k, slot] : index_) {
+    if (slot.type != want || removed_.count({slot.type, slot.index}) != 0) continue;
+    ids.push_back(slot.type == "ukd" ? standalone_[slot.index].kernel.id : info(slot)->id);
+  }
   set_.diagnostics.push_back(makeError("UNRESOLVED_REF", ownerFile, path,
                                        "'" + ref + "' names no descriptor of this root; expected the id of a " +
-                                           wantName));
+                                           wantName + didYouMean(ref, ids)));
   return RefFound::Refused;
 }
 

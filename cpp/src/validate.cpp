@@ -277,12 +277,18 @@ std::string ValidationReport::summary() const {
 
 Json ValidationReport::toJson() const {
   Json diags = Json::array();
+  Json problems = Json::array();  // the convention every ukdpack JSON report shares: path null when none
   for (const Diagnostic& d : diagnostics) {
     diags.push_back({{"severity", severityName(d.severity)},
                      {"code", d.code},
                      {"file", d.file},
                      {"path", d.jsonPath},
                      {"message", d.message}});
+    problems.push_back({{"file", d.file},
+                        {"path", d.jsonPath.empty() ? Json(nullptr) : Json(d.jsonPath)},
+                        {"code", d.code},
+                        {"severity", severityName(d.severity)},
+                        {"message", d.message}});
   }
   Json drops = Json::array();
   for (const DroppedKernel& d : dropped) {
@@ -320,6 +326,7 @@ Json ValidationReport::toJson() const {
           {"dropped", drops},
           {"log", log},
           {"diagnostics", diags},
+          {"problems", problems},
           {"summary", summary()}};
 }
 

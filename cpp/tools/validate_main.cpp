@@ -1,13 +1,15 @@
 // ukdpack-validate ROOT... [--json] [--expect-engine NAME]: loads descriptor
 // roots (or shards) as the runtime does, with stub handlers for every symbol
 // they name, and verifies the code of every launch of every kept packed kernel.
-// Exit 0 ok, 1 any error or drop (a ROOT holding no shard included), 2 usage or
-// internal failure.
+// Exit 0 ok, 1 any error or drop (a ROOT holding no shard included), 2 usage, a
+// ROOT that is no folder, or internal failure (docs/cli.md).
+#include <algorithm>
 #include <cerrno>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
+#include <filesystem>
 #include <iostream>
 #include <optional>
 #include <string>
@@ -15,11 +17,15 @@
 
 #include "ukdpack/validate.hpp"
 
+#ifndef UKDPACK_VERSION
+#error "UKDPACK_VERSION must be defined (CMakeLists.txt passes the project version)"
+#endif
+
 namespace {
 
 constexpr const char* kUsage =
     "usage: ukdpack-validate ROOT... [--json] [--expect-engine NAME] [--exclude-folder NAME]... [--authored]\n"
-    "                        [--max-decompressed-bytes N]\n"
+    "                        [--max-decompressed-bytes N] [--version]\n"
     "  ROOT               a descriptor root or packed shard (OUT_ROOT/<arch>/)\n"
     "  --json             print the verdict as JSON on stdout\n"
     "  --expect-engine N  fail unless engine N (UED name or id) loads with a kept kernel\n"
@@ -28,7 +34,9 @@ constexpr const char* kUsage =
     "                     version newer than this build is an error (what `ukdpack validate` applies)\n"
     "  --max-decompressed-bytes N\n"
     "                     bytes the run may decompress from archives in all (default 64 GiB);\n"
-    "                     past it a launch fails DECOMPRESS_BUDGET\n";
+    "                     past it a launch fails DECOMPRESS_BUDGET\n"
+    "  --version          print the version and exit\n"
+    "Exit status: 0 ok, 1 a finding, 2 usage or a ROOT that is no folder.\n";
 
 int usage(const std::string& why) {
   std::cerr << "ukdpack-validate: error: " << why << "\n" << kUsage;
@@ -58,6 +66,9 @@ int main(int argc, char** argv) {
         positionalOnly = true;
       } else if (!positionalOnly && (arg == "-h" || arg == "--help")) {
         std::cout << kUsage;
+        return 0;
+      } else if (!positionalOnly && arg == "--version") {
+        std::cout << "ukdpack-validate " UKDPACK_VERSION "\n";
         return 0;
       } else if (!positionalOnly && arg == "--json") {
         json = true;
@@ -102,7 +113,10 @@ int main(int argc, char** argv) {
       }
       std::cout << "ukdpack-validate: " << report.summary() << "\n";
     }
-    return report.exitCode();
+    // A ROOT that is not there is a command line to fix, not a finding about a tree.
+    const bool noRoot = std::any_of(report.diagnostics.begin(), report.diagnostics.end(),
+                                    [](const ukdpack::Diagnostic& d) { return d.code == "ROOT_INVALID"; });
+    return noRoot ? 2 : report.exitCode();
   } catch (const std::exception& e) {
     std::cerr << "ukdpack-validate: internal error: " << e.what() << "\n";
     return 2;

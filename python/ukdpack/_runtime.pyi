@@ -131,6 +131,7 @@ def validate_roots(paths: Sequence[str], expect_engine: str | None = None,
                    max_ukd_version: str | None = None,
                    exclude_folders: Sequence[str] = ...,
                    max_decompressed_bytes: int = ...) -> dict[str, Any]: ...
+def build_info() -> dict[str, Any]: ...
 
 # Device backends, buffers and plans that run (cpp/bindings/bind_device.cpp)
 # A Python matcher: (kernel dict as DescriptorSet.kernel() gives it, problem) -> accepted.

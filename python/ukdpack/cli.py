@@ -1,13 +1,15 @@
-"""The ``ukdpack`` command line (SPEC 10).
+"""The ``ukdpack`` command line (docs/cli.md).
 
 Errors print as ``ukdpack: error: <file>: <json path>: <message>``, one line
-each, then exit 1; usage errors exit 2; bad input never prints a traceback.
+each. Every command exits 0 when all is well, 1 on a finding (an invalid tree, a
+failed arch, a difference), 2 on a command line it cannot act on (a bad flag, a
+root or file that is not there); bad input never prints a traceback. With
+``--json`` stdout holds one report (ukdpack.reports), whatever the exit status.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import signal
 import sys
@@ -20,6 +22,7 @@ from types import FrameType
 from ukdpack import __version__
 from ukdpack.errors import UkdError, UsageError, escape_controls, has_controls
 from ukdpack.produce.compiler import DEFAULT_JOB_TIMEOUT
+from ukdpack.reports import print_report, report
 
 Handler = Callable[[argparse.Namespace], int]
 
@@ -29,17 +32,40 @@ def _print_problem_lines(lines: Sequence[str]) -> None:
         print(line, file=sys.stderr)
 
 
+def _need_folder(path: Path, what: str) -> Path:
+    """``path`` when it is a folder; else a usage error (exit 2): a root that is not
+    there is a command line to fix, not a finding about a tree."""
+    if not path.is_dir():
+        found = "a file" if path.exists() else "nothing at that path"
+        raise UsageError(f"{path}: expected {what}, found {found}")
+    return path
+
+
+def split_arches(values: Sequence[str] | None) -> list[str]:
+    """``--arch`` values as given, repeated or comma-separated (``gfx90a,gfx1030``),
+    blanks dropped."""
+    return [a.strip() for v in values or () for a in v.split(",") if a.strip()]
+
+
+def _one_arch(values: Sequence[str] | None) -> str | None:
+    """The one ``--arch`` of a command that reads one shard."""
+    arches = list(dict.fromkeys(split_arches(values)))
+    if len(arches) > 1:
+        raise UsageError(f"--arch {','.join(arches)}: this command reads one shard, of one "
+                         "arch; name one")
+    return arches[0] if arches else None
+
+
 def cmd_validate(args: argparse.Namespace) -> int:
     from ukdpack.authored.validate import validate
 
-    result = validate(Path(args.root), args.exclude_folder)
+    result = validate(_need_folder(Path(args.root), "a descriptor root folder"),
+                      args.exclude_folder)
     if args.json:
-        print(json.dumps({
+        print_report(report(result.valid, result.problems, {
             "root": args.root,
-            "valid": result.valid,
-            "problems": [p.as_dict() for p in result.problems],
             "skipped": [{"path": s.rel, "why": s.why} for s in result.tree.skipped],
-        }, indent=2))
+        }))
         return 0 if result.valid else 1
     _print_problem_lines([s.line() for s in result.tree.skipped])
     _print_problem_lines([p.line() for p in result.problems])
@@ -49,7 +75,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
 
 def cmd_pack(args: argparse.Namespace) -> int:
     from ukdpack.progress import Reporter
-    from ukdpack.shard.pack import PackOptions, default_jobs, normalize_arches, pack
+    from ukdpack.shard.pack import PackOptions, default_jobs, normalize_arches, pack, pack_report
 
     for flag, value in (("--source-root", args.source_root), ("--out-root", args.out_root),
                         ("--handlers", args.handlers), ("--cache-dir", args.cache_dir),
@@ -60,39 +86,48 @@ def cmd_pack(args: argparse.Namespace) -> int:
     if args.label is not None and has_controls(args.label):
         raise UsageError(f"--label {args.label!r}: expected a label that fits on one line "
                          "(it starts every progress line), found control characters in it")
+    if args.handlers is not None and (not os.path.lexists(args.handlers)
+                                      or os.path.isdir(args.handlers)):
+        found = "a folder" if os.path.isdir(args.handlers) else "nothing at that path"
+        raise UsageError(f"--handlers {args.handlers}: expected a handler manifest file, found "
+                         f"{found}; nothing was packed")
     reporter = Reporter(args.label, live=False if args.plain else None)
+    arches = split_arches(args.arch)
+    if not arches:
+        raise UsageError("--arch: expected at least one GPU arch such as gfx90a or sm_90")
     opts = PackOptions(
         source_root=Path(args.source_root), out_root=Path(args.out_root),
-        arches=tuple(normalize_arches(args.arch)), group=args.group,
+        arches=tuple(normalize_arches(arches)), group=args.group,
         jobs=args.jobs or default_jobs(), hipcc=args.hipcc, nvcc=args.nvcc,
         handlers=Path(args.handlers) if args.handlers is not None else None,
         cache_dir=Path(args.cache_dir) if args.cache_dir is not None else None,
         depfile=Path(args.depfile) if args.depfile is not None else None,
         depfile_target=args.depfile_target, exclude_folders=tuple(args.exclude_folder),
         required=args.required, lock_timeout=args.lock_timeout, job_timeout=args.job_timeout)
-    report = pack(opts, reporter)
-    if report.failed:
-        reporter.info(f"failed: {', '.join(report.failed)} ({len(report.failed)} of "
+    result = pack(opts, reporter)
+    if result.failed:
+        reporter.info(f"failed: {', '.join(result.failed)} ({len(result.failed)} of "
                       f"{len(opts.arches)} arch{'es' if len(opts.arches) != 1 else ''})")
-    elif not report.ok:
+    elif not result.ok:
         reporter.info("failed: the tree breaks the rules above; nothing was packed")
-    return 0 if report.ok else 1
+    if args.json:
+        print_report(pack_report(opts, result))
+    return 0 if result.ok else 1
 
 
 def cmd_dvc_status(args: argparse.Namespace) -> int:
     from ukdpack.produce import dvc
 
-    root = Path(args.root)
-    if not root.is_dir():
-        raise UsageError(f"{root}: expected a descriptor root folder")
+    root = _need_folder(Path(args.root), "a descriptor root folder")
     st = dvc.status(root, verify=args.verify)
     if args.outputs:  # refused outputs are left out (a build must not touch them)
         _print_problem_lines([p.line() for p in st.problems])
         for s in st.outputs:
             print(s.output.path)
         return 1 if st.problems else 0
+    failed = bool(st.problems) or (args.require and bool(st.missing))
     if args.json:
-        print(json.dumps({
+        print_report(report(not failed, st.problems, {
             "root": str(root), "repo": str(st.repo) if st.repo else None,
             "outputs": [{"sidecar": str(s.output.sidecar), "path": str(s.output.path),
                          "state": s.state, "detail": s.detail, "remote": s.output.remote,
@@ -100,8 +135,7 @@ def cmd_dvc_status(args: argparse.Namespace) -> int:
                         for s in st.outputs],
             "missing": len(st.missing),
             "pull": [dvc.pull_command(r, sc) for r, sc in dvc.pull_groups(st).items()],
-            "problems": [p.as_dict() for p in st.problems],
-        }, indent=2))
+        }))
     else:
         _print_problem_lines([p.line() for p in st.problems])
         for line in dvc.describe_missing(st):
@@ -115,16 +149,13 @@ def cmd_dvc_status(args: argparse.Namespace) -> int:
         else:
             print(f"ukdpack: {root}: {n} DVC outputs present"
                   + (" and verified" if args.verify else ""))
-    failed = bool(st.problems) or (args.require and bool(st.missing))
     return 1 if failed else 0
 
 
 def cmd_dvc_pull(args: argparse.Namespace) -> int:
     from ukdpack.produce import dvc
 
-    root = Path(args.root)
-    if not root.is_dir():
-        raise UsageError(f"{root}: expected a descriptor root folder")
+    root = _need_folder(Path(args.root), "a descriptor root folder")
     st = dvc.status(root)
     if st.problems:
         raise UkdError(st.problems)
@@ -152,7 +183,7 @@ def cmd_dvc_pull(args: argparse.Namespace) -> int:
 def cmd_inspect(args: argparse.Namespace) -> int:
     from ukdpack.tools.inspect import inspect, print_json, print_tables
 
-    ins = inspect(Path(args.shard), args.arch)
+    ins = inspect(Path(args.shard), _one_arch(args.arch))
     if args.json:
         print_json(ins, sys.stdout)
     else:
@@ -164,11 +195,12 @@ def cmd_inspect(args: argparse.Namespace) -> int:
 def cmd_verify(args: argparse.Namespace) -> int:
     from ukdpack.tools.verify import verify
 
-    result = verify(Path(args.shard), Path(args.source_root), args.exclude_folder, args.arch)
+    result = verify(Path(args.shard),
+                    _need_folder(Path(args.source_root), "the descriptor root folder"),
+                    args.exclude_folder, _one_arch(args.arch))
     if args.json:
-        print(json.dumps({"shard": args.shard, "source_root": args.source_root,
-                          "arch": result.shard.arch, "ok": result.ok,
-                          "problems": [p.as_dict() for p in result.problems]}, indent=2))
+        print_report(report(result.ok, result.problems, {
+            "shard": args.shard, "source_root": args.source_root, "arch": result.shard.arch}))
     else:
         _print_problem_lines([p.line() for p in result.problems])
         print(f"ukdpack: {args.shard}: {result.summary()}")
@@ -178,10 +210,10 @@ def cmd_verify(args: argparse.Namespace) -> int:
 def cmd_desk_check(args: argparse.Namespace) -> int:
     from ukdpack.tools.deskcheck import desk_check
 
-    result = desk_check(Path(args.shard), args.arch)
+    result = desk_check(Path(args.shard), _one_arch(args.arch))
     if args.json:
-        print(json.dumps({"shard": args.shard, "arch": result.shard.arch, "ok": result.ok,
-                          "problems": [p.as_dict() for p in result.problems]}, indent=2))
+        print_report(report(result.ok, result.problems,
+                            {"shard": args.shard, "arch": result.shard.arch}))
     else:
         _print_problem_lines([p.line() for p in result.problems])
         print(f"ukdpack: {args.shard}: {result.summary()}")
@@ -193,19 +225,23 @@ def cmd_diff(args: argparse.Namespace) -> int:
 
     result = diff(Path(args.a), Path(args.b))
     if args.json:
-        print(json.dumps(result.as_dict(), indent=2, ensure_ascii=False))
+        print_report(result.as_report())
     else:
         _print_problem_lines([p.line() for p in result.problems])
         for line in result.lines():
             print(line)
         print(result.summary())
-    return 0 if result.equal else 1
+    return 0 if result.ok else 1
 
 
 def cmd_generate(args: argparse.Namespace) -> int:
     from ukdpack.authored.validate import validate
     from ukdpack.generate import expand as generate
 
+    config = Path(args.config)
+    if not os.path.lexists(config) or config.is_dir():  # other kinds: the reader says why
+        found = "a folder" if config.is_dir() else "nothing at that path"
+        raise UsageError(f"{config}: expected a generate config file (YAML), found {found}")
     out = Path(args.out)
     if os.path.lexists(out) and not out.is_dir():
         raise UsageError(f"--out {out}: expected a folder to write into; it is not one")
@@ -245,9 +281,7 @@ def cmd_migrate(args: argparse.Namespace) -> int:
     from ukdpack.authored import migrate
     from ukdpack.authored.validate import validate
 
-    root = Path(args.root)
-    if not root.is_dir():
-        raise UsageError(f"{root}: expected a descriptor root folder")
+    root = _need_folder(Path(args.root), "a descriptor root folder")
     out = Path(args.out) if args.out is not None else None
     if out is not None:
         migrate.check_out(root, out)
@@ -350,7 +384,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--source-root", required=True, metavar="R", help="authored descriptor root")
     p.add_argument("--out-root", required=True, metavar="O", help="where OUT/<arch>/ shards go")
     p.add_argument("--arch", action="append", required=True, metavar="A",
-                   help="target arch (repeatable; feature suffixes are stripped)")
+                   help="target arch (repeatable, or a comma list: gfx90a,gfx1030; feature "
+                   "suffixes are stripped)")
     p.add_argument("--group", default="kernels", metavar="G",
                    help="archive group name: kpack/<group>_<arch>.kpack (default: kernels)")
     p.add_argument("--jobs", type=int, default=0, metavar="N",
@@ -374,6 +409,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--job-timeout", type=_positive_seconds, default=DEFAULT_JOB_TIMEOUT,
                    metavar="S", help="seconds one compile or builder call may take before "
                    f"its arch fails (default {DEFAULT_JOB_TIMEOUT:g})")
+    p.add_argument("--json", action="store_true",
+                   help="print a report per arch as JSON on stdout (progress stays on stderr)")
     p.set_defaults(handler=cmd_pack)
 
     p = sub.add_parser("dvc-status", help="which DVC outputs under a root are present")
@@ -393,7 +430,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("inspect", help="what a packed shard holds: engines, packs, kernels, "
                                        "launches, toc keys, code objects")
     p.add_argument("shard", help="a shard folder (OUT_ROOT/<arch>/)")
-    p.add_argument("--arch", metavar="A", help="the shard's arch (default: its folder's name)")
+    p.add_argument("--arch", action="append", metavar="A",
+                   help="the shard's arch (default: its folder's name)")
     p.add_argument("--json", action="store_true", help="print the shard as JSON")
     p.set_defaults(handler=cmd_inspect)
 
@@ -404,13 +442,15 @@ def build_parser() -> argparse.ArgumentParser:
                    help="the authored root the shard was packed from")
     p.add_argument("--exclude-folder", action="append", default=[], metavar="X",
                    help="folders the pack left out (repeatable)")
-    p.add_argument("--arch", metavar="A", help="the shard's arch (default: its folder's name)")
+    p.add_argument("--arch", action="append", metavar="A",
+                   help="the shard's arch (default: its folder's name)")
     p.add_argument("--json", action="store_true", help="print the verdict as JSON")
     p.set_defaults(handler=cmd_verify)
 
     p = sub.add_parser("desk-check", help="the whole-set rules over a packed shard")
     p.add_argument("shard", help="a shard folder (OUT_ROOT/<arch>/)")
-    p.add_argument("--arch", metavar="A", help="the shard's arch (default: its folder's name)")
+    p.add_argument("--arch", action="append", metavar="A",
+                   help="the shard's arch (default: its folder's name)")
     p.add_argument("--json", action="store_true", help="print the verdict as JSON")
     p.set_defaults(handler=cmd_desk_check)
 
@@ -458,6 +498,11 @@ def build_parser() -> argparse.ArgumentParser:
                           help="parallel compiles (default: the CPUs this process may use)")
     verify_p.add_argument("--hipcc", metavar="PATH", help="HIP compiler to try first")
     verify_p.add_argument("--nvcc", metavar="PATH", help="CUDA compiler to try first")
+
+    from ukdpack.doctor.command import add_parser as add_doctor
+    from ukdpack.init.command import add_parser as add_init
+    add_init(sub)
+    add_doctor(sub)
     return parser
 
 
@@ -500,6 +545,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return handler(args)
     except UkdError as e:
         _print_problem_lines([p.line() for p in e.problems])
+        if getattr(args, "json", False):  # a report on stdout whatever happened
+            print_report(report(False, e.problems))
         return 2 if isinstance(e, UsageError) else 1
     except KeyboardInterrupt:
         interrupted = True

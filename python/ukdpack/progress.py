@@ -65,14 +65,20 @@ class Reporter:
         else:
             self.info(f"{what}: {total} code object{'s' if total != 1 else ''}")
 
-    def job_done(self, what: str, seconds: float, ran: bool) -> None:
+    def job_done(self, what: str, seconds: float, outcome: str) -> None:
+        """One job ended: ``compiled``, ``reused`` (cache, prebuilt, builder) or
+        ``failed``. Plain lines name the jobs that ran a compiler or failed; a failed job
+        says so, so the counts read as what was made."""
         with self._lock:
             self._done += 1
             done = self._done
             progress = self._progress
         if progress is not None and self._task is not None:
-            progress.update(self._task, advance=1, description=what)
-        elif ran:
+            progress.update(self._task, advance=1,
+                            description=f"{what} failed" if outcome == "failed" else what)
+        elif outcome == "failed":
+            self.info(f"[{done}/{self._total}] {what}: failed ({seconds:.1f} s)")
+        elif outcome == "compiled":
             self.info(f"[{done}/{self._total}] {what} ({seconds:.1f} s)")
 
     def batch_finished(self, summary: str) -> None:

@@ -1,9 +1,10 @@
 """The JSON Schemas (Draft 2020-12) of every descriptor type, and their verdicts
 worded for people.
 
-The schemas under ``ukdpack/schemas`` are the one statement of shape; editors
-can use them as published. ``x-expect``, ``x-message`` and ``x-messages``
-annotations in them give the wording of each refusal.
+The schemas under ``ukdpack/schemas`` state the shapes for editors; each file is
+self-contained (bundled from the sources in ``schemas/`` by ``ukdpack.schema_bundle``),
+so neither an editor nor this module fetches or reads anything else. ``x-expect``,
+``x-message`` and ``x-messages`` annotations in them give the wording of each refusal.
 
 Two validators read them: jsonschema-rs gives the verdict (a thousand times faster,
 which matters for trees of thousands of kernels), and for a document it refuses,
@@ -27,13 +28,12 @@ if TYPE_CHECKING:
     # than validating a whole tree with jsonschema-rs (a warm pack never needs it).
     from jsonschema import Draft202012Validator
     from jsonschema.exceptions import ValidationError
-    from referencing import Registry
 
 from ukdpack import jsonpath
 
 SCHEMA_BASE = "https://ukdpack.dev/schemas/"
 
-#: Versions of each descriptor type this ukdpack reads (SPEC 2.2).
+#: Versions of each descriptor type this ukdpack reads.
 READ_VERSIONS: dict[str, tuple[str, ...]] = {
     "kdp": ("1.0",), "ukd": ("1.0", "1.1"), "udd": ("1.0", "1.1"),
     "ued": ("1.0",), "kmd": ("1.0",), "umd": ("1.0",), "uhd": ("1.0",),
@@ -54,24 +54,17 @@ def load_schema(name: str) -> dict[str, Any]:
 
 
 @functools.cache
-def _registry() -> Registry[Any]:
-    from referencing import Registry, Resource
-
-    resources_ = [(SCHEMA_BASE + n, Resource.from_contents(load_schema(n))) for n in schema_names()]
-    return Registry().with_resources(resources_)
-
-
-@functools.cache
 def _validator(dtype: str) -> Draft202012Validator:
     from jsonschema import Draft202012Validator
+    from referencing import Registry
 
-    return Draft202012Validator(load_schema(f"{dtype}.schema.json"), registry=_registry())
+    # A registry that cannot retrieve: a shipped schema refers only to itself.
+    return Draft202012Validator(load_schema(f"{dtype}.schema.json"), registry=Registry())
 
 
 @functools.cache
 def _fast_validator(dtype: str) -> Any:
-    registry = jsonschema_rs.Registry([(SCHEMA_BASE + n, load_schema(n)) for n in schema_names()])
-    return jsonschema_rs.validator_for(load_schema(f"{dtype}.schema.json"), registry=registry)
+    return jsonschema_rs.validator_for(load_schema(f"{dtype}.schema.json"))
 
 
 def is_valid(doc: Any, dtype: str) -> bool:

@@ -2,8 +2,44 @@
 
 from __future__ import annotations
 
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
 from hip_objects import ARCHES, DATA, CompileJob, compile_many
+
+#: What ``scripts/test.sh --quick`` leaves out (``-m "not heavy"``): modules (by name) and
+#: single tests (``module::function``, every parameter) that pack with real compiles many
+#: times, build with CMake, or run kill and race trials, fuzzing and mutation; and every
+#: test using the ``installed_prefix`` fixture (a full build). What is left still packs,
+#: validates and reads shards, a few compiles at most each.
+HEAVY = frozenset({
+    "test_cache_damage", "test_cache_hostile", "test_cmake_api", "test_cmake_superbuild",
+    "test_concurrency", "test_corpus", "test_escapes", "test_fuzz", "test_hostile",
+    "test_kill", "test_mutation", "test_pack", "test_pack_kinds", "test_packaging",
+    "test_runtime_check",
+    "test_dvc::test_validate_warns_and_pack_fails_only_the_arches_missing_objects",
+    "test_hostile_generate_dvc::test_the_advice_after_verify_repairs_a_damaged_output",
+    "test_migrate::test_a_legacy_example_tree_migrates_to_one_that_packs_and_loads",
+})
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "heavy: compile-heavy or long-running module; "
+                                       "scripts/test.sh --quick leaves it out")
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        module = Path(str(item.fspath)).stem
+        function = getattr(item, "originalname", item.name)
+        if (module in HEAVY or f"{module}::{function}" in HEAVY
+                or "installed_prefix" in getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.heavy)
+
 
 SIGNATURES = DATA / "signatures.hip"
 
@@ -17,3 +53,24 @@ def signature_objects() -> dict[str, bytes]:
     jobs["xnack"] = CompileJob(SIGNATURES, "gfx90a:xnack+")
     paths = compile_many(jobs.values())
     return {name: p.read_bytes() for name, p in zip(jobs, paths, strict=True)}
+
+
+@pytest.fixture(scope="session")
+def installed_prefix(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """`cmake --install` of a plain (non-pip) build of the checkout: one full build
+    shared by every test of the installed layout (it is the slowest step of the suite)."""
+    repo = Path(__file__).resolve().parents[2]
+    base = tmp_path_factory.mktemp("install")
+    build, prefix = base / "build", base / "prefix"
+    launcher = ["-DCMAKE_CXX_COMPILER_LAUNCHER=ccache"] if shutil.which("ccache") else []
+    env = dict(os.environ)
+    env.pop("PYTHONPATH", None)
+    for args in (["cmake", "-S", str(repo), "-B", str(build), "-G", "Ninja",
+                  "-DCMAKE_BUILD_TYPE=Release", "-DUKDPACK_BUILD_TESTS=OFF",
+                  f"-DPython3_EXECUTABLE={sys.executable}", *launcher],
+                 ["cmake", "--build", str(build), "-j2"],
+                 ["cmake", "--install", str(build), "--prefix", str(prefix)]):
+        r = subprocess.run(args, cwd=base, capture_output=True, text=True, env=env, check=False)
+        if r.returncode != 0:
+            raise AssertionError(f"{' '.join(args)} failed ({r.returncode}):\n{r.stdout}\n{r.stderr}")
+    return prefix

@@ -180,15 +180,11 @@ def test_shard_tests_and_install_without_stamps(superbuild: Superbuild) -> None:
     assert files == built
 
 
-def test_installed_copy_works_through_find_package(tmp_path: Path) -> None:
+def test_installed_copy_works_through_find_package(installed_prefix: Path,
+                                                  tmp_path: Path) -> None:
     """A plain install of ukdpack, then a consumer with find_package(ukdpack CONFIG)
     that links ukdpack::runtime and packs with the CMake API."""
-    build, prefix = tmp_path / "ukdpack-build", tmp_path / "prefix"
-    _run(["cmake", "-S", str(REPO), "-B", str(build), "-G", "Ninja", "-DCMAKE_BUILD_TYPE=Release",
-          "-DUKDPACK_BUILD_TESTS=OFF", f"-DPython3_EXECUTABLE={sys.executable}",
-          f"-DCMAKE_INSTALL_PREFIX={prefix}"])
-    _run(["cmake", "--build", str(build), "-j2"])
-    _run(["cmake", "--install", str(build)])
+    prefix = installed_prefix
     assert (prefix / "lib" / "cmake" / "ukdpack" / "ukdpackConfig.cmake").is_file()
     assert (prefix / "bin" / "ukdpack-validate").is_file()
     tree = _make_workspace(tmp_path) / "descriptors"

@@ -128,7 +128,7 @@ def test_toc_keys_missing_from_the_archive_and_unclaimed_entries(copy: Path) -> 
     assert ("error", "attention/scale.kdp.json", "$.kernelDescriptors[1].kernel_source.library",
             "kernel 'scale.f16' (single launch): library '../../away.kpack' leaves the shard "
             f"root {copy}") in got  # the runtime's own words (LIBRARY_ESCAPES)
-    assert ("note", "kpack/kernels_gfx90a.kpack", "",
+    assert ("note", "kpack/kernels_gfx90a.kpack", None,  # a whole file: no JSON path
             "entry 'spare_000000000000' for gfx90a is claimed by no launch; it ships for "
             "nothing") in got
     assert len(got) == 4  # and scale.f16's own entry, which no launch names any more
@@ -176,6 +176,6 @@ def test_authored_sources_in_a_shard_and_bad_input(copy: Path, tmp_path: Path) -
                "kind 'hip' in a packed shard; the packer writes every code object as kind "
                "'kpack'" in ln for ln in lines), lines
     r = ukdpack("desk-check", str(tmp_path / "nowhere"))
-    assert r.returncode == 1 and "expected a shard folder" in r.stderr
+    assert r.returncode == 2 and "expected a shard folder" in r.stderr
     assert "Traceback" not in r.stderr
     assert ukdpack("desk-check").returncode == 2

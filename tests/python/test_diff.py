@@ -49,7 +49,7 @@ def test_one_kernel_removed_and_one_launch_symbol_changed(shard: Path, other: Pa
     r = ukdpack("diff", str(other), str(shard), "--json")
     assert r.returncode == 1
     doc = json.loads(r.stdout)
-    assert doc["equal"] is False
+    assert doc["ok"] is False and "equal" not in doc
     assert doc["summary"] == "1 kernels added, 0 removed, 1 changed (1 launches changed)"
     assert [k["name"] for k in doc["kernels"]["added"]] == ["scale.f16"]
     assert doc["kernels"]["removed"] == []
@@ -116,6 +116,6 @@ def test_only_another_descriptor_differs(shard: Path, other: Path) -> None:
 
 def test_bad_input(shard: Path, tmp_path: Path) -> None:
     r = ukdpack("diff", str(shard), str(tmp_path / "nowhere"))
-    assert r.returncode == 1 and "expected a shard folder" in r.stderr
+    assert r.returncode == 2 and "expected a shard folder" in r.stderr
     assert "Traceback" not in r.stderr
     assert ukdpack("diff", str(shard)).returncode == 2

@@ -359,7 +359,8 @@ def test_bad_yaml(tmp_path: Path, text: str, fragment: str) -> None:
 def test_usage_and_missing_files(tmp_path: Path) -> None:
     assert ukdpack("generate", str(CONFIG)).returncode == 2  # --out is required
     r = ukdpack("generate", str(tmp_path / "none.yaml"), "--out", str(tmp_path / "o"))
-    assert r.returncode == 1 and "cannot read the config" in r.stderr
+    assert r.returncode == 2 and "expected a generate config file (YAML), found nothing" \
+        in r.stderr
     # A tree that does not validate: the sources the config names are not there.
     r = ukdpack("generate", str(CONFIG), "--out", str(tmp_path / "o"))
     assert r.returncode == 1

@@ -108,7 +108,7 @@ def test_an_unreadable_archive_is_shown_and_fails(shard: Path, tmp_path: Path) -
 
 def test_bad_input_is_an_error_not_a_traceback(tmp_path: Path) -> None:
     r = ukdpack("inspect", str(tmp_path / "nowhere"))
-    assert r.returncode == 1
+    assert r.returncode == 2  # a shard that is not there: the command line to fix
     assert "expected a shard folder (OUT_ROOT/<arch>/), found nothing at that path" in r.stderr
     assert "Traceback" not in r.stderr
     assert ukdpack("inspect").returncode == 2

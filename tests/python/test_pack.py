@@ -250,10 +250,10 @@ def test_arch_arguments_are_normalized(tmp_path: Path,
     assert sorted(p.name for p in (tmp_path / "out").iterdir() if not p.name.startswith(".")) \
         == ["gfx90a"]
     r = run_pack(tree, tmp_path / "out", ["x86_64"], cache=cache)
-    assert r.returncode == 1 and "expected a GPU arch" in r.stderr
+    assert r.returncode == 2 and "expected a GPU arch" in r.stderr
 
 
 def test_out_root_inside_source_root_is_refused(tmp_path: Path) -> None:
     tree = copy_example(tmp_path / "tree")
     r = run_pack(tree, tree / "out", ["gfx90a"], cache=tmp_path / "cache")
-    assert r.returncode == 1 and "lies inside --source-root" in r.stderr
+    assert r.returncode == 2 and "lies inside --source-root" in r.stderr

@@ -1,16 +1,21 @@
-"""The JSON Schemas: valid Draft 2020-12, shipped in the package, usable as
-published (an editor resolving $refs by URL), and agreeing with the example tree."""
+"""The JSON Schemas: valid Draft 2020-12, shipped in the package, each file usable on
+its own with nothing fetched (what an editor or check-jsonschema does offline), the
+bundles of their sources, and agreeing with the example tree and the runtime."""
 
 from __future__ import annotations
 
+import json
+import re
+import socket
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
-import jsonschema
 import pytest
 from jsonschema import Draft202012Validator
 from referencing import Registry, Resource
 
-from ukdpack import _runtime, schema
+from ukdpack import _runtime, schema, schema_bundle
 
 DESCRIPTOR_TYPES = ("ukd", "kdp", "udd", "ued", "kmd", "umd", "uhd")
 
@@ -32,18 +37,120 @@ def test_every_type_and_version_has_a_schema() -> None:
             assert f"{dtype}-{version}.schema.json" in names
 
 
-def test_example_tree_conforms_through_plain_jsonschema() -> None:
-    """What an editor does: plain jsonschema, schemas resolved by their $id."""
-    registry: Registry = Registry().with_resources(  # type: ignore[type-arg]
-        (schema.SCHEMA_BASE + n, Resource.from_contents(schema.load_schema(n)))
-        for n in schema.schema_names())
-    files = _runtime.load_shard(str(REPO / "descriptors"), authored=True).files
-    assert files
-    for rel, dtype, _ in files:
-        doc, _, why = _runtime.read_json_file(str(REPO / "descriptors" / rel))
+SHIPPED = REPO / "python" / "ukdpack" / "schemas"
+SOURCES = REPO / "schemas"
+TYPE_TOKEN = re.compile(r"\.(" + "|".join(DESCRIPTOR_TYPES) + r")\.json$")
+
+
+def _refs(node: Any) -> Iterator[str]:
+    if isinstance(node, dict):
+        for k, v in node.items():
+            if k == "$ref" and isinstance(v, str):
+                yield v
+            else:
+                yield from _refs(v)
+    elif isinstance(node, list):
+        for v in node:
+            yield from _refs(v)
+
+
+def _no_retrieval(uri: str) -> Resource[Any]:
+    pytest.fail(f"a shipped schema tried to retrieve {uri}")
+
+
+@pytest.fixture
+def no_network(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Any socket connection or name lookup fails the test."""
+    def refuse(*args: object, **kwargs: object) -> None:
+        pytest.fail(f"network access: {args!r}")
+    monkeypatch.setattr(socket.socket, "connect", refuse)
+    monkeypatch.setattr(socket, "create_connection", refuse)
+    monkeypatch.setattr(socket, "getaddrinfo", refuse)
+
+
+def test_shipped_schemas_are_the_bundles_of_their_sources() -> None:
+    assert schema_bundle.stale(SOURCES, SHIPPED) == [], (
+        "run: python -m ukdpack.schema_bundle schemas python/ukdpack/schemas")
+    assert set(schema.schema_names()) == {p.name for p in SHIPPED.glob("*.schema.json")}
+
+
+@pytest.mark.parametrize("name", sorted(p.name for p in SHIPPED.glob("*.schema.json")))
+def test_each_shipped_schema_refers_only_to_itself(name: str) -> None:
+    doc = json.loads((SHIPPED / name).read_text(encoding="utf-8"))
+    refs = list(_refs(doc))
+    assert all(r.startswith("#/") for r in refs), [r for r in refs if not r.startswith("#/")]
+
+
+def test_bundler_refuses_references_it_cannot_make_local() -> None:
+    common = {"$defs": {"a": {"type": "string"}}}
+    with pytest.raises(schema_bundle.BundleError, match="whole schema file"):
+        schema_bundle.bundle({"common.schema.json": common,
+                              "x.schema.json": {"$ref": "y.schema.json#/properties/z"},
+                              "y.schema.json": {}})
+    with pytest.raises(schema_bundle.BundleError, match="no definition 'b'"):
+        schema_bundle.bundle({"common.schema.json": common,
+                              "x.schema.json": {"$ref": "common.schema.json#/$defs/b"}})
+
+
+def test_example_tree_validates_offline_with_plain_jsonschema(no_network: None) -> None:
+    """What an editor does offline: each descriptor of descriptors/, comments stripped,
+    against its type's shipped schema file alone, with a plain Draft 2020-12 validator
+    that can retrieve nothing."""
+    registry: Registry[Any] = Registry(retrieve=_no_retrieval)  # type: ignore[call-arg]
+    seen = 0
+    for path in sorted((REPO / "descriptors").rglob("*.json")):
+        rel = path.relative_to(REPO / "descriptors")
+        m = TYPE_TOKEN.search(path.name)
+        if m is None or any(part.startswith(".") for part in rel.parts):
+            continue
+        doc, _, why = _runtime.read_json_file(str(path))  # the runtime's reader strips comments
         assert why is None, (rel, why)
-        top = schema.load_schema(f"{dtype}.schema.json")
-        jsonschema.validate(doc, top, cls=Draft202012Validator, registry=registry)
+        top = json.loads((SHIPPED / f"{m.group(1)}.schema.json").read_text(encoding="utf-8"))
+        errors = [e.message for e in Draft202012Validator(top, registry=registry).iter_errors(doc)]
+        assert errors == [], (rel, errors)
+        seen += 1
+    assert seen >= 15
+
+
+def _runtime_schema_key_problems(dtype: str, doc: dict[str, Any], tmp: Path) -> list[tuple[str, str]]:
+    """The runtime parser's errors at `$schema` for one top-level descriptor."""
+    if dtype == "ukd":
+        diags = _runtime.check_kernel(doc, "x.ukd.json", "$")
+    elif dtype == "kdp":
+        (tmp / "x.kdp.json").write_text(json.dumps(doc), encoding="utf-8")
+        diags = _runtime.load_shard(str(tmp), authored=True).diagnostics
+    else:
+        diags = _runtime.check_descriptor(dtype, doc, f"x.{dtype}.json")
+    return [(d["path"], d["message"]) for d in diags
+            if d["severity"] == "error" and "$schema" in d.get("path", "")]
+
+
+@pytest.mark.parametrize("dtype", DESCRIPTOR_TYPES)
+def test_dollar_schema_string_is_accepted_at_the_top_of_every_type(dtype: str,
+                                                                   tmp_path: Path) -> None:
+    tree = REPO / "tests" / "corpus" / "ok_schema_key" / "tree"
+    files = {t: f for f, t, _ in _runtime.load_shard(str(tree), authored=True).files}
+    doc, _, _ = _runtime.read_json_file(str(tree / files[dtype]))
+    assert isinstance(doc["$schema"], str)
+    assert schema.check(doc, dtype) == []
+    assert _runtime_schema_key_problems(dtype, doc, tmp_path) == []
+    bad = {**doc, "$schema": {"url": "x"}}
+    want = [('$["$schema"]', "expected string, found object")]
+    assert schema.check(bad, dtype) == want
+    assert _runtime_schema_key_problems(dtype, bad, tmp_path) == want
+
+
+def test_dollar_schema_is_refused_on_an_inline_ukd() -> None:
+    kernel = {"$schema": "ukd.schema.json", "id": "k", "version": "1.0", "name": "k",
+              "priority": 0, "metadata": {},
+              "kernel_source": {"kind": "hip", "source": "k.hip", "entry": "k", "build": {}}}
+    kdp = {"id": "p", "version": "1.0", "name": "p", "arch": [], "matchers": [],
+           "engine": None, "dispatch": None, "kernelDescriptors": [kernel]}
+    want = [('$.kernelDescriptors[0]["$schema"]',
+             "'$schema' belongs at the top of a descriptor file; an inline UKD takes none")]
+    assert schema.check(kdp, "kdp") == want
+    got = _runtime.check_kernel(kernel, "p.kdp.json", "$.kernelDescriptors[0]")
+    assert [(d["path"], d["message"]) for d in got if d["severity"] == "error"] == want
 
 
 def test_messages_name_the_path_and_finding() -> None:
@@ -68,3 +175,24 @@ def test_fast_and_wording_validators_agree_on_the_corpus() -> None:
         assert schema.is_valid(doc, dtype) == (schema.explain(doc, dtype) == []), path
         seen += 1
     assert seen > 300
+
+
+def test_pack_leaves_dollar_schema_out_and_the_shard_tools_agree(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """`$schema` is authored-only: no packed descriptor carries it, and verify, which
+    compares the shard with the root field by field, accepts the shard."""
+    from ukdpack.cli import main
+
+    monkeypatch.setenv("HIP_PLATFORM", "amd")
+    tree = REPO / "tests" / "corpus" / "ok_schema_key" / "tree"
+    out = tmp_path / "out"
+    assert main(["pack", "--source-root", str(tree), "--out-root", str(out), "--arch", "gfx90a",
+                 "--plain", "--jobs", "1", "--cache-dir", str(tmp_path / "cache")]) == 0
+    shard = out / "gfx90a"
+    packed = sorted(p.relative_to(shard).as_posix() for p in shard.rglob("*.json"))
+    assert packed == ["a.kdp.json", "eng.kmd.json", "eng.ued.json", "eng.umd.json",
+                      "h/order.uhd.json", "one.udd.json", "s/one.ukd.json"]
+    for rel in packed:
+        assert "$schema" not in json.loads((shard / rel).read_text(encoding="utf-8")), rel
+    capsys.readouterr()
+    assert main(["verify", str(shard), "--source-root", str(tree)]) == 0, capsys.readouterr()

@@ -43,7 +43,7 @@ def test_usage_error_exits_2() -> None:
 
 def test_missing_root_is_an_error_not_a_traceback(tmp_path: Path) -> None:
     r = _run("validate", str(tmp_path / "nowhere"))
-    assert r.returncode == 1
+    assert r.returncode == 2  # a root that is not there: the command line to fix
     assert "expected a descriptor root folder, found nothing" in r.stderr
     assert "Traceback" not in r.stderr
 
@@ -51,7 +51,7 @@ def test_missing_root_is_an_error_not_a_traceback(tmp_path: Path) -> None:
 def test_json_verdict(capsys: pytest.CaptureFixture[str]) -> None:
     code = main(["validate", str(CORPUS / "sets_two_kdps_one_udd" / "tree"), "--json"])
     doc = json.loads(capsys.readouterr().out)
-    assert code == 1 and doc["valid"] is False
+    assert code == 1 and doc["ok"] is False and doc["format_version"] == 1
     (problem,) = [p for p in doc["problems"] if p["severity"] == "error"]
     assert problem["file"] == "a.kdp.json"
     assert problem["path"] == "$.kernelDescriptors"

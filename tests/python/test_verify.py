@@ -244,7 +244,7 @@ def test_a_root_that_breaks_the_rules_is_refused(packed: tuple[Path, Path],
            "'dispatch_symbol'" in r.stderr
     assert "the source root breaks the rules above" in r.stderr
     r = ukdpack("verify", str(tmp_path / "nowhere"), "--source-root", str(root))
-    assert r.returncode == 1 and "expected a shard folder" in r.stderr
+    assert r.returncode == 2 and "expected a shard folder" in r.stderr
     assert "Traceback" not in r.stderr
     assert ukdpack("verify", str(out / ARCH)).returncode == 2  # --source-root is required
 

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <string>
+#include <string_view>
 #include <utility>
 #include <variant>
 #include <vector>
@@ -30,6 +31,15 @@ Diagnostic makeWarning(std::string code, std::string file, std::string jsonPath,
                        std::string message);
 
 bool hasErrors(const std::vector<Diagnostic>& diags);
+
+// The candidate closest to `word` by edit distance (insertions, deletions,
+// substitutions and swaps of neighbours, letters compared ignoring case) when it is
+// close enough to be a slip of the keyboard: at most a third of the candidate's
+// length, at least one edit. Empty when none is, or when `word` is a candidate.
+std::string closestMatch(std::string_view word, const std::vector<std::string>& candidates);
+// "; did you mean 'x'?" for the closest match of `word`, or "" when there is none:
+// appended to a refusal of an unknown name (key, kind, id).
+std::string didYouMean(std::string_view word, const std::vector<std::string>& candidates);
 
 // A value or the diagnostic that explains why there is none.
 template <class T>

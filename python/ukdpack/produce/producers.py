@@ -12,6 +12,7 @@ Jobs run in parallel over ``jobs`` threads (compiles are subprocesses).
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import glob
 import importlib
 import inspect
@@ -24,7 +25,7 @@ from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from ukdpack import _runtime
 from ukdpack.digest import sha256_hex
@@ -93,7 +94,14 @@ def object_info(elf: bytes, sha: str, cache: CompileCache | None) -> ObjectInfo:
     return info
 
 
-JobDone = Callable[[Job, float, bool], None]
+#: How a job ended, as progress tells it: ``compiled`` (a compiler ran and made the
+#: object), ``reused`` (from the cache, prebuilt, or built by a builder), ``failed``.
+Outcome = Literal["compiled", "reused", "failed"]
+JobDone = Callable[[Job, float, Outcome], None]
+
+#: The code of the problem a job fails with when its compiler cannot be found: the pack
+#: reports that once, not once per job.
+NO_COMPILER = "NO_COMPILER"
 
 
 class Producer:
@@ -114,7 +122,9 @@ class Producer:
         # which an interrupted pack must be able to kill while it counts.
         self._busy = 0
         self._busy_lock = threading.Lock()
-        self.compiles = 0  # compiler runs in this pack
+        self.compiles = 0  # compiler runs in this pack that made an object
+        self.failed = 0  # jobs that made no object
+        self._missing: dict[str, Problem] = {}  # kind -> why its compiler is not there
 
     def compiler(self, kind: str) -> compiler.Compiler:
         """The compiler of ``kind``, identified (recorded in the cache: a warm pack runs
@@ -122,8 +132,14 @@ class Producer:
         with self._lock:
             if self._stopping.is_set():  # interrupted while waiting for the lock
                 raise UkdError("the pack was interrupted")
+            if kind in self._missing:  # looked for once: every job of the kind fails alike
+                raise UkdError(self._missing[kind])
             if kind not in self._compilers:
-                path = compiler.locate(kind, self._explicit.get(kind))
+                try:
+                    path = compiler.locate(kind, self._explicit.get(kind))
+                except UkdError as e:
+                    self._missing[kind] = dataclasses.replace(e.problems[0], code=NO_COMPILER)
+                    raise UkdError(self._missing[kind]) from None
                 self._compilers[kind] = compiler.identify(kind, path, self.cache,
                                                           self.timeout)
             return self._compilers[kind]
@@ -152,9 +168,13 @@ class Producer:
                 with self._busy_lock:
                     self._busy -= 1
             results[job.key] = product
+            outcome: Outcome = ("failed" if not isinstance(product, Product) else
+                                "compiled" if product.compiled else "reused")
+            with self._busy_lock:  # counted by outcome: a failed compile is no compile
+                self.compiles += outcome == "compiled"
+                self.failed += outcome == "failed"
             if done and not self._stopping.is_set():
-                done(job, time.monotonic() - start,
-                     product.compiled if isinstance(product, Product) else True)
+                done(job, time.monotonic() - start, outcome)
 
         # Longest first: compiles before reads, so the pool stays busy to the end.
         order = sorted(jobs, key=lambda j: (j.kind not in ("hip", "cuda"), j.toc_key, j.arch))
@@ -215,6 +235,8 @@ class Producer:
         try:
             comp = self.compiler(job.kind)
         except UkdError as e:
+            if e.problems[0].code == NO_COMPILER:  # the same problem for every job: told once
+                raise JobFailed(e.problems[0]) from None
             raise _fail(job, str(e.problems[0])) from None
         source = self.root / job.rel
         build = job.fields.get("build") or {}
@@ -236,11 +258,11 @@ class Producer:
             with self._lock:
                 if self._stopping.is_set():  # start no compile once the pack is ending
                     raise _fail(job, "the pack was interrupted")
-                self.compiles += 1
             outcome = compiler.run_compile(argv, out, dep, source.parent, self.timeout)
         if not outcome.ok:
             raise _fail(job, f"compiling {job.what()} failed", outcome.message,
                         os.path.basename(comp.path))
+
         deps = outcome.deps or (str(source),)
         self.cache.store(key, self.root, deps, outcome.data,
                          {"kind": job.kind, "argv": keyed, "source": job.rel,

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from ukdpack import _runtime
+from ukdpack import _runtime, reports
 from ukdpack.authored.kinds import kind, normalized_build
 from ukdpack.authored.load import Member, Tree, load_tree
 from ukdpack.authored.model import Uhd, Ukd
@@ -32,6 +32,7 @@ from ukdpack.produce.compiler import DEFAULT_JOB_TIMEOUT
 from ukdpack.produce.plan import ArchPlan, Job, Launch, plan_arch
 from ukdpack.produce.producers import Producer, Product
 from ukdpack.progress import Reporter
+from ukdpack.reports import problem_doc
 from ukdpack.shard import archive as kpack
 from ukdpack.shard import packed, provenance, publish
 from ukdpack.shard.depfile import write_depfile
@@ -46,7 +47,7 @@ def normalize_arches(names: Sequence[str]) -> list[str]:
     for name in names:
         bare = _runtime.bare_arch(name.strip())
         if not _runtime.is_arch_name(bare):
-            raise UkdError(f"--arch {name}: expected a GPU arch such as gfx90a or sm_90")
+            raise UsageError(f"--arch {name}: expected a GPU arch such as gfx90a or sm_90")
         if bare not in out:
             out.append(bare)
     return out
@@ -96,7 +97,8 @@ class PackReport:
     arches: list[ArchResult] = field(default_factory=list)
     problems: list[Problem] = field(default_factory=list)  # tree-level
     dormant: bool = False
-    compiles: int = 0
+    compiles: int = 0  # compiler runs that made an object
+    failed_jobs: int = 0  # code objects not made (a failed compile, a missing compiler)
 
     @property
     def failed(self) -> list[str]:
@@ -159,8 +161,9 @@ class _Assembler:
     def run(self) -> ArchResult:
         start = time.monotonic()
         result = ArchResult(self.arch, ok=False)
-        problems = [p for job in self.plan.jobs
-                    if isinstance(p := self.products[job.key], Problem)]
+        # dict.fromkeys: one problem shared by many jobs (no compiler) is told once.
+        problems = list(dict.fromkeys(p for job in self.plan.jobs
+                                      if isinstance(p := self.products[job.key], Problem)))
         launches: dict[tuple[str, str | None], packed.PackedLaunch] = {}
         used: dict[str, Product] = {}
         if not problems:
@@ -271,7 +274,7 @@ class _Assembler:
                 files[provenance.sidecar_name(kdp.file)] = provenance.sidecar_bytes(
                     kdp.id, entries)
         for generic in shipped.generics:
-            files[generic.file] = packed.compact(generic.raw)
+            files[generic.file] = packed.compact(packed.packed_generic(generic.raw))
             if isinstance(generic, Uhd) and generic.artifact_file is not None:
                 rel = generic.artifact_file
                 try:  # the loader checked it; it may have changed since (a FIFO now)
@@ -374,7 +377,7 @@ def check_roots(root: Path, out_root: Path, arches: Sequence[str]) -> None:
         raise UsageError(f"--out-root {out_root}: expected a folder for the shards (or "
                          f"nothing, and one is made), {why}; nothing was packed")
     if _relative_inside(out_root, root) is not None:
-        raise UkdError(f"--out-root {out_root} lies inside --source-root {root}; the next "
+        raise UsageError(f"--out-root {out_root} lies inside --source-root {root}; the next "
                        "walk would read the shards as descriptors: put it elsewhere")
     rel = _relative_inside(root, out_root)
     if rel is not None and rel.parts and _is_shard_name(rel.parts[0], arches):
@@ -426,11 +429,14 @@ def pack(opts: PackOptions, reporter: Reporter) -> PackReport:
     jobs: list[Job] = [j for p in plans for j in p.jobs]
     reporter.batch_started(len(jobs), f"producing for {', '.join(opts.arches)}")
     products = producer.run(
-        jobs, lambda job, s, ran: reporter.job_done(escape_controls(job.what()), s, ran))
-    report.compiles = producer.compiles
+        jobs, lambda job, s, outcome: reporter.job_done(escape_controls(job.what()), s, outcome))
+    report.compiles, report.failed_jobs = producer.compiles, producer.failed
+    reused = len(jobs) - producer.compiles - producer.failed
     reporter.batch_finished(f"{len(jobs)} code objects: {producer.compiles} compiled, "
-                            f"{len(jobs) - producer.compiles} from cache or prebuilt")
+                            f"{reused} from cache or prebuilt"
+                            + (f", {producer.failed} failed" if producer.failed else ""))
     versions = producer.versions()
+    told: set[Problem] = set()  # a problem several arches share (no compiler) is told once
 
     for plan in plans:
         arch = plan.arch
@@ -446,7 +452,9 @@ def pack(opts: PackOptions, reporter: Reporter) -> PackReport:
                 say(f"{arch}: removed the stale shard {out_root / arch}")
         report.arches.append(result)
         for p in result.problems:
-            reporter.problem(p)
+            if p not in told:
+                told.add(p)
+                reporter.problem(p)
         if result.ok:
             say(f"{arch}: {result.kernels} kernels, {result.launches} launches, "
                 f"{result.objects} code objects, {result.archive_bytes:,} archive bytes, "
@@ -466,3 +474,31 @@ def _say(reporter: Reporter, text: str) -> None:
     """A progress line; names in it (an out root with a newline) are escaped, so it stays
     one line."""
     reporter.info(escape_controls(text))
+
+
+def pack_report(opts: PackOptions, report: PackReport) -> dict[str, Any]:
+    """The ``pack --json`` report (docs/cli.md): the shared fields, each problem once
+    (tree-level and per arch), then one entry per arch asked for. An arch the pack never
+    reached (the tree failed its rules) is listed with ``ok`` false and no shard."""
+    by_arch = {r.arch: r for r in report.arches}
+    problems = list(dict.fromkeys([*report.problems, *(p for r in report.arches
+                                                       for p in r.problems)]))
+    arches = []
+    for arch in opts.arches:
+        r = by_arch.get(arch)
+        # No kernels for the arch (the whole root, or this arch): no shard, and no failure.
+        dormant = report.dormant or (r is not None and r.ok and r.published is None)
+        arches.append({
+            "arch": arch, "ok": r.ok if r is not None else report.dormant and report.ok,
+            "dormant": dormant,
+            "shard": str(r.published) if r is not None and r.published else None,
+            "kernels": r.kernels if r else 0, "launches": r.launches if r else 0,
+            "code_objects": r.objects if r else 0,
+            "archive_bytes": r.archive_bytes if r else 0,
+            "problems": [problem_doc(p) for p in (r.problems if r else ())]})
+    return reports.report(report.ok, problems, {
+        "source_root": str(opts.source_root.absolute()),
+        "out_root": str(opts.out_root.absolute()),
+        "dormant": report.dormant, "compiled": report.compiles,
+        "failed_code_objects": report.failed_jobs, "arches": arches})
+

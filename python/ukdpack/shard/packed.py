@@ -6,7 +6,9 @@
 * ``library`` goes from the descriptor's folder to ``kpack/<archive>`` (inline UKDs
   count from their KDP's folder);
 * ``arch`` is narrowed to the shard; UKD ``provenance`` moves to the sidecar;
-* compact JSON, comments gone, ``kernelDescriptors`` last.
+* compact JSON, comments gone, ``kernelDescriptors`` last;
+* a top-level ``$schema`` (which points an editor at a schema, relative to the
+  authored file) is left out of every packed descriptor.
 """
 
 from __future__ import annotations
@@ -18,6 +20,9 @@ from pathlib import PurePosixPath
 from typing import Any
 
 ARCHIVE_FOLDER = "kpack"
+#: Authored-only keys no packed descriptor carries: a ``$schema`` path is relative to
+#: the authored file and means nothing in a shard.
+AUTHORING_KEYS = frozenset({"$schema"})
 
 
 @dataclass(frozen=True)
@@ -61,7 +66,7 @@ def packed_ukd(doc: Mapping[str, Any], arch: str,
     a source without one (embedded_source) is kept as authored."""
     out: dict[str, Any] = {}
     for key, value in doc.items():
-        if key == "provenance":
+        if key == "provenance" or key in AUTHORING_KEYS:
             continue
         if key == "arch":
             out[key] = [arch]
@@ -77,7 +82,12 @@ def packed_ukd(doc: Mapping[str, Any], arch: str,
 
 def packed_kdp(doc: Mapping[str, Any], arch: str, kernels: Sequence[Any]) -> dict[str, Any]:
     """A KDP in packed form: arch narrowed, the shard's kernels, kernelDescriptors last."""
-    out = {k: v for k, v in doc.items() if k != "kernelDescriptors"}
+    out = {k: v for k, v in doc.items() if k != "kernelDescriptors" and k not in AUTHORING_KEYS}
     out["arch"] = [arch]
     out["kernelDescriptors"] = list(kernels)
     return out
+
+
+def packed_generic(doc: Mapping[str, Any]) -> dict[str, Any]:
+    """A UDD, UED, KMD, UMD or UHD in packed form: as authored, less authoring keys."""
+    return {k: v for k, v in doc.items() if k not in AUTHORING_KEYS}

@@ -18,7 +18,8 @@ from typing import Any, Literal
 
 from ukdpack.authored.load import Member
 from ukdpack.authored.model import Descriptor, Ukd
-from ukdpack.errors import Problem
+from ukdpack.errors import Problem, errors_only
+from ukdpack.reports import problem_doc, report
 from ukdpack.tools.shard import Shard, ShardLaunch, describe_signature, load_shard
 
 Status = Literal["added", "removed", "changed"]
@@ -143,15 +144,23 @@ class ShardDiff:
         out += [d.line() for d in self.descriptors]
         return out
 
-    def as_dict(self) -> dict[str, Any]:
-        return {"a": str(self.a.root), "b": str(self.b.root), "equal": self.equal,
-                "summary": self.summary(),
-                "kernels": {s: [k.as_dict() for k in self.kernels if k.status == s]
-                            for s in ("added", "removed", "changed")},
-                "launches_changed": self.launches_changed,
-                "descriptors": [d.as_dict() for d in self.descriptors],
-                "problems": [{"shard": "a" if i < len(self.a.problems) else "b", **p.as_dict()}
-                             for i, p in enumerate(self.problems)]}
+    @property
+    def ok(self) -> bool:
+        """Equal, and both shards read without an error: the exit status 0."""
+        return self.equal and not errors_only(self.problems)
+
+    def as_report(self) -> dict[str, Any]:
+        """The ``--json`` report (docs/cli.md): each problem also names its ``shard``,
+        ``a`` or ``b``."""
+        doc = report(self.ok, (), {
+            "a": str(self.a.root), "b": str(self.b.root), "summary": self.summary(),
+            "kernels": {s: [k.as_dict() for k in self.kernels if k.status == s]
+                        for s in ("added", "removed", "changed")},
+            "launches_changed": self.launches_changed,
+            "descriptors": [d.as_dict() for d in self.descriptors]})
+        doc["problems"] = [{**problem_doc(p), "shard": "a" if i < len(self.a.problems) else "b"}
+                           for i, p in enumerate(self.problems)]
+        return doc
 
 
 def _launch_fields(ln: ShardLaunch) -> dict[str, Any]:

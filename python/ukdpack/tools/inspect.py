@@ -16,7 +16,8 @@ from typing import Any, TextIO
 
 from ukdpack import jsonpath
 from ukdpack.authored.model import Kdp, Kmd, Udd, Ued
-from ukdpack.errors import Problem
+from ukdpack.errors import Problem, errors_only
+from ukdpack.reports import print_report, report
 from ukdpack.tools.shard import LIBRARY, Shard, ShardLaunch, describe_signature, load_shard
 
 #: Width of the table when stdout is no terminal (a log, a pipe): wide enough that
@@ -151,22 +152,34 @@ def _size(n: Any) -> str:
 
 
 def print_json(ins: Inspection, out: TextIO) -> None:
-    print(json.dumps(ins.doc, indent=2, ensure_ascii=False), file=out)
+    """The ``--json`` report (docs/cli.md): the inspection document, ``ok`` when the
+    shard read without an error."""
+    fields = {k: v for k, v in ins.doc.items() if k != "problems"}
+    print_report(report(not errors_only(ins.problems), ins.problems, fields), out)
 
 
 def print_tables(ins: Inspection, out: TextIO) -> None:
-    """The inspection as rich tables: engines, then each pack's kernels and launches,
+    """The inspection as tables (box-drawn on a terminal, ASCII elsewhere): engines, then each pack's kernels and launches,
     then the archives."""
+    from rich import box
     from rich.console import Console
-    from rich.table import Table
+    from rich.table import Table as RichTable
     from rich.text import Text
 
-    def row(table: Table, *cells: str) -> None:
+    # Off a terminal (a pipe, a log, CI) tables are plain ASCII with no colour codes, so
+    # they read the same in any viewer and grep finds their cells.
+    tty = out.isatty()
+
+    def new_table(title: str) -> RichTable:
+        return RichTable(title=Text(title), title_justify="left",
+                         box=box.HEAVY_HEAD if tty else box.ASCII)
+
+    def row(table: RichTable, *cells: str) -> None:
         # Text cells: a metadata value such as [1] must not be read as rich markup.
         table.add_row(*(Text(c) for c in cells))
 
-    console = Console(file=out, width=None if out.isatty() else PLAIN_WIDTH,
-                      highlight=False, emoji=False)
+    console = Console(file=out, width=None if tty else PLAIN_WIDTH, highlight=False,
+                      emoji=False, no_color=not tty, force_terminal=tty)
     doc = ins.doc
     packs: list[dict[str, Any]] = doc["packs"]
     kernels = [k for p in packs for k in p["kernels"]]
@@ -178,7 +191,7 @@ def print_tables(ins: Inspection, out: TextIO) -> None:
                   f"{launches} launches, {objects} code objects ({archive_bytes:,} archive bytes)",
                   markup=False)
 
-    engines = Table(title=Text("engines"), title_justify="left")
+    engines = new_table("engines")
     for col in ("engine", "metadata (KMD)", "knobs", "packs", "file"):
         engines.add_column(col)
     for e in doc["engines"]:
@@ -190,9 +203,8 @@ def print_tables(ins: Inspection, out: TextIO) -> None:
         dispatch = p["dispatch_symbol"] or "(no dispatch)"
         if p["dispatch_launches"] is not None:
             dispatch += " {" + ", ".join(p["dispatch_launches"]) + "}"
-        table = Table(title=Text(f"pack {p['name']} ({p['file']}): engine "
-                                 f"{p['engine'] or '-'}, dispatch {dispatch}"),
-                      title_justify="left")
+        table = new_table(f"pack {p['name']} ({p['file']}): engine {p['engine'] or '-'}, "
+                          f"dispatch {dispatch}")
         for col in ("kernel", "prio", "metadata", "launch", "toc key", "symbol", "bytes",
                     "signature"):
             table.add_column(col, justify="right" if col in ("prio", "bytes") else "left")
@@ -211,8 +223,8 @@ def print_tables(ins: Inspection, out: TextIO) -> None:
         if "error" in a:
             console.print(f"archive {a['path']}: {a['error']}", markup=False)
             continue
-        table = Table(title=Text(f"archive {a['path']}: group {a['group']}, {a['scheme']}, "
-                                 f"{a['bytes']:,} bytes"), title_justify="left")
+        table = new_table(f"archive {a['path']}: group {a['group']}, {a['scheme']}, "
+                          f"{a['bytes']:,} bytes")
         for col in ("toc key", "arch", "type", "bytes", "used by"):
             table.add_column(col, justify="right" if col == "bytes" else "left")
         for e in a["entries"]:

@@ -21,7 +21,7 @@ from typing import Any
 from ukdpack import _runtime
 from ukdpack.authored.load import ARCHIVE_FOLDER, Member, Tree, load_tree
 from ukdpack.authored.model import Kdp, Source, Ukd
-from ukdpack.errors import Problem, UkdError
+from ukdpack.errors import Problem, UkdError, UsageError
 from ukdpack.shard.runtime_check import launch_problems
 
 #: The field of a packed source that names its archive, relative to the descriptor.
@@ -225,7 +225,7 @@ def _shard_arch(root: Path, tree: Tree, given: str | None) -> str | None:
     if given is not None:
         bare = str(_runtime.bare_arch(given.strip()))
         if not _runtime.is_arch_name(bare):
-            raise UkdError(f"--arch {given}: expected a GPU arch such as gfx90a or sm_90")
+            raise UsageError(f"--arch {given}: expected a GPU arch such as gfx90a or sm_90")
         return bare
     name = root.resolve().name
     if _runtime.is_arch_name(name):
@@ -238,8 +238,10 @@ def load_shard(path: Path, arch: str | None = None,
                exclude_folders: Sequence[str] = ()) -> Shard:
     """Read the shard at ``path``; its reading problems are in ``Shard.problems``."""
     if not path.is_dir():
-        raise UkdError(Problem(str(path), "", "expected a shard folder (OUT_ROOT/<arch>/), found "
-                               + ("a file" if path.exists() else "nothing at that path")))
+        # Not there: a command line to fix (exit 2), not a finding about a shard.
+        raise UsageError(Problem(str(path), "", "expected a shard folder (OUT_ROOT/<arch>/), "
+                                 "found " + ("a file" if path.exists() else "nothing at that path"),
+                                 code=UsageError.code))
     # An empty folder, or the out root instead of OUT_ROOT/<arch>/, would pass every check
     # with nothing checked: the runtime's validator refuses it, and so does every tool.
     reason = _runtime.no_shard_reason(str(path), list(exclude_folders))

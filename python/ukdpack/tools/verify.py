@@ -41,7 +41,7 @@ from ukdpack.shard import packed, provenance
 from ukdpack.tools.shard import Shard, ShardLaunch, describe_signature, launch_label, load_shard
 
 #: Fields of a UKD the packer rewrites or moves; every other field ships as authored.
-_REWRITTEN = frozenset({"kernel_source", "sources", "provenance", "arch"})
+_REWRITTEN = frozenset({"kernel_source", "sources", "provenance", "arch"}) | packed.AUTHORING_KEYS
 _TYPE_NAMES = {"Kdp": "KDP", "Ukd": "UKD", "Udd": "UDD", "Ued": "UED", "Kmd": "KMD",
                "Umd": "UMD", "Uhd": "UHD"}
 
@@ -162,7 +162,7 @@ class _Checker:
     def _fields(self, got: Descriptor, want: Mapping[str, Any], have: Mapping[str, Any],
                 what: str, skip: Iterable[str] = ()) -> None:
         """Every field that ships as authored, compared one by one."""
-        left_out = set(skip)
+        left_out = set(skip) | packed.AUTHORING_KEYS  # the packer drops them
         for key in sorted((set(want) | set(have)) - left_out):
             if want.get(key) != have.get(key):
                 self.error(got.file, jsonpath.key(got.json_path, key),

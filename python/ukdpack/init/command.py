@@ -1,0 +1,44 @@
+"""The ``ukdpack init`` subcommand: its arguments and what it prints."""
+
+from __future__ import annotations
+
+import argparse
+import shlex
+from pathlib import Path
+
+from ukdpack.init import DEFAULT_NAME
+
+
+def cmd_init(args: argparse.Namespace) -> int:
+    """Write the starter tree, then print the commands that validate and pack it."""
+    from ukdpack.errors import UsageError
+    from ukdpack.init.scaffold import write
+
+    if args.dir == "":
+        raise UsageError("DIR '': expected a folder to create (an unset variable?); "
+                         "nothing was written")
+    made = write(Path(args.dir), args.name)
+    root = shlex.quote(args.dir)
+    handlers = shlex.quote(str(made.handlers))
+    print(f"ukdpack: wrote {args.dir}: engine '{made.engine_name}', {len(made.files)} files: "
+          "a single-launch kernel (scale) and a two-launch kernel (twostage: partial, "
+          "combine) from one translation unit, and the handler manifest handlers.json")
+    print("next:\n"
+          f"  ukdpack validate {root}\n"
+          f"  ukdpack pack --source-root {root} --out-root out --arch gfx90a "
+          f"--handlers {handlers}\n"
+          "  ukdpack-validate out/gfx90a\n"
+          "  ukdpack inspect out/gfx90a\n"
+          "(ukdpack doctor says what is missing when a compiler or DVC is not found)")
+    return 0
+
+
+def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Register ``init`` on the ``ukdpack`` command's subparsers."""
+    p = sub.add_parser("init", help="write a small descriptor tree that validates and packs "
+                                    "as written")
+    p.add_argument("dir", metavar="DIR", help="the folder to create (new or empty)")
+    p.add_argument("--name", default=DEFAULT_NAME, metavar="NS:LOCAL",
+                   help=f"the engine name, 'namespace:local' (default {DEFAULT_NAME}); "
+                        "dispatch and match symbols are made from it")
+    p.set_defaults(handler=cmd_init)

@@ -8,7 +8,8 @@ root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$root"
 
 packages=(hipcc libzstd-dev libmsgpack-cxx-dev nlohmann-json3-dev libssl-dev libgtest-dev
-          ninja-build git clang-15 libclang-common-15-dev)
+          ninja-build git clang-15 libclang-common-15-dev
+          nginx-light redis-server)  # the last two: servers the remote-cache tests start
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -34,5 +35,5 @@ pip=(.venv/bin/python -m pip install -q --disable-pip-version-check)
 "${pip[@]}" --no-build-isolation --force-reinstall --no-deps \
   -C build-dir=build/py -C cmake.define.UKDPACK_BUILD_TESTS=ON .
 "${pip[@]}" --no-build-isolation \
-  -C build-dir=build/py -C cmake.define.UKDPACK_BUILD_TESTS=ON ".[dvc,test]"
+  -C build-dir=build/py -C cmake.define.UKDPACK_BUILD_TESTS=ON ".[dvc,test,remote]"
 echo "setup: ready (.venv/bin/ukdpack)"

@@ -18,11 +18,15 @@ import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from types import FrameType
+from typing import TYPE_CHECKING
 
 from ukdpack import __version__
 from ukdpack.errors import UkdError, UsageError, escape_controls, has_controls
 from ukdpack.produce.compiler import DEFAULT_JOB_TIMEOUT
 from ukdpack.reports import print_report, report
+
+if TYPE_CHECKING:
+    from ukdpack.produce.remote import RemoteConfig
 
 Handler = Callable[[argparse.Namespace], int]
 
@@ -103,7 +107,8 @@ def cmd_pack(args: argparse.Namespace) -> int:
         cache_dir=Path(args.cache_dir) if args.cache_dir is not None else None,
         depfile=Path(args.depfile) if args.depfile is not None else None,
         depfile_target=args.depfile_target, exclude_folders=tuple(args.exclude_folder),
-        required=args.required, lock_timeout=args.lock_timeout, job_timeout=args.job_timeout)
+        required=args.required, lock_timeout=args.lock_timeout, job_timeout=args.job_timeout,
+        remote=_remote_config(args))
     result = pack(opts, reporter)
     if result.failed:
         reporter.info(f"failed: {', '.join(result.failed)} ({len(result.failed)} of "
@@ -300,9 +305,65 @@ def cmd_migrate(args: argparse.Namespace) -> int:
     return 0 if result.valid else 1
 
 
+def _remote_config(args: argparse.Namespace) -> RemoteConfig | None:
+    """The remote cache tier the flags (else $UKDPACK_REMOTE_CACHE*) ask for; None when no
+    URL is given (an empty one, as a build passes an unset variable, included)."""
+    from ukdpack.produce import remote
+
+    url = args.remote_cache if args.remote_cache is not None else \
+        os.environ.get("UKDPACK_REMOTE_CACHE", "")
+    if not url:
+        return None
+    remote.check_url(url)
+    mode = args.remote_cache_mode or os.environ.get("UKDPACK_REMOTE_CACHE_MODE") or \
+        "read-write"
+    if mode not in remote.MODES:
+        raise UsageError(f"$UKDPACK_REMOTE_CACHE_MODE: expected read or read-write, found "
+                         f"{mode!r}")
+    return remote.RemoteConfig(url, mode, args.remote_cache_timeout,
+                               getattr(args, "remote_cache_max_object", None)
+                               or remote.DEFAULT_MAX_OBJECT)
+
+
+def _cmd_remote_cache(args: argparse.Namespace, config: RemoteConfig) -> int:
+    """``ukdpack cache stats|verify --remote-cache URL``: the server's records."""
+    from ukdpack.produce import remote
+
+    store = remote.open_store(config.url, config.timeout)
+    where = remote.redact(config.url)
+    try:
+        if args.cache_command == "stats":
+            st = remote.server_stats(store)
+            print(f"remote compile cache {where}\n"
+                  f"  entries  {st.entries} under {st.keys} action keys ({st.broken} failing "
+                  f"their digest or key)\n"
+                  f"  objects  {st.objects}, {st.object_bytes:,} bytes\n"
+                  f"  compiles {st.compile_seconds:.1f} s recorded")
+            return 0
+        verdicts = remote.server_verify(store)
+    except remote.RemoteFault as e:
+        raise UkdError(f"remote compile cache {where}: {e}") from None
+    finally:
+        store.close()
+    for v in verdicts:
+        if v.state == "damaged":
+            print(f"ukdpack: error: remote compile cache {where}: {v.line}", file=sys.stderr)
+        elif v.state == "missing":
+            print(f"ukdpack: note: remote compile cache {where}: {v.line} (evicted? a pack "
+                  "compiles it)", file=sys.stderr)
+    damaged = sum(v.state == "damaged" for v in verdicts)
+    missing = sum(v.state == "missing" for v in verdicts)
+    print(f"ukdpack: remote compile cache {where}: {len(verdicts)} records checked: "
+          f"{len(verdicts) - damaged - missing} sound, {damaged} damaged, {missing} missing")
+    return 1 if damaged else 0
+
+
 def cmd_cache(args: argparse.Namespace) -> int:
     from ukdpack.produce.cache import CompileCache, default_cache_dir, stats, verify
 
+    config = _remote_config(args) if args.remote_cache is not None else None
+    if config is not None:
+        return _cmd_remote_cache(args, config)
     folder = Path(args.cache_dir) if args.cache_dir else default_cache_dir()
     if not folder.is_dir():
         raise UsageError(f"{folder}: no compile cache there (--cache-dir, else "
@@ -365,6 +426,14 @@ def _positive_seconds(text: str) -> float:
     return value
 
 
+def _remote_flags(p: argparse.ArgumentParser, what: str = "") -> None:
+    p.add_argument("--remote-cache", metavar="URL",
+                   help=what or "a shared compile cache behind the local one: http(s)://... "
+                   "or redis://host:port/db (else $UKDPACK_REMOTE_CACHE; docs/remote-cache.md)")
+    p.add_argument("--remote-cache-timeout", type=_positive_seconds, default=3.0, metavar="S",
+                   help="seconds one request to the remote cache may take (default 3)")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="ukdpack",
@@ -411,6 +480,12 @@ def build_parser() -> argparse.ArgumentParser:
                    f"its arch fails (default {DEFAULT_JOB_TIMEOUT:g})")
     p.add_argument("--json", action="store_true",
                    help="print a report per arch as JSON on stdout (progress stays on stderr)")
+    _remote_flags(p)
+    p.add_argument("--remote-cache-mode", choices=("read", "read-write"),
+                   help="read: fetch only (presubmit jobs); read-write: upload what is "
+                   "compiled too (default; else $UKDPACK_REMOTE_CACHE_MODE)")
+    p.add_argument("--remote-cache-max-object", type=_positive_count, metavar="BYTES",
+                   help="objects larger than this are not uploaded (default 64 MiB)")
     p.set_defaults(handler=cmd_pack)
 
     p = sub.add_parser("dvc-status", help="which DVC outputs under a root are present")
@@ -491,7 +566,8 @@ def build_parser() -> argparse.ArgumentParser:
     for c in (stats_p, verify_p):
         c.add_argument("--cache-dir", metavar="D",
                        help="the cache (default: as pack: $UKDPACK_CACHE_DIR, ...)")
-        c.set_defaults(handler=cmd_cache)
+        _remote_flags(c, "look at this remote cache instead of the local folder")
+        c.set_defaults(handler=cmd_cache, remote_cache_mode="read")
     verify_p.add_argument("--sample", type=_positive_count, metavar="N",
                           help="compile N entries picked at random (default: every entry)")
     verify_p.add_argument("--jobs", type=int, default=0, metavar="N",

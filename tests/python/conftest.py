@@ -24,6 +24,12 @@ HEAVY = frozenset({
     "test_dvc::test_validate_warns_and_pack_fails_only_the_arches_missing_objects",
     "test_hostile_generate_dvc::test_the_advice_after_verify_repairs_a_damaged_output",
     "test_migrate::test_a_legacy_example_tree_migrates_to_one_that_packs_and_loads",
+    # Two servers, a dozen compiles; the dead-server and 5xx tests stay in --quick.
+    "test_remote_cache::test_a_second_machine_packs_with_no_compile",
+    "test_remote_cache::test_a_changed_header_misses_and_adds_an_entry",
+    "test_remote_cache::test_read_mode_uploads_nothing",
+    "test_remote_cache::test_a_damaged_object_is_compiled_here",
+    "test_remote_cache::test_a_damaged_action_entry_is_ignored",
 })
 
 

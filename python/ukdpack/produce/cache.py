@@ -193,6 +193,17 @@ class CompileCache:
                     return Hit(data, tuple(deps))
         return None
 
+    def portable_deps(self, root: Path, deps: Iterable[str]) -> dict[str, str] | None:
+        """Each file's digest by its recorded (root-relative when under ``root``) path;
+        None when one cannot be read."""
+        recorded: dict[str, str] = {}
+        for p in deps:
+            d = self.digests.digest(p)
+            if d is None:
+                return None
+            recorded[_portable(p, root)] = d
+        return recorded
+
     def store(self, base_key: str, root: Path, deps: Iterable[str], data: bytes,
               rerun: Mapping[str, Any] | None = None) -> None:
         """Record a compile: the object, the digest of every file it read and (``rerun``)
@@ -200,12 +211,9 @@ class CompileCache:
         to ``root``, recorded too), ``compiler`` (identity) and ``compiler_path``."""
         if self.unusable is not None:
             return
-        recorded: dict[str, str] = {}
-        for p in deps:
-            d = self.digests.digest(p)
-            if d is None:
-                return  # an input vanished meanwhile: not worth caching
-            recorded[_portable(p, root)] = d
+        recorded = self.portable_deps(root, deps)
+        if recorded is None:
+            return  # an input vanished meanwhile: not worth caching
         sha = self.put_object(data)
         if sha is None:
             return

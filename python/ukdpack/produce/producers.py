@@ -34,6 +34,7 @@ from ukdpack.files import read_regular
 from ukdpack.produce import codeobject, compiler, dvc
 from ukdpack.produce.cache import CompileCache, base_key
 from ukdpack.produce.plan import Job
+from ukdpack.produce.remote import RemoteTier
 
 
 @dataclass(frozen=True)
@@ -109,8 +110,10 @@ class Producer:
 
     def __init__(self, root: Path, cache: CompileCache, jobs: int,
                  compilers: Mapping[str, str | None] | None = None,
-                 timeout: float = compiler.DEFAULT_JOB_TIMEOUT) -> None:
+                 timeout: float = compiler.DEFAULT_JOB_TIMEOUT,
+                 remote: RemoteTier | None = None) -> None:
         self.root = root
+        self.remote = remote  # the shared tier behind the cache (remote.py), if any
         self.timeout = timeout
         self.cache = cache
         self.jobs = max(1, jobs)
@@ -249,25 +252,49 @@ class Producer:
         keyed = compiler.key_argv(job.kind, build, job.arch)
         key = base_key({"compiler": comp.identity, "argv": keyed, "source": job.rel,
                         "source_sha256": source_digest})
+        rerun = {"kind": job.kind, "argv": keyed, "source": job.rel,
+                 "compiler": comp.identity, "compiler_path": comp.path}
         hit = self.cache.lookup(key, self.root)
         if hit is not None:
+            if self.remote is not None:
+                self.remote.local_hit()
             return self._finish(job, hit.data, hit.deps, False, f"the cached object of {job.rel}")
+        if self.remote is not None:
+            remote_hit = self.remote.lookup(key, self.root, self.cache.digests)
+            if remote_hit is not None:  # checked against its digests: kept here too
+                self.cache.store(key, self.root, remote_hit.deps, remote_hit.data, rerun)
+                return self._finish(job, remote_hit.data, remote_hit.deps, False,
+                                    f"the remote cache's object of {job.rel}")
+            self.remote.miss()
         with tempfile.TemporaryDirectory(prefix="ukdpack-cc-") as tmp:
             out, dep = Path(tmp) / "out.o", Path(tmp) / "out.d"
             argv = compiler.compile_argv(comp, source, build, job.arch, out, dep, self.root)
             with self._lock:
                 if self._stopping.is_set():  # start no compile once the pack is ending
                     raise _fail(job, "the pack was interrupted")
+            started = time.monotonic()
             outcome = compiler.run_compile(argv, out, dep, source.parent, self.timeout)
+            seconds = time.monotonic() - started
         if not outcome.ok:
             raise _fail(job, f"compiling {job.what()} failed", outcome.message,
                         os.path.basename(comp.path))
 
         deps = outcome.deps or (str(source),)
-        self.cache.store(key, self.root, deps, outcome.data,
-                         {"kind": job.kind, "argv": keyed, "source": job.rel,
-                          "compiler": comp.identity, "compiler_path": comp.path})
+        self.cache.store(key, self.root, deps, outcome.data, rerun)
+        if self.remote is not None:
+            self._upload(key, deps, outcome.data, rerun, seconds)
         return self._finish(job, outcome.data, deps, True, f"the object compiled from {job.rel}")
+
+    def _upload(self, key: str, deps: Sequence[str], data: bytes, rerun: Mapping[str, Any],
+                seconds: float) -> None:
+        """Queue a compile for the remote tier: its entry binds the object to the key and
+        the digest of every file read, with the compile's time (the summary's savings)."""
+        assert self.remote is not None
+        recorded = self.cache.portable_deps(self.root, deps)
+        if recorded is not None:
+            self.remote.upload(key, {"deps": recorded, "object": sha256_hex(data),
+                                     "size": len(data), "seconds": round(seconds, 3),
+                                     "rerun": dict(rerun)}, data)
 
     def _prebuilt(self, job: Job) -> Product:
         assert job.rel is not None

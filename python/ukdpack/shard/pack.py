@@ -31,6 +31,7 @@ from ukdpack.produce.cache import CompileCache, default_cache_dir
 from ukdpack.produce.compiler import DEFAULT_JOB_TIMEOUT
 from ukdpack.produce.plan import ArchPlan, Job, Launch, plan_arch
 from ukdpack.produce.producers import Producer, Product
+from ukdpack.produce.remote import RemoteConfig, RemoteStats, RemoteTier
 from ukdpack.progress import Reporter
 from ukdpack.reports import problem_doc
 from ukdpack.shard import archive as kpack
@@ -77,6 +78,7 @@ class PackOptions:
     required: bool = False
     lock_timeout: float = 600.0
     job_timeout: float = DEFAULT_JOB_TIMEOUT
+    remote: RemoteConfig | None = None  # the shared cache tier (docs/remote-cache.md)
 
 
 @dataclass
@@ -99,6 +101,7 @@ class PackReport:
     dormant: bool = False
     compiles: int = 0  # compiler runs that made an object
     failed_jobs: int = 0  # code objects not made (a failed compile, a missing compiler)
+    remote: RemoteStats | None = None  # the remote cache tier's use, when one was given
 
     @property
     def failed(self) -> list[str]:
@@ -412,20 +415,25 @@ def pack(opts: PackOptions, reporter: Reporter) -> PackReport:
     plans = [plan_arch(tree, arch) for arch in opts.arches]
     if not any(p.members for p in plans):
         report.dormant = True
+        what = f"no kernels for {', '.join(opts.arches)}"
         for arch in opts.arches:
             with publish.shard_lock(out_root, arch, opts.lock_timeout, say):
                 publish.remove_shard(out_root, arch)
-        what = f"no kernels for {', '.join(opts.arches)}"
+                if not opts.required:
+                    publish.mark_dormant(out_root, arch, f"{root}: dormant: {what}")
         if opts.required:
             report.problems.append(Problem(str(root), "", f"{what}, and the root is required"))
             reporter.problem(report.problems[-1])
         else:
             say(f"{root}: dormant: {what}")
+        # The descriptors decide dormancy: an edit that gives an arch kernels repacks it.
+        _write_depfile(opts, tree, plans, {})
         return report
 
     cache = CompileCache(opts.cache_dir or default_cache_dir())
+    remote = RemoteTier(opts.remote) if opts.remote is not None else None
     producer = Producer(root, cache, opts.jobs, {"hip": opts.hipcc, "cuda": opts.nvcc},
-                        opts.job_timeout)
+                        opts.job_timeout, remote)
     jobs: list[Job] = [j for p in plans for j in p.jobs]
     reporter.batch_started(len(jobs), f"producing for {', '.join(opts.arches)}")
     products = producer.run(
@@ -444,6 +452,7 @@ def pack(opts: PackOptions, reporter: Reporter) -> PackReport:
             if not plan.members:
                 if publish.remove_shard(out_root, arch):
                     say(f"{arch}: removed the stale shard {out_root / arch}")
+                publish.mark_dormant(out_root, arch, f"{root}: no kernels for {arch}")
                 reporter.info(f"{arch}: no kernels for this arch; no shard")
                 report.arches.append(ArchResult(arch, ok=True))
                 continue
@@ -461,13 +470,23 @@ def pack(opts: PackOptions, reporter: Reporter) -> PackReport:
                 f"{result.seconds:.1f} s -> {result.published}")
         else:
             reporter.info(f"{arch}: failed; no shard")
-    if opts.depfile is not None:
-        target = opts.depfile_target or str(out_root)
-        try:
-            write_depfile(opts.depfile, target, _read_files(tree, plans, products))
-        except OSError as e:  # checked before the pack; the disk may be full by now
-            raise UkdError(f"--depfile {opts.depfile}: cannot write it: {e.strerror}") from None
+    if remote is not None:  # after publishing: uploads wait at most the grace
+        report.remote = remote.finish()
+        reporter.info(report.remote.line())
+    _write_depfile(opts, tree, plans, products)
     return report
+
+
+def _write_depfile(opts: PackOptions, tree: Tree, plans: Sequence[ArchPlan],
+                   products: Mapping[tuple[str, str, str], Product | Problem]) -> None:
+    """The depfile of ``--depfile``, when asked for."""
+    if opts.depfile is None:
+        return
+    target = opts.depfile_target or str(opts.out_root)
+    try:
+        write_depfile(opts.depfile, target, _read_files(tree, plans, products))
+    except OSError as e:  # checked before the pack; the disk may be full by now
+        raise UkdError(f"--depfile {opts.depfile}: cannot write it: {e.strerror}") from None
 
 
 def _say(reporter: Reporter, text: str) -> None:
@@ -500,5 +519,7 @@ def pack_report(opts: PackOptions, report: PackReport) -> dict[str, Any]:
         "source_root": str(opts.source_root.absolute()),
         "out_root": str(opts.out_root.absolute()),
         "dormant": report.dormant, "compiled": report.compiles,
-        "failed_code_objects": report.failed_jobs, "arches": arches})
+        "failed_code_objects": report.failed_jobs,
+        "remote_cache": report.remote.doc() if report.remote is not None else None,
+        "arches": arches})
 

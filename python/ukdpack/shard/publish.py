@@ -33,6 +33,19 @@ def _old_path(out_root: Path, arch: str) -> Path:
     return out_root / f".{arch}.old"
 
 
+def dormant_marker(out_root: Path, arch: str) -> Path:
+    """``OUT_ROOT/.<arch>.dormant``: present exactly when the last pack found no kernels
+    for ``arch``, so a missing shard is told apart from one a failed pack removed."""
+    return out_root / f".{arch}.dormant"
+
+
+def mark_dormant(out_root: Path, arch: str, why: str) -> None:
+    """Record that ``arch`` has no shard because the root has no kernels for it (its shard
+    removed first). The file's presence is the record; its line only says why, so a kill
+    mid-write leaves a true record and no temporary file."""
+    dormant_marker(out_root, arch).write_text(why + "\n", encoding="utf-8")
+
+
 def _rmtree(path: Path) -> None:
     if path.is_symlink() or path.is_file():
         path.unlink()
@@ -132,11 +145,12 @@ def publish(staging: Path, out_root: Path, arch: str) -> Path:
         os.rename(final, old)
         os.rename(staging, final)
         _rmtree(old)
+    _rmtree(dormant_marker(out_root, arch))
     return final
 
 
 def remove_shard(out_root: Path, arch: str) -> bool:
-    """Remove a stale shard (and any staging); whether a shard was there. The shard
+    """Remove a stale shard (and any staging and dormant marker); whether a shard was there. The shard
     leaves its name in one rename (to the staging name, which every pack clears) before
     its files are removed, so an interrupt or a kill never leaves half a shard behind."""
     final, staging = out_root / arch, staging_path(out_root, arch)
@@ -146,6 +160,7 @@ def remove_shard(out_root: Path, arch: str) -> bool:
         os.rename(final, staging)
     _rmtree(staging)
     _rmtree(_old_path(out_root, arch))
+    _rmtree(dormant_marker(out_root, arch))
     return existed
 
 

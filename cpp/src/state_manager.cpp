@@ -19,8 +19,8 @@ bool listRunsOn(const std::vector<std::string>& list, const std::string& arch) {
 bool kernelRunsOn(const Pack& pack, const Kernel& kernel, const std::string& arch) {
   if (arch.empty()) return true;
   const std::string bare = bareArch(arch);
-  return listRunsOn(pack.arch, bare) &&
-         listRunsOn(kernel.arch.value_or(std::vector<std::string>{}), bare);
+  static const std::vector<std::string> none;
+  return listRunsOn(pack.arch, bare) && listRunsOn(kernel.arch ? *kernel.arch : none, bare);
 }
 
 std::vector<std::string> kernelArches(const Pack& pack, const Kernel& kernel) {
@@ -107,15 +107,21 @@ void StateManager::build(const Registry& registry) {
     const std::vector<std::string> declaredList = handler->launchNames();
     const std::set<std::string> declared(declaredList.begin(), declaredList.end());
     bool anyKept = false;
+    const Engine* engine = set_->engineOf(pack);  // once per pack, not per kernel
     for (const PackMember* m : members) {
-      const std::set<std::string> has = launchNamesOf(m->kernel);
-      if (has != declared) {
+      // Both sorted: compared in place, the kernel's set built only to word a mismatch.
+      const auto& launches = m->kernel.sources;
+      const bool same = launches.size() == declared.size() &&
+                        std::equal(launches.begin(), launches.end(), declared.begin(),
+                                   [](const auto& entry, const std::string& name) { return entry.first == name; });
+      if (!same) {
+        const std::set<std::string> has = launchNamesOf(m->kernel);
         drop(pack, *m, symbol, "LAUNCH_SET_MISMATCH",
              "dispatch symbol '" + symbol + "' declares launches " + describeLaunchSet(declared) +
                  ", the kernel has " + describeLaunchSet(has));
         continue;
       }
-      KernelDefinition def{&m->kernel, m, &pack, dispatch, set_->engineOf(pack), handler, symbol, {}};
+      KernelDefinition def{&m->kernel, m, &pack, dispatch, engine, handler, symbol, {}};
       for (const std::string& id : pack.matchers) {
         if (const MatcherDescriptor* umd = set_->findMatcher(id)) {
           def.matchers.push_back(BoundMatcher{umd->id, umd->matchSymbol, registry.matcher(umd->matchSymbol)});

@@ -49,6 +49,9 @@ struct LoaderOptions {
   // (DescriptorSet::maxDecompressedBytes); a state manager and
   // ukdpack-validate spend one budget across their loads.
   std::uint64_t maxDecompressedBytes = kDefaultMaxDecompressedBytes;
+  // Threads reading a root's files (0: one per core, at most 16). What each
+  // file produces joins the set in walk order, so the result does not depend on it.
+  unsigned threads = 0;
 };
 
 // Everything one load produced. Pointers returned by the finders point into

@@ -9,6 +9,7 @@
 #include "pyjson.hpp"
 #include "ukdpack/codeobject.hpp"
 #include "ukdpack/kpack.hpp"
+#include "ukdpack/prebuilt.hpp"
 
 namespace ukdpack::bindings {
 
@@ -116,6 +117,31 @@ void bindKpack(py::module_& m) {
       py::arg("data"),
       "(offset, size) of the ELF image of a code object: all of it, or the one amdgcn entry of a clang "
       "offload bundle. Raises ValueError naming what the bytes are instead.");
+  m.def(
+      "read_prebuilt_objects",
+      [](const std::vector<std::string>& paths, unsigned threads) {
+        std::vector<PrebuiltObject> found;
+        {
+          py::gil_scoped_release unlocked;
+          found = readPrebuiltObjects(paths, threads);
+        }
+        py::list out;
+        for (PrebuiltObject& o : found) {
+          if (!o.ok) {
+            out.append(py::none());
+            continue;
+          }
+          out.append(py::make_tuple(py::bytes(o.bytes.data() + o.elfOffset, o.elfSize), o.sha256,
+                                    py::bytes(o.bytes.data() + o.noteOffset, o.noteSize)));
+          std::string().swap(o.bytes);  // freed as it goes: the batch holds each file once
+        }
+        return out;
+      },
+      py::arg("paths"), py::arg("threads") = 0,
+      "Prebuilt code objects read in one batch on `threads` threads (0: one per core), the GIL released: "
+      "per path (ELF image, its sha256 hex, the AMDGPU metadata note's msgpack descriptor), or None when "
+      "the file is not one the batch takes as it expects (unreadable, no AMDGPU ELF with a metadata note, "
+      "malformed): read that one on the packer's own path, which words the problem.");
   m.def(
       "code_object_kernels",
       [](const py::bytes& data) {

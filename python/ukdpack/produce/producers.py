@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import glob
 import importlib
 import inspect
@@ -94,6 +95,20 @@ def object_info(elf: bytes, sha: str, cache: CompileCache | None) -> ObjectInfo:
     return info
 
 
+@functools.lru_cache(maxsize=256)
+def _note_info(note: bytes) -> ObjectInfo:
+    """The ObjectInfo of an AMDGPU object whose metadata note's descriptor is ``note``:
+    what ``object_info`` reads, from the note the batch reader found (cached by the note:
+    its copies share it, and nothing changes an ObjectInfo)."""
+    meta = codeobject.note_metadata(note)
+    signatures = {k: codeobject.signature_of(meta, k) for k in codeobject.kernels_of(meta)}
+    return ObjectInfo(codeobject.target_arch_of(meta), signatures)
+
+
+#: Prebuilt objects read per call of the batch reader: a Ctrl-C is seen between calls.
+PREFETCH_CHUNK = 256
+
+
 #: How a job ended, as progress tells it: ``compiled`` (a compiler ran and made the
 #: object), ``reused`` (from the cache, prebuilt, or built by a builder), ``failed``.
 Outcome = Literal["compiled", "reused", "failed"]
@@ -125,6 +140,8 @@ class Producer:
         self.compiles = 0  # compiler runs in this pack that made an object
         self.failed = 0  # jobs that made no object
         self._missing: dict[str, Problem] = {}  # kind -> why its compiler is not there
+        # Prebuilt objects the batch reader took: path -> (ELF, sha256, metadata note).
+        self._prefetched: dict[str, tuple[bytes, str, bytes]] = {}
 
     def compiler(self, kind: str) -> compiler.Compiler:
         """The compiler of ``kind``, identified (recorded in the cache: a warm pack runs
@@ -178,18 +195,41 @@ class Producer:
 
         # Longest first: compiles before reads, so the pool stays busy to the end.
         order = sorted(jobs, key=lambda j: (j.kind not in ("hip", "cuda"), j.toc_key, j.arch))
-        if self.jobs == 1 or len(order) <= 1:
-            for job in order:  # in this thread: an interrupt reaches the compile itself
+        # Prebuilt objects are read in batches by the runtime (threads of its own, the GIL
+        # released) in this thread, while the pool runs the other jobs.
+        prebuilt = [j for j in order if j.kind == "hsaco"]
+        rest = [j for j in order if j.kind != "hsaco"]
+        if self.jobs == 1 or len(rest) <= 1:
+            for job in rest:  # in this thread: an interrupt reaches the compile itself
                 one(job)
+            self._run_prebuilt(prebuilt, one)
             return results
         pool = ThreadPoolExecutor(max_workers=self.jobs, thread_name_prefix="ukdpack-job")
         try:
-            list(pool.map(one, order))
+            futures = [pool.submit(one, job) for job in rest]
+            self._run_prebuilt(prebuilt, one)
+            for f in futures:
+                f.result()
         except BaseException:
             self._abandon(pool)
             raise
         pool.shutdown()
         return results
+
+    def _run_prebuilt(self, jobs: Sequence[Job], one: Callable[[Job], None]) -> None:
+        """Run the prebuilt jobs, their files read a batch at a time."""
+        for start in range(0, len(jobs), PREFETCH_CHUNK):
+            if self._stopping.is_set():
+                return
+            chunk = jobs[start:start + PREFETCH_CHUNK]
+            paths = list(dict.fromkeys(str(self.root / j.rel) for j in chunk if j.rel))
+            for path, got in zip(paths, _runtime.read_prebuilt_objects(paths, self.jobs),
+                                 strict=True):
+                if got is not None:
+                    self._prefetched[path] = got
+            for job in chunk:
+                one(job)
+            self._prefetched.clear()
 
     def _abandon(self, pool: ThreadPoolExecutor) -> None:
         """Stop the jobs of a pack that is ending (Ctrl-C lands in this, the main thread,
@@ -225,6 +265,11 @@ class Producer:
             info = object_info(elf, sha, None if job.kind == "hsaco" else self.cache)
         except codeobject.CodeObjectError as e:
             raise _fail(job, f"{what} is not a usable code object: {e}") from None
+        return self._checked(job, elf, sha, info, deps, compiled, what)
+
+    def _checked(self, job: Job, elf: bytes, sha: str, info: ObjectInfo,
+                 deps: tuple[str, ...], compiled: bool, what: str) -> Product:
+        """The product, once its object is known to run on the job's arch."""
         if not _runtime.target_runs_on(info.target, job.arch):
             raise _fail(job, f"{what} targets {info.target}, not {job.arch}; the shard of "
                              f"{job.arch} needs an object built for it")
@@ -272,6 +317,15 @@ class Producer:
     def _prebuilt(self, job: Job) -> Product:
         assert job.rel is not None
         path = self.root / job.rel
+        what = f"prebuilt object {job.rel}"
+        found = self._prefetched.get(str(path))
+        if found is not None:  # read, unwrapped and hashed by the batch reader
+            elf, sha, note = found
+            try:
+                info = _note_info(note)
+            except codeobject.CodeObjectError as e:
+                raise _fail(job, f"{what} is not a usable code object: {e}") from None
+            return self._checked(job, elf, sha, info, (str(path),), False, what)
         try:
             raw = read_regular(path)
         except (FileNotFoundError, NotADirectoryError):
@@ -280,7 +334,7 @@ class Producer:
                         + (f": {hint}" if hint else "")) from None
         except OSError as e:  # a FIFO, a folder, no permission
             raise _fail(job, f"cannot read prebuilt object {job.rel}: {e.strerror}") from None
-        return self._finish(job, raw, (str(path),), False, f"prebuilt object {job.rel}")
+        return self._finish(job, raw, (str(path),), False, what)
 
     def _build(self, job: Job) -> Product:
         module_name = str(job.fields["module"])

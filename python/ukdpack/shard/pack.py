@@ -26,7 +26,7 @@ from ukdpack.authored.load import Member, Tree, load_tree
 from ukdpack.authored.model import Uhd, Ukd
 from ukdpack.authored.validate import check_tree
 from ukdpack.errors import Problem, UkdError, UsageError, escape_controls, has_controls
-from ukdpack.files import found_at, read_regular
+from ukdpack.files import found_at, read_regular, write_atomic
 from ukdpack.produce.cache import CompileCache, default_cache_dir
 from ukdpack.produce.compiler import DEFAULT_JOB_TIMEOUT
 from ukdpack.produce.plan import ArchPlan, Job, Launch, plan_arch
@@ -189,7 +189,7 @@ class _Assembler:
             archive_bytes = self._write_archive(staging, used)
             for rel, data in files.items():
                 publish.write_file(staging, rel, data)
-            result.problems = check_shard(staging, self.arch, self.handlers)
+            result.problems = check_shard(staging, self.arch, self.handlers, self.opts.jobs)
             if any(p.severity == "error" for p in result.problems):
                 publish.remove_shard(self.opts.out_root, self.arch)
                 return result
@@ -219,8 +219,9 @@ class _Assembler:
             writer.add(key, self.arch, used[key].data, frame=frame,
                        entry_type=kind(used[key].job.kind).entry_type)
         path = staging / packed.ARCHIVE_FOLDER / self.archive_name
-        path.parent.mkdir(parents=True, exist_ok=True)
-        writer.write(path)
+        # Not fsynced here: publishing fsyncs the staged shard's files and folders in one
+        # batch before the shard takes its name.
+        write_atomic(path, writer.chunks())
         return path.stat().st_size
 
     def _packed_kernel(self, m: Member, library_from: str,
@@ -431,6 +432,7 @@ def pack(opts: PackOptions, reporter: Reporter) -> PackReport:
     products = producer.run(
         jobs, lambda job, s, outcome: reporter.job_done(escape_controls(job.what()), s, outcome))
     report.compiles, report.failed_jobs = producer.compiles, producer.failed
+    cache.save_digests()
     reused = len(jobs) - producer.compiles - producer.failed
     reporter.batch_finished(f"{len(jobs)} code objects: {producer.compiles} compiled, "
                             f"{reused} from cache or prebuilt"

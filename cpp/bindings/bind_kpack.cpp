@@ -119,11 +119,11 @@ void bindKpack(py::module_& m) {
       "offload bundle. Raises ValueError naming what the bytes are instead.");
   m.def(
       "read_prebuilt_objects",
-      [](const std::vector<std::string>& paths, unsigned threads) {
+      [](const std::vector<std::string>& paths, unsigned threads, int zstdLevel) {
         std::vector<PrebuiltObject> found;
         {
           py::gil_scoped_release unlocked;
-          found = readPrebuiltObjects(paths, threads);
+          found = readPrebuiltObjects(paths, threads, zstdLevel);
         }
         py::list out;
         for (PrebuiltObject& o : found) {
@@ -131,15 +131,18 @@ void bindKpack(py::module_& m) {
             out.append(py::none());
             continue;
           }
+          py::object frame = zstdLevel > 0 ? py::object(py::bytes(o.frame)) : py::object(py::none());
           out.append(py::make_tuple(py::bytes(o.bytes.data() + o.elfOffset, o.elfSize), o.sha256,
-                                    py::bytes(o.bytes.data() + o.noteOffset, o.noteSize)));
+                                    py::bytes(o.bytes.data() + o.noteOffset, o.noteSize), frame));
           std::string().swap(o.bytes);  // freed as it goes: the batch holds each file once
+          std::string().swap(o.frame);
         }
         return out;
       },
-      py::arg("paths"), py::arg("threads") = 0,
+      py::arg("paths"), py::arg("threads") = 0, py::arg("zstd_level") = 0,
       "Prebuilt code objects read in one batch on `threads` threads (0: one per core), the GIL released: "
-      "per path (ELF image, its sha256 hex, the AMDGPU metadata note's msgpack descriptor), or None when "
+      "per path (ELF image, its sha256 hex, the AMDGPU metadata note's msgpack descriptor, the image as one "
+      "zstd frame of `zstd_level` or None when 0), or None when "
       "the file is not one the batch takes as it expects (unreadable, no AMDGPU ELF with a metadata note, "
       "malformed): read that one on the packer's own path, which words the problem.");
   m.def(

@@ -6,7 +6,10 @@
 #include <algorithm>
 #include <atomic>
 #include <cstdint>
+#include <memory>
 #include <thread>
+
+#include <zstd.h>
 
 #include "files.hpp"
 #include "ukdpack/codeobject.hpp"
@@ -28,7 +31,19 @@ std::uint64_t le(std::string_view d, std::uint64_t off, int n) {  // caller chec
 
 std::uint64_t align4(std::uint64_t n) { return (n + 3) / 4 * 4; }
 
-PrebuiltObject readOne(const std::string& path) {
+using CompressContext = std::unique_ptr<ZSTD_CCtx, decltype(&ZSTD_freeCCtx)>;
+
+// One frame of `data` as ZSTD_compress writes it (content size in the header, no
+// checksum); empty when zstd fails.
+std::string compressFrame(ZSTD_CCtx* cctx, std::string_view data, int level) {
+  std::string out(ZSTD_compressBound(data.size()), '\0');
+  const std::size_t n = ZSTD_compressCCtx(cctx, out.data(), out.size(), data.data(), data.size(), level);
+  if (ZSTD_isError(n)) return {};
+  out.resize(n);
+  return out;
+}
+
+PrebuiltObject readOne(const std::string& path, ZSTD_CCtx* cctx, int level) {
   PrebuiltObject out;
   if (detail::nonRegularKind(path)) return out;  // stat first: a device is not even opened
   auto bytes = detail::readRegularFile(path, kMaxObjectBytes);
@@ -45,6 +60,10 @@ PrebuiltObject readOne(const std::string& path) {
   out.elfSize = elf.size();
   out.noteOffset = static_cast<std::size_t>(note->data() - all.data());
   out.noteSize = note->size();
+  if (level > 0) {
+    out.frame = compressFrame(cctx, elf, level);
+    if (out.frame.empty()) return PrebuiltObject{};
+  }
   out.bytes = std::move(bytes).value();
   out.ok = true;
   return out;
@@ -98,11 +117,14 @@ std::optional<std::string_view> amdgpuMetadataNote(std::string_view image) {
   return std::nullopt;
 }
 
-std::vector<PrebuiltObject> readPrebuiltObjects(const std::vector<std::string>& paths, unsigned threads) {
+std::vector<PrebuiltObject> readPrebuiltObjects(const std::vector<std::string>& paths, unsigned threads,
+                                                int zstdLevel) {
   std::vector<PrebuiltObject> out(paths.size());
   std::atomic<std::size_t> next{0};
   auto work = [&] {
-    for (std::size_t i = next++; i < paths.size(); i = next++) out[i] = readOne(paths[i]);
+    const CompressContext cctx(zstdLevel > 0 ? ZSTD_createCCtx() : nullptr, &ZSTD_freeCCtx);
+    if (zstdLevel > 0 && !cctx) return;  // no memory: every object left to the packer's path
+    for (std::size_t i = next++; i < paths.size(); i = next++) out[i] = readOne(paths[i], cctx.get(), zstdLevel);
   };
   if (threads == 0) threads = std::max(1u, std::thread::hardware_concurrency());
   const std::size_t extra = std::min<std::size_t>(threads, paths.size()) - (paths.empty() ? 0 : 1);

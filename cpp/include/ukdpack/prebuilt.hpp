@@ -19,6 +19,7 @@ struct PrebuiltObject {
   std::size_t elfOffset = 0, elfSize = 0;    // the ELF image inside `bytes`
   std::string sha256;       // lower-case hex of the ELF image
   std::size_t noteOffset = 0, noteSize = 0;  // the metadata note's descriptor (msgpack) inside `bytes`
+  std::string frame;        // the ELF image as one zstd frame (content size recorded), when asked
 };
 
 // The descriptor of the first note with owner "AMDGPU" and type 32 in the
@@ -28,7 +29,10 @@ struct PrebuiltObject {
 std::optional<std::string_view> amdgpuMetadataNote(std::string_view elf);
 
 // Every file of `paths`, read as described above on `threads` threads (0: one
-// per core); the result has one entry per path, in order.
-std::vector<PrebuiltObject> readPrebuiltObjects(const std::vector<std::string>& paths, unsigned threads);
+// per core); the result has one entry per path, in order. `zstdLevel` > 0 also
+// compresses each ELF image into the frame an archive stores, while it is in
+// the cache of the thread that read it.
+std::vector<PrebuiltObject> readPrebuiltObjects(const std::vector<std::string>& paths, unsigned threads,
+                                                int zstdLevel = 0);
 
 }  // namespace ukdpack

@@ -35,6 +35,7 @@ from ukdpack.files import read_regular
 from ukdpack.produce import codeobject, compiler, dvc
 from ukdpack.produce.cache import CompileCache, base_key
 from ukdpack.produce.plan import Job
+from ukdpack.shard.archive import DEFAULT_LEVEL as ARCHIVE_LEVEL
 
 
 @dataclass(frozen=True)
@@ -57,6 +58,7 @@ class Product:
     info: ObjectInfo
     deps: tuple[str, ...]  # files read to make it (for the depfile)
     compiled: bool  # the compiler ran for it in this pack
+    frame: bytes | None = None  # ``data`` as the archive's zstd frame, when made already
 
 
 class JobFailed(UkdError):
@@ -105,8 +107,14 @@ def _note_info(note: bytes) -> ObjectInfo:
     return ObjectInfo(codeobject.target_arch_of(meta), signatures)
 
 
+#: Kinds whose objects a compiler makes, through the cache.
+COMPILED_KINDS = ("hip", "cuda")
+
 #: Prebuilt objects read per call of the batch reader: a Ctrl-C is seen between calls.
 PREFETCH_CHUNK = 256
+
+#: The zstd level the batch reader compresses prebuilt objects at: the archive's.
+FRAME_LEVEL = ARCHIVE_LEVEL
 
 
 #: How a job ended, as progress tells it: ``compiled`` (a compiler ran and made the
@@ -140,8 +148,9 @@ class Producer:
         self.compiles = 0  # compiler runs in this pack that made an object
         self.failed = 0  # jobs that made no object
         self._missing: dict[str, Problem] = {}  # kind -> why its compiler is not there
-        # Prebuilt objects the batch reader took: path -> (ELF, sha256, metadata note).
-        self._prefetched: dict[str, tuple[bytes, str, bytes]] = {}
+        # Prebuilt objects the batch reader took: path -> (ELF, sha256, metadata note,
+        # the ELF as the archive's zstd frame).
+        self._prefetched: dict[str, tuple[bytes, str, bytes, bytes | None]] = {}
 
     def compiler(self, kind: str) -> compiler.Compiler:
         """The compiler of ``kind``, identified (recorded in the cache: a warm pack runs
@@ -171,19 +180,24 @@ class Producer:
         """Every job's product, or the problem that stopped it. Never raises for bad input."""
         results: dict[tuple[str, str, str], Product | Problem] = {}
 
-        def one(job: Job) -> None:
+        def one(job: Job, lookup: bool = True, build: bool = True) -> bool:
+            """Run ``job``; False when it was left undone: a compile whose object the
+            cache lacks, with ``build`` False (``lookup`` False: it was looked up)."""
             if self._stopping.is_set():
-                return
+                return True
             start = time.monotonic()
             with self._busy_lock:
                 self._busy += 1
             try:
-                product: Product | Problem = self._produce(job)
+                made: Product | Problem | None = self._produce(job, lookup, build)
             except JobFailed as e:
-                product = e.problem
+                made = e.problem
             finally:
                 with self._busy_lock:
                     self._busy -= 1
+            if made is None:
+                return False
+            product: Product | Problem = made
             results[job.key] = product
             outcome: Outcome = ("failed" if not isinstance(product, Product) else
                                 "compiled" if product.compiled else "reused")
@@ -192,9 +206,10 @@ class Producer:
                 self.failed += outcome == "failed"
             if done and not self._stopping.is_set():
                 done(job, time.monotonic() - start, outcome)
+            return True
 
         # Longest first: compiles before reads, so the pool stays busy to the end.
-        order = sorted(jobs, key=lambda j: (j.kind not in ("hip", "cuda"), j.toc_key, j.arch))
+        order = sorted(jobs, key=lambda j: (j.kind not in COMPILED_KINDS, j.toc_key, j.arch))
         # Prebuilt objects are read in batches by the runtime (threads of its own, the GIL
         # released) in this thread, while the pool runs the other jobs.
         prebuilt = [j for j in order if j.kind == "hsaco"]
@@ -206,7 +221,17 @@ class Producer:
             return results
         pool = ThreadPoolExecutor(max_workers=self.jobs, thread_name_prefix="ukdpack-job")
         try:
-            futures = [pool.submit(one, job) for job in rest]
+            # Cache lookups run in this thread, each miss handed to the pool as it is
+            # found: the compiles start at once and the lookups overlap them.
+            futures = []
+            for job in rest:
+                if job.kind not in COMPILED_KINDS:
+                    continue
+                if self._stopping.is_set():
+                    break
+                if not one(job, build=False):
+                    futures.append(pool.submit(one, job, False))
+            futures += [pool.submit(one, job) for job in rest if job.kind not in COMPILED_KINDS]
             self._run_prebuilt(prebuilt, one)
             for f in futures:
                 f.result()
@@ -216,15 +241,15 @@ class Producer:
         pool.shutdown()
         return results
 
-    def _run_prebuilt(self, jobs: Sequence[Job], one: Callable[[Job], None]) -> None:
+    def _run_prebuilt(self, jobs: Sequence[Job], one: Callable[[Job], bool]) -> None:
         """Run the prebuilt jobs, their files read a batch at a time."""
         for start in range(0, len(jobs), PREFETCH_CHUNK):
             if self._stopping.is_set():
                 return
             chunk = jobs[start:start + PREFETCH_CHUNK]
             paths = list(dict.fromkeys(str(self.root / j.rel) for j in chunk if j.rel))
-            for path, got in zip(paths, _runtime.read_prebuilt_objects(paths, self.jobs),
-                                 strict=True):
+            got_all = _runtime.read_prebuilt_objects(paths, self.jobs, FRAME_LEVEL)
+            for path, got in zip(paths, got_all, strict=True):
                 if got is not None:
                     self._prefetched[path] = got
             for job in chunk:
@@ -247,9 +272,11 @@ class Producer:
             time.sleep(0.02)
 
     # ---------------------------------------------------------------- producers
-    def _produce(self, job: Job) -> Product:
-        if job.kind in ("hip", "cuda"):
-            return self._compile(job)
+    def _produce(self, job: Job, lookup: bool = True, build: bool = True) -> Product | None:
+        """The job's product; for a compile, None when ``build`` is False and the cache
+        lacks it (``lookup`` False: it is known to lack it)."""
+        if job.kind in COMPILED_KINDS:
+            return self._compile(job, lookup, build)
         if job.kind == "hsaco":
             return self._prebuilt(job)
         if job.kind == "builder":
@@ -268,14 +295,15 @@ class Producer:
         return self._checked(job, elf, sha, info, deps, compiled, what)
 
     def _checked(self, job: Job, elf: bytes, sha: str, info: ObjectInfo,
-                 deps: tuple[str, ...], compiled: bool, what: str) -> Product:
+                 deps: tuple[str, ...], compiled: bool, what: str,
+                 frame: bytes | None = None) -> Product:
         """The product, once its object is known to run on the job's arch."""
         if not _runtime.target_runs_on(info.target, job.arch):
             raise _fail(job, f"{what} targets {info.target}, not {job.arch}; the shard of "
                              f"{job.arch} needs an object built for it")
-        return Product(job, elf, sha, info, deps, compiled)
+        return Product(job, elf, sha, info, deps, compiled, frame)
 
-    def _compile(self, job: Job) -> Product:
+    def _compile(self, job: Job, lookup: bool = True, make: bool = True) -> Product | None:
         assert job.rel is not None
         try:
             comp = self.compiler(job.kind)
@@ -294,9 +322,11 @@ class Producer:
         keyed = compiler.key_argv(job.kind, build, job.arch)
         key = base_key({"compiler": comp.identity, "argv": keyed, "source": job.rel,
                         "source_sha256": source_digest})
-        hit = self.cache.lookup(key, self.root)
+        hit = self.cache.lookup(key, self.root) if lookup else None
         if hit is not None:
             return self._finish(job, hit.data, hit.deps, False, f"the cached object of {job.rel}")
+        if not make:
+            return None
         with tempfile.TemporaryDirectory(prefix="ukdpack-cc-") as tmp:
             out, dep = Path(tmp) / "out.o", Path(tmp) / "out.d"
             argv = compiler.compile_argv(comp, source, build, job.arch, out, dep, self.root)
@@ -320,12 +350,12 @@ class Producer:
         what = f"prebuilt object {job.rel}"
         found = self._prefetched.get(str(path))
         if found is not None:  # read, unwrapped and hashed by the batch reader
-            elf, sha, note = found
+            elf, sha, note, frame = found
             try:
                 info = _note_info(note)
             except codeobject.CodeObjectError as e:
                 raise _fail(job, f"{what} is not a usable code object: {e}") from None
-            return self._checked(job, elf, sha, info, (str(path),), False, what)
+            return self._checked(job, elf, sha, info, (str(path),), False, what, frame)
         try:
             raw = read_regular(path)
         except (FileNotFoundError, NotADirectoryError):

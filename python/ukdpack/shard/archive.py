@@ -31,6 +31,7 @@ HEADER_SIZE = 16
 DATA_OFFSET = 64
 SCHEMES = ("zstd-per-kernel", "none")
 ENTRY_TYPES = ("hsaco", "cubin")
+DEFAULT_LEVEL = 3  # zstd level of a pack's archives
 _U32 = struct.Struct("<I")
 _HEADER = struct.Struct("<4sIQ")
 
@@ -81,7 +82,7 @@ def _compressor(level: int) -> zstandard.ZstdCompressor:
     return comp
 
 
-def compress_frame(data: bytes, level: int = 3) -> bytes:
+def compress_frame(data: bytes, level: int = DEFAULT_LEVEL) -> bytes:
     """One independent zstd frame of ``data``: content size in the header, no dictionary.
 
     Safe to call from several threads at once (zstandard releases the GIL while it works).
@@ -107,7 +108,7 @@ class ArchiveWriter:
     """Collects entries in memory and writes one archive atomically."""
 
     def __init__(self, group: str, arches: Sequence[str],
-                 compression: Scheme = "zstd-per-kernel", level: int = 3,
+                 compression: Scheme = "zstd-per-kernel", level: int = DEFAULT_LEVEL,
                  family: str | None = None) -> None:
         if compression not in SCHEMES:
             raise ArchiveError(

@@ -15,6 +15,7 @@ import errno
 import fcntl
 import os
 import shutil
+import threading
 import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -121,6 +122,20 @@ def _fsync_path(path: str) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
+
+
+def start_fsync(path: Path) -> threading.Thread:
+    """fsync ``path`` on a thread of its own, started now (the disk writes a large file,
+    an archive, while the pack goes on checking the shard); join it before publishing."""
+    thread = threading.Thread(target=_fsync_quietly, args=(str(path),), name="ukdpack-fsync")
+    thread.start()
+    return thread
+
+
+def _fsync_quietly(path: str) -> None:
+    # An early start only: publishing fsyncs every file again and reports what fails.
+    with contextlib.suppress(OSError):
+        _fsync_path(path)
 
 
 def _fsync_tree(root: Path) -> None:

@@ -131,9 +131,11 @@ void bindKpack(py::module_& m) {
             out.append(py::none());
             continue;
           }
+          // With a frame, the image itself stays here: the archive stores the frame.
           py::object frame = zstdLevel > 0 ? py::object(py::bytes(o.frame)) : py::object(py::none());
-          out.append(py::make_tuple(py::bytes(o.bytes.data() + o.elfOffset, o.elfSize), o.sha256,
-                                    py::bytes(o.bytes.data() + o.noteOffset, o.noteSize), frame));
+          py::object elf = zstdLevel > 0 ? py::object(py::none())
+                                         : py::object(py::bytes(o.bytes.data() + o.elfOffset, o.elfSize));
+          out.append(py::make_tuple(elf, o.sha256, py::bytes(o.bytes.data() + o.noteOffset, o.noteSize), frame));
           std::string().swap(o.bytes);  // freed as it goes: the batch holds each file once
           std::string().swap(o.frame);
         }
@@ -141,8 +143,8 @@ void bindKpack(py::module_& m) {
       },
       py::arg("paths"), py::arg("threads") = 0, py::arg("zstd_level") = 0,
       "Prebuilt code objects read in one batch on `threads` threads (0: one per core), the GIL released: "
-      "per path (ELF image, its sha256 hex, the AMDGPU metadata note's msgpack descriptor, the image as one "
-      "zstd frame of `zstd_level` or None when 0), or None when "
+      "per path (the ELF image, or None when `zstd_level` > 0; its sha256 hex; the AMDGPU metadata note's "
+      "msgpack descriptor; the image as one zstd frame of `zstd_level`, or None when 0), or None when "
       "the file is not one the batch takes as it expects (unreadable, no AMDGPU ELF with a metadata note, "
       "malformed): read that one on the packer's own path, which words the problem.");
   m.def(

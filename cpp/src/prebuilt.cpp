@@ -5,9 +5,12 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cerrno>
 #include <cstdint>
 #include <memory>
 #include <thread>
+
+#include <unistd.h>
 
 #include <zstd.h>
 
@@ -43,12 +46,30 @@ std::string compressFrame(ZSTD_CCtx* cctx, std::string_view data, int level) {
   return out;
 }
 
-PrebuiltObject readOne(const std::string& path, ZSTD_CCtx* cctx, int level) {
+// The whole regular file at `path` into `buffer` (reused from file to file, so
+// its pages are not faulted in afresh for each); the bytes read, or nullopt.
+std::optional<std::string_view> readInto(const std::string& path, std::string& buffer) {
+  auto opened = detail::openRegularFile(path);
+  if (!opened || opened.value().size > kMaxObjectBytes) return std::nullopt;
+  const detail::RegularFile& f = opened.value();
+  if (buffer.size() < f.size) buffer.resize(static_cast<std::size_t>(f.size));
+  std::size_t done = 0;
+  while (done < f.size) {
+    const ssize_t n = ::read(f.fd.get(), buffer.data() + done, static_cast<std::size_t>(f.size) - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return std::nullopt;
+    if (n == 0) break;  // shrank while read: what is there
+    done += static_cast<std::size_t>(n);
+  }
+  return std::string_view(buffer.data(), done);
+}
+
+PrebuiltObject readOne(const std::string& path, ZSTD_CCtx* cctx, int level, std::string& buffer) {
   PrebuiltObject out;
   if (detail::nonRegularKind(path)) return out;  // stat first: a device is not even opened
-  auto bytes = detail::readRegularFile(path, kMaxObjectBytes);
-  if (!bytes) return out;
-  const std::string_view all = bytes.value();
+  const auto read = readInto(path, buffer);
+  if (!read) return out;
+  const std::string_view all = *read;
   auto view = inspectCodeObject(all);
   if (!view || view.value().format == CodeObjectFormat::CudaElf) return out;
   const std::string_view elf = view.value().elf;
@@ -63,8 +84,12 @@ PrebuiltObject readOne(const std::string& path, ZSTD_CCtx* cctx, int level) {
   if (level > 0) {
     out.frame = compressFrame(cctx, elf, level);
     if (out.frame.empty()) return PrebuiltObject{};
+    out.bytes.assign(note->data(), note->size());  // the image itself is in the frame
+    out.noteOffset = 0;
+    out.elfOffset = out.elfSize = 0;
+  } else {
+    out.bytes.assign(all.data(), all.size());
   }
-  out.bytes = std::move(bytes).value();
   out.ok = true;
   return out;
 }
@@ -124,7 +149,9 @@ std::vector<PrebuiltObject> readPrebuiltObjects(const std::vector<std::string>& 
   auto work = [&] {
     const CompressContext cctx(zstdLevel > 0 ? ZSTD_createCCtx() : nullptr, &ZSTD_freeCCtx);
     if (zstdLevel > 0 && !cctx) return;  // no memory: every object left to the packer's path
-    for (std::size_t i = next++; i < paths.size(); i = next++) out[i] = readOne(paths[i], cctx.get(), zstdLevel);
+    std::string buffer;
+    for (std::size_t i = next++; i < paths.size(); i = next++)
+      out[i] = readOne(paths[i], cctx.get(), zstdLevel, buffer);
   };
   if (threads == 0) threads = std::max(1u, std::thread::hardware_concurrency());
   const std::size_t extra = std::min<std::size_t>(threads, paths.size()) - (paths.empty() ? 0 : 1);

@@ -61,7 +61,8 @@ def test_batch_agrees_with_the_packers_reader(tmp_path: Path) -> None:
         if got is None:
             continue  # the packer reads it on its own path
         taken += 1
-        elf, sha, note = got
+        elf, sha, note, _ = got
+        assert elf is not None
         assert sha == hashlib.sha256(elf).hexdigest()
         # The same ELF and metadata, or the same refusal (a note that is no msgpack
         # document is refused alike, in the same words).
@@ -97,3 +98,22 @@ def test_batch_keeps_the_order_of_its_paths(tmp_path: Path, threads: int) -> Non
     for path, item in zip(paths, got, strict=True):
         assert item is not None
         assert item[0] == codeobject.elf_image(Path(path).read_bytes())
+
+
+def test_frames_hold_the_image_the_archive_stores(tmp_path: Path) -> None:
+    import zstandard
+
+    paths = []
+    for name in ("split_kv.gfx90a.hsaco", "split_kv.gfx1030.bundle.hsaco"):
+        path = tmp_path / name
+        path.write_bytes((OBJECTS / name).read_bytes())
+        paths.append(str(path))
+    plain = _runtime.read_prebuilt_objects(paths, 1)
+    framed = _runtime.read_prebuilt_objects(paths, 2, 3)
+    for a, b in zip(plain, framed, strict=True):
+        assert a is not None and b is not None
+        elf, sha, note, frame = b
+        assert elf is None and a[3] is None  # the image or its frame, not both
+        assert frame is not None and zstandard.frame_content_size(frame) == len(a[0] or b"")
+        assert zstandard.ZstdDecompressor().decompress(frame) == a[0]
+        assert (sha, note) == (a[1], a[2])

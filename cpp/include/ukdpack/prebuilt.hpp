@@ -15,8 +15,8 @@ namespace ukdpack {
 
 struct PrebuiltObject {
   bool ok = false;          // false: none of the fields below are set
-  std::string bytes;        // the whole file
-  std::size_t elfOffset = 0, elfSize = 0;    // the ELF image inside `bytes`
+  std::string bytes;        // the whole file; with a frame, only the note (the frame holds the image)
+  std::size_t elfOffset = 0, elfSize = 0;    // the ELF image inside `bytes` (none with a frame)
   std::string sha256;       // lower-case hex of the ELF image
   std::size_t noteOffset = 0, noteSize = 0;  // the metadata note's descriptor (msgpack) inside `bytes`
   std::string frame;        // the ELF image as one zstd frame (content size recorded), when asked

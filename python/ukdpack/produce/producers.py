@@ -53,7 +53,7 @@ class ObjectInfo:
 @dataclass(frozen=True)
 class Product:
     job: Job
-    data: bytes  # the bare ELF stored in the archive
+    data: bytes | None  # the bare ELF stored in the archive; None when ``frame`` holds it
     sha256: str
     info: ObjectInfo
     deps: tuple[str, ...]  # files read to make it (for the depfile)
@@ -148,9 +148,9 @@ class Producer:
         self.compiles = 0  # compiler runs in this pack that made an object
         self.failed = 0  # jobs that made no object
         self._missing: dict[str, Problem] = {}  # kind -> why its compiler is not there
-        # Prebuilt objects the batch reader took: path -> (ELF, sha256, metadata note,
-        # the ELF as the archive's zstd frame).
-        self._prefetched: dict[str, tuple[bytes, str, bytes, bytes | None]] = {}
+        # Prebuilt objects the batch reader took: path -> (ELF or None, sha256, metadata
+        # note, the ELF as the archive's zstd frame).
+        self._prefetched: dict[str, tuple[bytes | None, str, bytes, bytes | None]] = {}
 
     def compiler(self, kind: str) -> compiler.Compiler:
         """The compiler of ``kind``, identified (recorded in the cache: a warm pack runs
@@ -294,7 +294,7 @@ class Producer:
             raise _fail(job, f"{what} is not a usable code object: {e}") from None
         return self._checked(job, elf, sha, info, deps, compiled, what)
 
-    def _checked(self, job: Job, elf: bytes, sha: str, info: ObjectInfo,
+    def _checked(self, job: Job, elf: bytes | None, sha: str, info: ObjectInfo,
                  deps: tuple[str, ...], compiled: bool, what: str,
                  frame: bytes | None = None) -> Product:
         """The product, once its object is known to run on the job's arch."""

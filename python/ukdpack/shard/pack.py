@@ -146,6 +146,11 @@ def _identity(ukd: Ukd, launch: Launch) -> dict[str, Any]:
     return out
 
 
+def _data(product: Product) -> bytes:
+    assert product.data is not None  # None only where its frame is made
+    return product.data
+
+
 class _Assembler:
     """Builds, checks and publishes the shard of one arch."""
 
@@ -224,7 +229,7 @@ class _Assembler:
         # compressed here, in parallel (zstandard releases the GIL).
         todo = [k for k in order if used[k].frame is None]
         with ThreadPoolExecutor(max_workers=max(1, self.opts.jobs)) as pool:
-            made = dict(zip(todo, pool.map(lambda k: kpack.compress_frame(used[k].data), todo),
+            made = dict(zip(todo, pool.map(lambda k: kpack.compress_frame(_data(used[k])), todo),
                             strict=True))
         frames = [made[k] if k in made else used[k].frame for k in order]
         writer = kpack.ArchiveWriter(self.opts.group, [self.arch])

@@ -192,6 +192,12 @@ Result<const KernelDefinition*> StateManager::select(const Json& problem) const 
 Result<std::vector<std::uint8_t>> StateManager::loadLaunchCode(std::string_view kernelId,
                                                                const std::optional<std::string>& launch,
                                                                const std::string& arch) const {
+  return loadLaunchCode(kernelId, launch, arch, true);
+}
+
+Result<std::vector<std::uint8_t>> StateManager::loadLaunchCode(std::string_view kernelId,
+                                                               const std::optional<std::string>& launch,
+                                                               const std::string& arch, bool keepBytes) const {
   const KernelDefinition* def = find(kernelId);
   if (def == nullptr) {
     std::string why = "no kept kernel has id '" + std::string(kernelId) + "'";
@@ -208,6 +214,7 @@ Result<std::vector<std::uint8_t>> StateManager::loadLaunchCode(std::string_view 
   options.handler = def->handler.get();
   options.dispatchSymbol = def->dispatchSymbol;
   options.cache = cache_.get();
+  options.keepBytes = keepBytes;
   return ukdpack::loadLaunchCode(*def->kernel, set_->rootOf(*def->member),
                                  launch, arch.empty() ? arch_ : arch, options);
 }
@@ -247,7 +254,7 @@ std::vector<std::optional<Diagnostic>> StateManager::checkLaunchCodes(
     try {
       for (std::size_t g = next++; g < groups.size(); g = next++) {
         for (const std::size_t i : groups[g]) {
-          auto code = loadLaunchCode(launches[i].first, launches[i].second, arch);
+          auto code = loadLaunchCode(launches[i].first, launches[i].second, arch, false);
           if (!code) out[i] = code.error();
         }
       }

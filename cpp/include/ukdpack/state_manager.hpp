@@ -108,6 +108,9 @@ class StateManager {
       const std::string& arch = "", unsigned threads = 0) const;
 
  private:
+  Result<std::vector<std::uint8_t>> loadLaunchCode(std::string_view kernelId,
+                                                   const std::optional<std::string>& launch,
+                                                   const std::string& arch, bool keepBytes) const;
   void build(const Registry& registry);
   void drop(const Pack& pack, const PackMember& m, const std::string& symbol, const std::string& code,
             const std::string& reason);

@@ -229,9 +229,10 @@ class ArchiveWriter:
         """The whole archive in memory."""
         return b"".join(self.chunks())
 
-    def write(self, path: str | os.PathLike[str]) -> None:
-        """Writes the archive atomically: a temporary file beside ``path``, fsync, rename."""
-        write_atomic(Path(path), self.chunks(), durable=True)
+    def write(self, path: str | os.PathLike[str], *, durable: bool = True) -> None:
+        """Writes the archive atomically: a temporary file beside ``path``, fsync (unless
+        ``durable`` is False: the caller fsyncs it, as publishing a shard does), rename."""
+        write_atomic(Path(path), self.chunks(), durable=durable)
 
 
 MAX_METADATA_DEPTH = 512

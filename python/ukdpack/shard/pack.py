@@ -27,7 +27,7 @@ from ukdpack.authored.load import Member, Tree, load_tree
 from ukdpack.authored.model import Uhd, Ukd
 from ukdpack.authored.validate import check_tree
 from ukdpack.errors import Problem, UkdError, UsageError, escape_controls, has_controls
-from ukdpack.files import found_at, read_regular, write_atomic
+from ukdpack.files import found_at, read_regular
 from ukdpack.produce.cache import CompileCache, default_cache_dir
 from ukdpack.produce.compiler import DEFAULT_JOB_TIMEOUT
 from ukdpack.produce.plan import ArchPlan, Job, Launch, plan_arch
@@ -239,7 +239,7 @@ class _Assembler:
         path = staging / packed.ARCHIVE_FOLDER / self.archive_name
         # Not fsynced in the write: its fsync starts now, beside the runtime check, and
         # publishing fsyncs the staged shard's files and folders in one batch.
-        write_atomic(path, writer.chunks())
+        writer.write(path, durable=False)
         return path.stat().st_size, publish.start_fsync(path)
 
     def _packed_kernel(self, m: Member, library_from: str,

@@ -8,6 +8,7 @@
 #include <cerrno>
 #include <cstdint>
 #include <memory>
+#include <system_error>
 #include <thread>
 
 #include <unistd.h>
@@ -157,7 +158,13 @@ std::vector<PrebuiltObject> readPrebuiltObjects(const std::vector<std::string>& 
   const std::size_t extra = std::min<std::size_t>(threads, paths.size()) - (paths.empty() ? 0 : 1);
   std::vector<std::thread> pool;
   pool.reserve(extra);
-  for (std::size_t t = 0; t < extra; ++t) pool.emplace_back(work);
+  for (std::size_t t = 0; t < extra; ++t) {
+    try {
+      pool.emplace_back(work);
+    } catch (const std::system_error&) {
+      break;  // no more threads to be had: the ones started (and this one) do the work
+    }
+  }
   work();
   for (std::thread& t : pool) t.join();
   return out;

@@ -4,6 +4,7 @@
 #include <atomic>
 #include <exception>
 #include <mutex>
+#include <system_error>
 #include <thread>
 #include <utility>
 
@@ -268,7 +269,13 @@ std::vector<std::optional<Diagnostic>> StateManager::checkLaunchCodes(
   const std::size_t extra = std::min<std::size_t>(threads, groups.size()) - (groups.empty() ? 0 : 1);
   std::vector<std::thread> pool;
   pool.reserve(extra);
-  for (std::size_t t = 0; t < extra; ++t) pool.emplace_back(work);
+  for (std::size_t t = 0; t < extra; ++t) {
+    try {
+      pool.emplace_back(work);
+    } catch (const std::system_error&) {
+      break;  // no more threads to be had: the ones started (and this one) do the work
+    }
+  }
   work();
   for (std::thread& t : pool) t.join();
   if (thrown) std::rethrow_exception(thrown);

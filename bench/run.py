@@ -11,7 +11,7 @@ build figure reuses the superbuild of an earlier full run when there is one).
 |---|---|---|
 | prebuilt_pack_vs_raw_bound | pack of a prebuilt-only tree / read+sha256+zstd-3 of the same bytes in one process | <= 2.0 |
 | hip_pack_vs_compile_bound | cold pack of a hip tree (40 units, 2 arches) / (the same compiles run directly / jobs) | <= 1.15 |
-| one_edit_vs_full | repack after one kernel's build defines changed (warm cache, median of 3 edits) / cold full pack | <= 0.05 |
+| one_edit_vs_full | repack after one kernel's build defines changed (warm cache, median of 3 edits) / cold full pack | <= 0.03 |
 | noop_build_s | no-op `cmake --build` of a superbuild packing a 1,000-kernel tree for 2 arches | <= 1.0 |
 | runtime_load_10k_ms | C++ load of a 10,000-kernel shard plus its state manager, median of 5 | <= 100 |
 | pack_peak_rss_mib | peak memory of the 10,000-kernel pack | <= 1024 |
@@ -51,7 +51,7 @@ import make_tree  # noqa: E402
 import remote_cache  # noqa: E402
 
 GOALS = {"prebuilt_pack_vs_raw_bound": ("<=", 2.0), "hip_pack_vs_compile_bound": ("<=", 1.15),
-         "one_edit_vs_full": ("<=", 0.05), "noop_build_s": ("<=", 1.0),
+         "one_edit_vs_full": ("<=", 0.03), "noop_build_s": ("<=", 1.0),
          "runtime_load_10k_ms": ("<=", 100.0), "pack_peak_rss_mib": ("<=", 1024.0),
          "remote_warm_vs_cold": ("<=", remote_cache.GOAL)}
 SCALE_GROWTH_GOAL = 12.0  # for 10 times the kernels: near-linear, with some slack
@@ -106,6 +106,9 @@ def prebuilt_figure(work: Path, quick: bool) -> dict[str, Any]:
     bound = min(raw_bound(files) for _ in range(2))
     cache = work / "cache-prebuilt"
     shutil.rmtree(cache, ignore_errors=True)
+    # A cold pack into a fresh out root, as on a first run: replacing a previous shard
+    # would add removing its 225 MiB archive, which the bound has no part of.
+    shutil.rmtree(work / "out-prebuilt", ignore_errors=True)
     pack = run_pack(tree, work / "out-prebuilt", ["gfx90a"], cache)
     print(f"prebuilt: {count} kernels, {size / 2**20:.0f} MiB: pack {pack:.2f} s (cold cache), "
           f"read+sha256+zstd-3 bound {bound:.2f} s -> {pack / bound:.2f}x")

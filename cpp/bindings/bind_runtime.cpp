@@ -770,6 +770,25 @@ void bindRuntime(py::module_& m) {
           "The verified code object of one launch of a kept kernel (launch None for a single-launch kernel; "
           "arch '' = the manager's). Raises RuntimeCheckError ('DIGEST_MISMATCH: ...', ...).")
       .def(
+          "check_launch_codes",
+          [](const PyStateManager& s, const std::vector<std::pair<std::string, std::optional<std::string>>>& launches,
+             const std::string& arch, unsigned threads) {
+            std::vector<std::pair<std::string, std::optional<std::string>>> args;
+            args.reserve(launches.size());
+            for (const auto& [id, launch] : launches) args.emplace_back(id, launchArg(launch));
+            std::vector<std::optional<Diagnostic>> found;
+            {
+              py::gil_scoped_release unlocked;
+              found = s.manager->checkLaunchCodes(args, arch, threads);
+            }
+            py::list out;
+            for (const auto& d : found) out.append(d ? py::object(diagnosticDict(*d)) : py::object(py::none()));
+            return out;
+          },
+          py::arg("launches"), py::arg("arch") = "", py::arg("threads") = 0,
+          "load_launch_code of every (kernel_id, launch) on `threads` threads (0: one per core), the GIL "
+          "released, the bytes dropped: per launch None, or the diagnostic load_launch_code would raise with.")
+      .def(
           "execution_plan",
           [](const PyStateManager& s, const std::string& kernelId) {
             const ExecutionPlan plan = valueOrRaise(makeExecutionPlan(*s.manager, kernelId));

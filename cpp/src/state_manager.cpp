@@ -1,6 +1,11 @@
 #include "ukdpack/state_manager.hpp"
 
 #include <algorithm>
+#include <atomic>
+#include <exception>
+#include <mutex>
+#include <system_error>
+#include <thread>
 #include <utility>
 
 #include "ukdpack/arch.hpp"
@@ -194,6 +199,12 @@ Result<const KernelDefinition*> StateManager::select(const Json& problem) const 
 Result<std::vector<std::uint8_t>> StateManager::loadLaunchCode(std::string_view kernelId,
                                                                const std::optional<std::string>& launch,
                                                                const std::string& arch) const {
+  return loadLaunchCode(kernelId, launch, arch, true);
+}
+
+Result<std::vector<std::uint8_t>> StateManager::loadLaunchCode(std::string_view kernelId,
+                                                               const std::optional<std::string>& launch,
+                                                               const std::string& arch, bool keepBytes) const {
   const KernelDefinition* def = find(kernelId);
   if (def == nullptr) {
     std::string why = "no kept kernel has id '" + std::string(kernelId) + "'";
@@ -210,8 +221,71 @@ Result<std::vector<std::uint8_t>> StateManager::loadLaunchCode(std::string_view 
   options.handler = def->handler.get();
   options.dispatchSymbol = def->dispatchSymbol;
   options.cache = cache_.get();
+  options.keepBytes = keepBytes;
   return ukdpack::loadLaunchCode(*def->kernel, set_->rootOf(*def->member),
                                  launch, arch.empty() ? arch_ : arch, options);
+}
+
+std::vector<std::optional<Diagnostic>> StateManager::checkLaunchCodes(
+    const std::vector<std::pair<std::string, std::optional<std::string>>>& launches, const std::string& arch,
+    unsigned threads) const {
+  // Group by the archive entry a launch's source names (library as written from
+  // its folder, toc key); a launch whose source is not found is a group of its
+  // own (loadLaunchCode words its failure).
+  std::vector<std::vector<std::size_t>> groups;
+  std::unordered_map<std::string, std::size_t> groupOf;
+  for (std::size_t i = 0; i < launches.size(); ++i) {
+    std::string key;
+    if (const KernelDefinition* def = find(launches[i].first)) {
+      const Kernel& k = *def->kernel;
+      const KernelSource* src = singleLaunchSource(k);
+      if (src == nullptr && launches[i].second) {
+        const auto it = k.sources.find(*launches[i].second);
+        if (it != k.sources.end()) src = &it->second;
+      }
+      if (src != nullptr && src->kind == "kpack")
+        key = (k.baseDir / src->library).lexically_normal().string() + '\n' + src->tocKey;
+    }
+    if (key.empty()) key = "\n" + std::to_string(i);  // no path starts with a newline
+    const auto [it, added] = groupOf.emplace(key, groups.size());
+    if (added) groups.emplace_back();
+    groups[it->second].push_back(i);
+  }
+  std::vector<std::optional<Diagnostic>> out(launches.size());
+  std::atomic<std::size_t> next{0};
+  // A handler's exception (one given from Python may raise) ends the work and
+  // reaches the caller from its own thread, as it would from a loop.
+  std::exception_ptr thrown;
+  std::mutex thrownMutex;
+  auto work = [&] {
+    try {
+      for (std::size_t g = next++; g < groups.size(); g = next++) {
+        for (const std::size_t i : groups[g]) {
+          auto code = loadLaunchCode(launches[i].first, launches[i].second, arch, false);
+          if (!code) out[i] = code.error();
+        }
+      }
+    } catch (...) {
+      next = groups.size();
+      const std::lock_guard<std::mutex> lock(thrownMutex);
+      if (!thrown) thrown = std::current_exception();
+    }
+  };
+  if (threads == 0) threads = std::max(1u, std::thread::hardware_concurrency());
+  const std::size_t extra = std::min<std::size_t>(threads, groups.size()) - (groups.empty() ? 0 : 1);
+  std::vector<std::thread> pool;
+  pool.reserve(extra);
+  for (std::size_t t = 0; t < extra; ++t) {
+    try {
+      pool.emplace_back(work);
+    } catch (const std::system_error&) {
+      break;  // no more threads to be had: the ones started (and this one) do the work
+    }
+  }
+  work();
+  for (std::thread& t : pool) t.join();
+  if (thrown) std::rethrow_exception(thrown);
+  return out;
 }
 
 // --------------------------------------------------------------------------- stubs

@@ -72,6 +72,7 @@ struct LaunchCodeOptions {
   const DispatchHandler* handler = nullptr;  // its expectedSignature() is checked
   std::string dispatchSymbol;                // names the handler in messages
   ArchiveCache* cache = nullptr;             // nullptr: a cache for this call only
+  bool keepBytes = true;                     // false: verify only, return no bytes (a check)
 };
 
 // The signature refusal, or nullopt when `packed` satisfies `expected`: same

@@ -11,6 +11,7 @@
 #include <string_view>
 #include <unordered_map>
 #include <vector>
+#include <utility>
 
 #include "ukdpack/descriptors.hpp"
 #include "ukdpack/diagnostics.hpp"
@@ -96,7 +97,20 @@ class StateManager {
                                                    const std::optional<std::string>& launch,
                                                    const std::string& arch = "") const;
 
+  // loadLaunchCode of every (kernel id, launch) of `launches`, on `threads`
+  // threads (0: the hardware's count), its bytes dropped: per launch, the
+  // failure or nullopt. Launches whose source names the same archive entry run
+  // one after another on one thread, so each entry is decompressed and hashed
+  // once (the verified cache serves the rest), as in a loop over them. A pack
+  // checks a staged shard with it.
+  std::vector<std::optional<Diagnostic>> checkLaunchCodes(
+      const std::vector<std::pair<std::string, std::optional<std::string>>>& launches,
+      const std::string& arch = "", unsigned threads = 0) const;
+
  private:
+  Result<std::vector<std::uint8_t>> loadLaunchCode(std::string_view kernelId,
+                                                   const std::optional<std::string>& launch,
+                                                   const std::string& arch, bool keepBytes) const;
   void build(const Registry& registry);
   void drop(const Pack& pack, const PackMember& m, const std::string& symbol, const std::string& code,
             const std::string& reason);

@@ -13,6 +13,7 @@ import dataclasses
 import functools
 import os
 import re
+import threading
 import time
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -148,6 +149,11 @@ def _identity(ukd: Ukd, launch: Launch) -> dict[str, Any]:
     return out
 
 
+def _data(product: Product) -> bytes:
+    assert product.data is not None  # None only where its frame is made
+    return product.data
+
+
 class _Assembler:
     """Builds, checks and publishes the shard of one arch."""
 
@@ -189,10 +195,15 @@ class _Assembler:
             return result
         try:
             staging = publish.fresh_staging(self.opts.out_root, self.arch)
-            archive_bytes = self._write_archive(staging, used)
-            for rel, data in files.items():
-                publish.write_file(staging, rel, data)
-            result.problems = check_shard(staging, self.arch, self.handlers)
+            archive_bytes, synced = self._write_archive(staging, used)
+            try:
+                for rel, data in files.items():
+                    publish.write_file(staging, rel, data)
+                result.problems = check_shard(staging, self.arch, self.handlers,
+                                              self.opts.jobs)
+            finally:
+                if synced is not None:
+                    synced.join()
             if any(p.severity == "error" for p in result.problems):
                 publish.remove_shard(self.opts.out_root, self.arch)
                 return result
@@ -211,20 +222,28 @@ class _Assembler:
         result.seconds = time.monotonic() - start
         return result
 
-    def _write_archive(self, staging: Path, used: Mapping[str, Product]) -> int:
+    def _write_archive(self, staging: Path, used: Mapping[str, Product]
+                       ) -> tuple[int, threading.Thread | None]:
+        """Write the archive; its size and the thread that has started fsyncing it."""
         if not used:
-            return 0
+            return 0, None
         order = sorted(used)
+        # Prebuilt objects come compressed from their batch read; the others are
+        # compressed here, in parallel (zstandard releases the GIL).
+        todo = [k for k in order if used[k].frame is None]
         with ThreadPoolExecutor(max_workers=max(1, self.opts.jobs)) as pool:
-            frames = list(pool.map(lambda k: kpack.compress_frame(used[k].data), order))
+            made = dict(zip(todo, pool.map(lambda k: kpack.compress_frame(_data(used[k])), todo),
+                            strict=True))
+        frames = [made[k] if k in made else used[k].frame for k in order]
         writer = kpack.ArchiveWriter(self.opts.group, [self.arch])
         for key, frame in zip(order, frames, strict=True):
             writer.add(key, self.arch, used[key].data, frame=frame,
                        entry_type=kind(used[key].job.kind).entry_type)
         path = staging / packed.ARCHIVE_FOLDER / self.archive_name
-        path.parent.mkdir(parents=True, exist_ok=True)
-        writer.write(path)
-        return path.stat().st_size
+        # Not fsynced in the write: its fsync starts now, beside the runtime check, and
+        # publishing fsyncs the staged shard's files and folders in one batch.
+        writer.write(path, durable=False)
+        return path.stat().st_size, publish.start_fsync(path)
 
     def _packed_kernel(self, m: Member, library_from: str,
                        launches: Mapping[tuple[str, str | None], packed.PackedLaunch]
@@ -439,6 +458,7 @@ def pack(opts: PackOptions, reporter: Reporter) -> PackReport:
     products = producer.run(
         jobs, lambda job, s, outcome: reporter.job_done(escape_controls(job.what()), s, outcome))
     report.compiles, report.failed_jobs = producer.compiles, producer.failed
+    cache.save_digests()
     reused = len(jobs) - producer.compiles - producer.failed
     reporter.batch_finished(f"{len(jobs)} code objects: {producer.compiles} compiled, "
                             f"{reused} from cache or prebuilt"

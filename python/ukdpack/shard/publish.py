@@ -15,8 +15,10 @@ import errno
 import fcntl
 import os
 import shutil
+import threading
 import time
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from ukdpack.errors import UkdError
@@ -122,14 +124,47 @@ def _exchange(a: Path, b: Path) -> bool:
     return bool(rc == 0)
 
 
+#: Threads fsyncing a staged shard's files: concurrent fsyncs share the file
+#: system's journal commits, so many small files cost a few commits, not one each.
+FSYNC_THREADS = 16
+
+
+def _fsync_path(path: str) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def start_fsync(path: Path) -> threading.Thread:
+    """fsync ``path`` on a thread of its own, started now (the disk writes a large file,
+    an archive, while the pack goes on checking the shard); join it before publishing."""
+    thread = threading.Thread(target=_fsync_quietly, args=(str(path),), name="ukdpack-fsync")
+    thread.start()
+    return thread
+
+
+def _fsync_quietly(path: str) -> None:
+    # An early start only: publishing fsyncs every file again and reports what fails.
+    with contextlib.suppress(OSError):
+        _fsync_path(path)
+
+
 def _fsync_tree(root: Path) -> None:
+    """fsync every file under ``root`` and every folder (so their names are durable),
+    in one batch of concurrent calls."""
+    paths: list[str] = []
     for folder, _, files in os.walk(root):
-        for name in files:
-            fd = os.open(os.path.join(folder, name), os.O_RDONLY)
-            try:
-                os.fsync(fd)
-            finally:
-                os.close(fd)
+        paths.append(folder)
+        paths.extend(os.path.join(folder, name) for name in files)
+    if len(paths) <= 2:
+        for path in paths:
+            _fsync_path(path)
+        return
+    with ThreadPoolExecutor(max_workers=min(FSYNC_THREADS, len(paths)),
+                            thread_name_prefix="ukdpack-fsync") as pool:
+        list(pool.map(_fsync_path, paths))
 
 
 def publish(staging: Path, out_root: Path, arch: str) -> Path:

@@ -1,5 +1,5 @@
 // The loader, state manager, integrity checks, selector revision, plan capture
-// and validator, reached from Python (SPEC 9.2): the packer's runtime check
+// and validator, reached from Python: the packer's runtime check
 // runs this code, not a copy of it. Also the state manager's selection and
 // device plans, with dispatch handlers and matchers given from Python.
 #include <pybind11/stl.h>

@@ -1,4 +1,4 @@
-// Strict parsers of KDP, UDD, UED, KMD, UMD and UHD (SPEC 2.3). The wording of
+// Strict parsers of KDP, UDD, UED, KMD, UMD and UHD. The wording of
 // every refusal follows the JSON Schemas under schemas/ (their x-expect /
 // x-message texts), so the packer and the runtime read alike.
 #include <algorithm>

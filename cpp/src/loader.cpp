@@ -422,7 +422,7 @@ bool Loader::kernelSourcesOk(const Kernel& kernel, const fs::path& root, std::ve
   return ok;
 }
 
-// Ids are unique across every type (SPEC 2.2); the first one in load order
+// Ids are unique across every type; the first one in load order
 // stays, each later one is refused and not loaded.
 void Loader::uniqueIds() {
   // Where each id was first seen, worded only for a duplicate: the strings it
@@ -648,7 +648,7 @@ void Loader::resolvePacks() {
       std::stable_sort(p.members.begin(), p.members.end(), byIndex);
     }
 
-    // A kernel's arch is a subset of its pack's (SPEC 4.2); its metadata fills the KMD.
+    // A kernel's arch is a subset of its pack's; its metadata fills the KMD.
     const Engine* engine = p.engine ? findById(set_.engines, *p.engine) : nullptr;
     const MetadataSchema* kmd = engine ? findById(set_.metadataSchemas, engine->metadata) : nullptr;
     keepMembers(p.members, [&](PackMember& m) {
@@ -688,7 +688,7 @@ void Loader::resolvePacks() {
 }
 
 // The completed metadata is unique among kernels one engine serves on one
-// arch (SPEC 4.5): two kernels collide where their arch sets meet.
+// arch: two kernels collide where their arch sets meet.
 void Loader::checkMetadataUnique() {
   // Per kernel only a map lookup: arch sets and wording are built on a collision.
   struct Seen {
@@ -759,7 +759,7 @@ void Loader::compact() {
       if (removed_.count({type, i}) == 0) out.push_back(std::move(vec[i]));
     vec = std::move(out);
   };
-  // A pack left with no kernel is dropped (SPEC 9.1).
+  // A pack left with no kernel is dropped.
   for (std::size_t i = 0; i < set_.packs.size(); ++i) {
     if (removed_.count({"kdp", i}) != 0 || !set_.packs[i].members.empty()) continue;
     const Pack& p = set_.packs[i];
@@ -989,7 +989,7 @@ std::vector<WalkedFile> walkRoot(const fs::path& root, std::vector<Diagnostic>& 
 
 namespace {
 // The DOM builder of nlohmann, plus the limits every descriptor is held to
-// (SPEC 9.2): no key said twice in one object, integers that fit a signed
+//: no key said twice in one object, integers that fit a signed
 // 64-bit value, finite numbers, nesting up to kMaxNesting. It tracks where it
 // is (the key or index of each open container) so a refusal names the JSON
 // path; the path text is built only then.

@@ -68,7 +68,7 @@ void StateManager::drop(const Pack& pack, const PackMember& m, const std::string
                                    m.kernel.jsonPath, symbol, code, reason});
   log_.push_back(line);
   // A pack without a dispatch is served by nothing native, by its author's
-  // choice (SPEC 4.3 allows it): a warning. Every other drop is an error.
+  // choice (a handler may decline a launch set): a warning. Every other drop is an error.
   diagnostics_.push_back(code == "NO_DISPATCH" ? makeWarning(code, m.kernel.file, m.kernel.jsonPath, line)
                                                : makeError(code, m.kernel.file, m.kernel.jsonPath, line));
 }

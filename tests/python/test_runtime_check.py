@@ -1,5 +1,5 @@
 """The runtime's verdict on shards: the committed ``multi_launch_mismatch`` fixture,
-a packer-built ``multi_launch`` shard, and the pack-time runtime check (SPEC 9.3)."""
+a packer-built ``multi_launch`` shard, and the pack-time runtime check."""
 
 from __future__ import annotations
 

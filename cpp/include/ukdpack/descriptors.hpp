@@ -1,5 +1,5 @@
 // The descriptor model: kernels (UKD) and their sources, and the three helpers
-// that are the one reader of a kernel's launches (SPEC 3.3).
+// that are the one reader of a kernel's launches.
 #pragma once
 
 #include <cstdint>
@@ -174,7 +174,7 @@ std::string jsonPathKey(const std::string& base, std::string_view key);
 std::string jsonPathIndex(const std::string& base, std::size_t index);
 
 // ---------------------------------------------------------------------------
-// The other descriptor types (SPEC 2.3). Each parser is strict in the way
+// The other descriptor types. Each parser is strict in the way
 // parseKernel is: it reads exactly the fields the type's JSON Schema names,
 // words every refusal as the schema's `x-expect` / `x-message` texts do, and
 // refuses unknown keys except extension keys (`x-`, `_`).
@@ -207,7 +207,7 @@ struct VersionLimits {
 // "1.0, 1.1" for a limit of 1.1: every version a reader up to `max` reads.
 std::string readableVersions(const Version& max);
 
-// What a reader up to `max` does with a document's `version` (SPEC 2.2): read
+// What a reader up to `max` does with a document's `version`: read
 // it, skip it (a newer minor or another major: a warning), refuse it (not a
 // version at all: an error), or leave a missing version to the parser.
 enum class VersionGate { Read, Skip, Malformed, Missing };

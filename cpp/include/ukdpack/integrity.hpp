@@ -1,4 +1,4 @@
-// Integrity at launch-code load (SPEC 9.1): before any code object of a packed
+// Integrity at launch-code load: before any code object of a packed
 // launch is handed on, in this order: `library` containment (no escape from
 // the shard, no symlink hop), the signature the handler expects, the toc entry
 // for the arch, the sha256 of the decompressed bytes, the symbol in the object.

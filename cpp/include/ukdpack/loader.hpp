@@ -1,4 +1,4 @@
-// The descriptor loader (SPEC 2, 9.1): walks one shard (or several roots),
+// The descriptor loader: walks one shard (or several roots),
 // reads every descriptor strictly, gates versions per type, checks ids and
 // references, and returns what loads with a diagnostic for everything else.
 // It never throws through its API.

@@ -1,4 +1,4 @@
-// The state manager (SPEC 9.1): decides which loaded kernels a set of native
+// The state manager: decides which loaded kernels a set of native
 // dispatch handlers can serve on a device, and says why it drops the others.
 #pragma once
 
@@ -130,7 +130,7 @@ class StateManager {
   std::shared_ptr<ArchiveCache> cache_;
 };
 
-// Whether a kernel of `pack` runs on the device `arch` (SPEC 9.1): its UKD
+// Whether a kernel of `pack` runs on the device `arch`: its UKD
 // arch, else its pack's; an empty list is every arch; generic targets hold
 // their members. An empty `arch` matches every kernel.
 bool kernelRunsOn(const Pack& pack, const Kernel& kernel, const std::string& arch);
@@ -138,7 +138,7 @@ bool kernelRunsOn(const Pack& pack, const Kernel& kernel, const std::string& arc
 // The arches a kernel names: its UKD arch, else its pack's (empty: every arch).
 std::vector<std::string> kernelArches(const Pack& pack, const Kernel& kernel);
 
-// The stub rule of ukdpack-validate (SPEC 9.1): per dispatch symbol, the
+// The stub rule of ukdpack-validate: per dispatch symbol, the
 // launches of the first UDD naming it that declares some, else the launch set
 // of the first kernel of the first pack (load order) naming it; [] otherwise.
 // With `arch`, only kernels that run on it count (one shard's view).

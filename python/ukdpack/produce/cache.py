@@ -1,4 +1,4 @@
-"""The content-addressed compile cache (SPEC 5).
+"""The content-addressed compile cache.
 
 A compile is keyed in two steps, because the headers it reads are known only
 after it ran: a *base key* (compiler identity, the command line without paths,

@@ -1,4 +1,4 @@
-"""Code objects and their signatures (SPEC 6).
+"""Code objects and their signatures.
 
 A code object is a bare AMDGPU ELF, a clang offload bundle holding exactly one
 amdgcn entry, or an NVIDIA cubin. For AMDGPU objects kernel names, the target and

@@ -1,4 +1,4 @@
-"""Producers (SPEC 5): turn jobs into code objects.
+"""Producers: turn jobs into code objects.
 
 * hip: one ``hipcc --genco`` per distinct (source, build, arch), through the cache;
 * hsaco: the prebuilt file, read once, its ``amdhsa.target`` checked against the arch;

@@ -1,4 +1,4 @@
-"""kpack archives (KPAK version 1, SPEC 7): the writer.
+"""kpack archives (KPAK version 1, docs/shards.md): the writer.
 
 Byte-compatible with ROCm's rocm-kpack: a 16-byte header (``KPAK``, u32 version,
 u64 TOC offset), zero padding to 64 where the data starts, then one msgpack TOC

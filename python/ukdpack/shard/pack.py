@@ -1,4 +1,4 @@
-"""``ukdpack pack``: one shard per arch from an authored tree (SPEC 8).
+"""``ukdpack pack``: one shard per arch from an authored tree.
 
 Data flows one way: walk -> validate (every rule, all arches; a tree that fails
 packs nothing) -> plan (per arch: kernels, launches, distinct code objects) ->

@@ -1,4 +1,4 @@
-"""Publishing shards (SPEC 8): each shard is built in ``OUT_ROOT/.<arch>.staging``
+"""Publishing shards: each shard is built in ``OUT_ROOT/.<arch>.staging``
 and swapped into place only when complete and checked, under a per-arch lock.
 
 On Linux the swap is one ``renameat2(RENAME_EXCHANGE)``, so a reader (or a kill at

@@ -1,4 +1,4 @@
-"""The pack-time runtime check (SPEC 9.3): before a shard is published, the C++
+"""The pack-time runtime check: before a shard is published, the C++
 runtime loads it exactly as it would at run time and builds a state manager.
 
 Handlers come from the handler manifest (``--handlers FILE``, a JSON map

@@ -232,8 +232,19 @@ class CompileCache:
 
     def save_digests(self) -> None:
         """Record the file digests this run took, so the next pack need not read the
-        unchanged files again (FileDigests.save)."""
-        self.digests.save(self._write)
+        unchanged files again (FileDigests.save). Quietly skipped where the folder
+        cannot take it: the manifest only saves reading time, and a read-only warm cache
+        is still a cache that works without a word."""
+        if self.unusable is None:
+            self.digests.save(self._write_quietly)
+
+    @staticmethod
+    def _write_quietly(path: Path, data: bytes) -> bool:
+        try:
+            write_atomic(path, data)
+        except OSError:
+            return False
+        return True
 
     # ------------------------------------------------------------ objects
     def _object_path(self, sha: str) -> Path:

@@ -286,8 +286,18 @@ function(ukd_add_pack_target)
   foreach(_arch IN LISTS _arches)
     set(_stamp "${_dir}/${_arch}.stamp")
     set(_depfile "${_dir}/${_arch}.d")
+    # Target IDs with features (gfx90a:xnack+) build their variants into the arch's shard.
+    set(_arch_opts "")
+    foreach(_t IN LISTS _requested)
+      if(_t MATCHES "^${_arch}(:|$)" AND NOT "${_t}" IN_LIST _arch_opts)
+        list(APPEND _arch_opts --arch "${_t}")
+      endif()
+    endforeach()
+    if(NOT _arch_opts)
+      set(_arch_opts --arch "${_arch}")
+    endif()
     add_custom_command(OUTPUT "${_stamp}"
-      COMMAND ${_cmd} pack ${_opts} --arch "${_arch}" --label "${ARG_NAME}/${_arch}"
+      COMMAND ${_cmd} pack ${_opts} ${_arch_opts} --label "${ARG_NAME}/${_arch}"
               --depfile "${_depfile}" --depfile-target "${_stamp}"
       COMMAND "${CMAKE_COMMAND}" -E touch "${_stamp}"
       DEPENDS "${_manifest}" ${_tool_deps} ${_file_deps} ${_target_deps}

@@ -138,6 +138,10 @@ void readBuild(ObjectReader& r) {
     }
   }
   b.stringList("flags", false, true);
+  if (const Json* generic = b.get("generic"); generic != nullptr && !generic->is_boolean()) {
+    b.error(b.pathOf("generic"), "expected a boolean (true: compile once for the arch's generic family), found " +
+                                     describeFound(*generic));
+  }
   b.finish();
 }
 
@@ -254,6 +258,20 @@ std::optional<KernelSource> parseSource(const Json& value, const std::string& fi
       }
     }
     src.signature = readSignature(r);
+    // Feature variants of one object (gfx90a:xnack+, gfx90a:xnack-): the digest of
+    // the entry filed under each target ID.
+    if (const Json* targets = r.object("targets", false)) {
+      for (auto it = targets->begin(); it != targets->end(); ++it) {
+        const std::string where = jsonPathKey(r.pathOf("targets"), it.key());
+        if (const std::string why = targetIdProblem(it.key()); !why.empty()) {
+          r.error(where, "expected a target ID such as gfx90a:xnack+, found '" + it.key() + "': " + why);
+        } else if (!it.value().is_string() || !isSha256Hex(it.value().get<std::string>())) {
+          r.error(where, "expected 64 lowercase hex digits, found " + describeFound(it.value()));
+        } else {
+          src.targets[it.key()] = it.value().get<std::string>();
+        }
+      }
+    }
   } else if (const SourceKindInfo* known = sourceKind(k); known != nullptr && !known->launchable) {
     std::vector<std::string> launchable;
     for (const SourceKindInfo& info : sourceKinds())

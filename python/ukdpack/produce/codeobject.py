@@ -299,6 +299,18 @@ def target_arch(data: bytes) -> str:
     return str(_runtime.bare_arch(processor))
 
 
+def target_id(data: bytes) -> str:
+    """The target ID the object is built for, features in name order (``gfx90a:xnack+``,
+    ``gfx11-generic``); an object that leaves a feature "any" names none of it."""
+    full = target(data)
+    named = full.rpartition("--")[2] if "--" in full else full.rpartition("-")[2]
+    canonical = _runtime.canonical_target_id(named)
+    if canonical is None:
+        raise CodeObjectError(f"amdhsa.target {full!r} names no target ID: "
+                              f"{_runtime.target_id_problem(named)}")
+    return str(canonical)
+
+
 def read_signature(data: bytes, symbol: str) -> list[dict[str, Any]]:
     """The explicit arguments of kernel ``symbol``: ``{kind, size, offset[, name]}`` in order."""
     for name, args in metadata(data).kernels:

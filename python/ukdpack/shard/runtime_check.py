@@ -93,7 +93,9 @@ def launch_problems(dset: _runtime.DescriptorSet, arch: str,
             continue  # an embedded_source kernel ships no code object
         for launch in k["launches"] or [None]:
             try:
-                sm.load_launch_code(k["kernel_id"], launch, arch)
+                # Each feature variant as a device of its setting loads it.
+                for device in sm.check_devices(k["kernel_id"], launch, arch):
+                    sm.load_launch_code(k["kernel_id"], launch, device)
             except _runtime.RuntimeCheckError as e:
                 d = e.diagnostic
                 problems.append(Problem(d.get("file", ""), d.get("path", ""),

@@ -225,3 +225,23 @@ def test_without_an_any_variant_a_device_of_unknown_setting_is_refused(
     assert err.value.code == "TARGET_MISMATCH"  # type: ignore[attr-defined]
     assert ("runs on the device's target gfx90a: the archive holds it for gfx90a:xnack+, "
             "gfx90a:xnack-") in str(err.value)
+
+
+def test_a_generic_kernel_arch_fits_a_pack_of_its_members(tmp_path: Path,
+                                                          objects: dict[str, bytes]) -> None:
+    """A kernel naming gfx11-generic is a subset of a pack serving gfx1101; naming it in
+    a pack serving only gfx90a is not."""
+    root = tmp_path / "t"
+    root.mkdir()
+    (root / "a.hsaco").write_bytes(objects["gfx11-generic"])
+    source = {"kind": "hsaco", "file": "a.hsaco", "symbol": SYMBOL}
+    _tree(root, [_ukd("gen", 1, source, ["gfx11-generic"])])
+    for pack_arch, ok in ((["gfx1101"], True), (["gfx90a"], False)):
+        doc = read_json(root / "k.kdp.json")
+        doc["arch"] = pack_arch
+        write_json(root / "k.kdp.json", doc)
+        dset = _runtime.load_shard(str(root), authored=True)
+        errors = [d["message"] for d in dset.diagnostics if d["severity"] == "error"]
+        assert (errors == []) == ok, errors
+        if not ok:
+            assert any("arch 'gfx11-generic' not in its KDP's arch [gfx90a]" in e for e in errors)

@@ -79,9 +79,22 @@ def _kernels(shard: Path) -> dict[str, dict[str, Any]]:
     return {k["id"]: k for k in read_json(shard / "k.kdp.json")["kernelDescriptors"]}
 
 
-def _validate(shard: Path) -> None:
+def _validate(shard: Path, root: Path | None = None) -> None:
+    """ukdpack-validate, desk-check, inspect (every entry claimed) and, given the root,
+    verify accept the shard."""
     r = subprocess.run([str(VALIDATE), str(shard)], capture_output=True, text=True, check=False)
     assert r.returncode == 0, r.stdout + r.stderr
+    tools = [["desk-check", str(shard)], ["inspect", str(shard), "--json"]]
+    if root is not None:
+        tools.append(["verify", str(shard), "--source-root", str(root)])
+    for argv in tools:
+        r = subprocess.run([sys.executable, "-m", "ukdpack", *argv], capture_output=True,
+                           text=True, check=False)
+        assert r.returncode == 0, r.stdout + r.stderr
+        assert "claimed by no launch" not in r.stderr
+        if argv[0] == "inspect":
+            entries = [e for a in json.loads(r.stdout)["archives"] for e in a["entries"]]
+            assert entries and all(e["used_by"] for e in entries), entries
 
 
 def _archive(shard: Path) -> Archive:
@@ -114,7 +127,7 @@ def test_prebuilt_generic_object_packs_into_its_members_shards_only(
         assert (archive.family, archive.arches) == (arch, ["gfx11-generic"])
         assert archive.get(gen["kernel_source"]["toc_key"], "gfx11-generic") == \
             objects["gfx11-generic"]
-        _validate(shard)
+        _validate(shard, root)
         dset = _runtime.load_shard(str(shard))
         assert _runtime.load_launch_code(dset, "gen", None, arch) == objects["gfx11-generic"]
     assert set(_kernels(out / "gfx90a")) == {"own"}
@@ -162,7 +175,7 @@ def test_hip_kernel_compiled_once_for_its_generic_family(tmp_path: Path, cache: 
         blob = archive.get(src["toc_key"], "gfx11-generic")
         assert codeobject.target_id(blob) == "gfx11-generic"
         digests.add(src["sha256"])
-        _validate(out / arch)
+        _validate(out / arch, root)
     assert len(digests) == 1
     assert not (out / "gfx90a").exists()  # the kernel is not for gfx90a: no shard
 
@@ -202,7 +215,7 @@ def test_feature_variants_share_one_shard_and_the_runtime_picks_by_target_id(
         t: t for t in by_target}
     assert src["targets"] == {t: hashlib.sha256(b).hexdigest() for t, b in by_target.items()}
     assert src["sha256"] == src["targets"]["gfx90a"]  # the default: the most general one
-    _validate(shard)
+    _validate(shard, root)
     dset = _runtime.load_shard(str(shard))
     for device, want in (("gfx90a:sramecc+:xnack+", "gfx90a:xnack+"),
                          ("gfx90a:xnack-", "gfx90a:xnack-"),

@@ -258,3 +258,19 @@ def test_a_generic_kernel_arch_fits_a_pack_of_its_members(tmp_path: Path,
         assert (errors == []) == ok, errors
         if not ok:
             assert any("arch 'gfx11-generic' not in its KDP's arch [gfx90a]" in e for e in errors)
+
+
+def test_one_feature_variant_alone_packs_and_loads_for_its_setting(tmp_path: Path,
+                                                                  cache: Path) -> None:
+    root = _hip_tree(tmp_path / "t")
+    out = tmp_path / "out"
+    r = _clang_pack(root, out, ["gfx90a:xnack+"], cache)
+    assert r.returncode == 0, r.stderr
+    src = _kernels(out / "gfx90a")["hipk"]["kernel_source"]
+    assert list(src["targets"]) == ["gfx90a:xnack+"]
+    _validate(out / "gfx90a", root)
+    dset = _runtime.load_shard(str(out / "gfx90a"))
+    blob = _runtime.load_launch_code(dset, "hipk", None, "gfx90a:sramecc-:xnack+")
+    assert codeobject.target_id(blob) == "gfx90a:xnack+"
+    with pytest.raises(_runtime.RuntimeCheckError, match="TARGET_MISMATCH"):
+        _runtime.load_launch_code(dset, "hipk", None, "gfx90a:xnack-")

@@ -222,8 +222,11 @@ class _Assembler:
                                                     p.info.entry_target))
                 launches[(ln.member.ukd.key, ln.name)] = packed.PackedLaunch(
                     main.job.toc_key, symbol, main.sha256, main.info.signatures[symbol],
+                    # Recorded for several variants, or one with feature settings (which
+                    # a device named by its bare arch would not reach): the checks load
+                    # each as a device of its setting.
                     {t: p.sha256 for t, p in sorted(by_target.items())}
-                    if len(by_target) > 1 else {})
+                    if len(by_target) > 1 or ":" in next(iter(by_target)) else {})
         if not problems:  # read before staging: an unreadable artifact fails the arch
             files = self._descriptor_files(launches, problems)
         if problems:

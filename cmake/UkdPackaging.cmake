@@ -189,7 +189,9 @@ endfunction()
 #   NAME                 target suffix; also the label of progress lines (required)
 #   SOURCE_ROOT          authored descriptor root (required)
 #   OUT_ROOT             where <arch>/ shards are published (required)
-#   ARCHES               arches to pack (default: GPU_TARGETS, then AMDGPU_TARGETS)
+#   ARCHES               arches to pack (default: GPU_TARGETS, then AMDGPU_TARGETS); one
+#                        shard per bare arch, entries with features (gfx90a:xnack+) build
+#                        those variants into it
 #   GROUP                archive group: kpack/<group>_<arch>.kpack (default: NAME)
 #   JOBS                 parallel compiles per shard (default: the packer's)
 #   HANDLERS             handler manifest for the pack-time runtime check

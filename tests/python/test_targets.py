@@ -274,3 +274,29 @@ def test_one_feature_variant_alone_packs_and_loads_for_its_setting(tmp_path: Pat
     assert codeobject.target_id(blob) == "gfx90a:xnack+"
     with pytest.raises(_runtime.RuntimeCheckError, match="TARGET_MISMATCH"):
         _runtime.load_launch_code(dset, "hipk", None, "gfx90a:xnack-")
+
+
+def test_cmake_gives_each_arch_its_target_ids(tmp_path: Path) -> None:
+    """GPU_TARGETS entries with features reach their arch's pack command (one command per
+    bare arch); an arch named only bare is packed bare."""
+    repo = Path(__file__).resolve().parents[2]
+    project = tmp_path / "p"
+    shutil.copytree(repo / "tests" / "corpus" / "ok_minimal" / "tree", project / "tree")
+    (project / "CMakeLists.txt").write_text(f"""cmake_minimum_required(VERSION 3.20)
+project(target_ids NONE)
+set(UKDPACK_PYTHON "{sys.executable}")
+set(UKDPACK_PYTHONPATH "{repo / 'python'}")
+include("{repo / 'cmake' / 'UkdPackaging.cmake'}")
+set(GPU_TARGETS "gfx90a:xnack+;gfx1030;gfx90a:xnack-")
+ukd_add_pack_target(NAME k SOURCE_ROOT tree OUT_ROOT shards)
+""")
+    build = tmp_path / "b"
+    r = subprocess.run(["cmake", "-S", str(project), "-B", str(build), "-G", "Ninja"],
+                       capture_output=True, text=True, check=False)
+    assert r.returncode == 0, r.stderr
+    commands = [line for line in (build / "build.ninja").read_text().splitlines()
+                if " pack " in line and "--source-root" in line]
+    by_label = {("gfx90a" if "k/gfx90a" in c else "gfx1030"): c for c in commands}
+    assert len(commands) == 2 and set(by_label) == {"gfx90a", "gfx1030"}, commands
+    assert "--arch gfx90a:xnack+ --arch gfx90a:xnack-" in by_label["gfx90a"]
+    assert "--arch gfx1030 " in by_label["gfx1030"] and ":xnack" not in by_label["gfx1030"]

@@ -300,3 +300,34 @@ ukd_add_pack_target(NAME k SOURCE_ROOT tree OUT_ROOT shards)
     assert len(commands) == 2 and set(by_label) == {"gfx90a", "gfx1030"}, commands
     assert "--arch gfx90a:xnack+ --arch gfx90a:xnack-" in by_label["gfx90a"]
     assert "--arch gfx1030 " in by_label["gfx1030"] and ":xnack" not in by_label["gfx1030"]
+
+
+def test_recorded_target_digests_are_read_and_checked(tmp_path: Path, cache: Path) -> None:
+    root = _hip_tree(tmp_path / "t")
+    out = tmp_path / "out"
+    r = _clang_pack(root, out, ["gfx90a:xnack+", "gfx90a:xnack-"], cache)
+    assert r.returncode == 0, r.stderr
+    kdp = out / "gfx90a" / "k.kdp.json"
+    doc = read_json(kdp)
+    targets = doc["kernelDescriptors"][0]["kernel_source"]["targets"]
+    # A digest that is not the entry's: refused when that variant is loaded, at its path.
+    targets["gfx90a:xnack-"] = "0" * 64
+    write_json(kdp, doc)
+    dset = _runtime.load_shard(str(out / "gfx90a"))
+    assert _runtime.load_launch_code(dset, "hipk", None, "gfx90a:xnack+")
+    with pytest.raises(_runtime.RuntimeCheckError) as err:
+        _runtime.load_launch_code(dset, "hipk", None, "gfx90a:xnack-")
+    assert err.value.code == "DIGEST_MISMATCH"  # type: ignore[attr-defined]
+    assert err.value.diagnostic["path"] == (  # type: ignore[attr-defined]
+        '$.kernelDescriptors[0].kernel_source.targets["gfx90a:xnack-"]')
+    r = subprocess.run([str(VALIDATE), str(out / "gfx90a")], capture_output=True, text=True,
+                       check=False)
+    assert r.returncode == 1
+    assert ('k.kdp.json: $.kernelDescriptors[0].kernel_source.targets["gfx90a:xnack-"]: '
+            "kernel 'hipk' (single launch): the code object for gfx90a:xnack-") in r.stderr
+    # A key that is no target ID is refused when the shard is read.
+    targets["gfx90a:xnack"] = targets.pop("gfx90a:xnack-")
+    write_json(kdp, doc)
+    dset = _runtime.load_shard(str(out / "gfx90a"))
+    assert any("expected a target ID such as gfx90a:xnack+, found 'gfx90a:xnack'" in d["message"]
+               for d in dset.diagnostics if d["severity"] == "error")

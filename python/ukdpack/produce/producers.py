@@ -194,6 +194,8 @@ class Producer:
                 self.failed += outcome == "failed"
             if done and not self._stopping.is_set():
                 done(job, time.monotonic() - start, outcome)
+                for other in followers.get(job.key, ()):  # they share this job's object
+                    done(other, 0.0, "failed" if outcome == "failed" else "reused")
 
         # A generic family's object is compiled once for all its members: one job per
         # (kind, toc key, target) runs; the others share its product.
@@ -202,6 +204,7 @@ class Producer:
             shared.setdefault((job.kind, job.toc_key, job.compile_target)
                               if job.target else job.key, []).append(job)
         first = [group[0] for group in shared.values()]
+        followers = {group[0].key: group[1:] for group in shared.values()}
         # Longest first: compiles before reads, so the pool stays busy to the end.
         order = sorted(first, key=lambda j: (j.kind not in ("hip", "cuda"), j.toc_key, j.arch))
         if self.jobs == 1 or len(order) <= 1:

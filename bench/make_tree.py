@@ -10,6 +10,11 @@ nor compress them trivially.
 
     python bench/make_tree.py OUT --kernels 1000 --engines 4 --units 40 --arches gfx90a gfx940
     python bench/make_tree.py OUT --prebuilt 2000 --object-kib 100 --arches gfx90a
+    python bench/make_tree.py OUT --scale 100000 --arches gfx90a
+
+``--scale N`` makes the scale figures' tree (``make_scale_tree``): ``N`` kernels, every
+other one a prebuilt hsaco kernel over its own varied copy of a small object (4 KiB
+table) and the rest ``embedded_source`` kernels, 100 kernels per KDP over 8 engines.
 """
 
 from __future__ import annotations
@@ -206,6 +211,52 @@ def make_prebuilt_tree(root: Path, count: int, arch: str, objects: list[Path],
     return total
 
 
+SCALE_PER_PACK = 100  # kernels per KDP in the scale tree
+SCALE_ENGINES = 8
+SCALE_OBJECT_KIB = 4  # small objects: 50,000 of them stay about 0.5 GB
+SCALE_DISTINCT_OBJECTS = 8
+
+
+def make_scale_tree(root: Path, count: int, arch: str, objects: list[Path],
+                    engines: int = SCALE_ENGINES, per_pack: int = SCALE_PER_PACK,
+                    seed: int = 11) -> dict[str, int]:
+    """``count`` single-launch kernels over ``engines`` engines, ``per_pack`` to a KDP:
+    even ones prebuilt hsaco kernels (each over its own varied copy of one of
+    ``objects``, see ``vary_object``), odd ones ``embedded_source`` kernels (no code
+    object: shipped as authored). Returns the kernel counts and the object bytes."""
+    rng = random.Random(seed)
+    for e in range(engines):
+        _engine(root, e, [arch])
+    bases = [(data, table_span(data)) for data in (o.read_bytes() for o in objects)]
+    packs: dict[int, list[object]] = {}
+    total = prebuilt = 0
+    for k in range(count):
+        e = k % engines
+        if k % 2 == 0:
+            data = vary_object(*bases[(k // 2) % len(bases)], rng)
+            rel = f"objects/{k // 2000:03d}/obj{k:06d}.hsaco"
+            path = root / f"engine{e}" / rel
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_bytes(data)
+            total += len(data)
+            prebuilt += 1
+            source: dict[str, object] = {"kind": "hsaco", "file": rel, "symbol": "big"}
+        else:
+            source = {"kind": "embedded_source", "source_file": f"rtc/k{k % 997}.cpp",
+                      "entry_point": f"k{k}"}
+        packs.setdefault(e, []).append({
+            "id": _id("scale", k), "version": "1.0", "name": f"s{k}", "priority": k % 7,
+            "metadata": {"variant": k}, "arch": [arch], "kernel_source": source})
+    for e, items in sorted(packs.items()):
+        for start in range(0, len(items), per_pack):
+            n = start // per_pack
+            _write(root / f"engine{e}" / f"scale{n:04d}.kdp.json",
+                   _kdp(_id("kdp", e, "scale", n), f"scale{e}.{n}", e, "single",
+                        items[start:start + per_pack], [arch]))
+    return {"kernels": count, "prebuilt": prebuilt, "embedded": count - prebuilt,
+            "kdps": sum(-(-len(v) // per_pack) for v in packs.values()), "object_bytes": total}
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     p.add_argument("out", type=Path)
@@ -215,6 +266,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--prebuilt", type=int, default=0, help="prebuilt hsaco kernels")
     p.add_argument("--object-kib", type=int, default=100)
     p.add_argument("--distinct-objects", type=int, default=24)
+    p.add_argument("--scale", type=int, default=0,
+                   help="scale tree: half prebuilt, half embedded_source kernels")
     p.add_argument("--arches", nargs="+", default=["gfx90a"])
     p.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
     args = p.parse_args(argv)
@@ -229,6 +282,11 @@ def main(argv: list[str] | None = None) -> int:
         size = make_prebuilt_tree(args.out, args.prebuilt, args.arches[0], objs, args.engines)
         print(f"{args.prebuilt} prebuilt kernels, {size / 2**20:.1f} MiB of objects",
               file=sys.stderr)
+    if args.scale:
+        objs = compile_objects(args.out.parent / ".objects", SCALE_DISTINCT_OBJECTS,
+                               args.arches[0], args.jobs, SCALE_OBJECT_KIB)
+        made = make_scale_tree(args.out, args.scale, args.arches[0], objs)
+        print(f"scale tree: {made}", file=sys.stderr)
     return 0
 
 

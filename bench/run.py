@@ -3,19 +3,27 @@
     python bench/run.py [--quick]
 
 Prints each figure with its parts and writes ``bench/results/latest.json`` and a dated
-copy: ``ratios`` (the seven figures below, with their goals), the raw times, the machine
-and the commit. ``--quick`` uses small trees (under a minute, except that the no-op
+copy: ``ratios`` (the figures below, with their goals), the raw times, the machine
+and the commit. ``--quick`` uses small trees (about a minute, except that the no-op
 build figure reuses the superbuild of an earlier full run when there is one).
 
 | key | what | goal |
 |---|---|---|
 | prebuilt_pack_vs_raw_bound | pack of a prebuilt-only tree / read+sha256+zstd-3 of the same bytes in one process | <= 2.0 |
-| hip_pack_vs_compile_bound | cold pack of a hip tree (40 units, 2 arches) / (the same compiles run directly / jobs) | <= 1.15 |
-| one_edit_vs_full | repack after one kernel's build defines changed (warm cache, median of 3 edits) / cold full pack | <= 0.05 |
-| noop_build_s | no-op `cmake --build` of a superbuild packing a 1,000-kernel tree for 2 arches | <= 1.0 |
-| runtime_load_10k_ms | C++ load of a 10,000-kernel shard plus its state manager, median of 5 | <= 100 |
-| pack_peak_rss_mib | peak memory of the 10,000-kernel pack | <= 1024 |
+| hip_pack_vs_compile_bound | cold pack of a hip tree (40 units, 2 arches) / (the same compiles run directly / jobs) | <= 1.05 |
+| one_edit_vs_full | repack after one kernel's build defines changed (warm cache, median of 3 edits) / cold full pack | <= 0.03 |
+| noop_build_s | no-op `cmake --build` of a superbuild packing a 1,000-kernel tree for 2 arches | <= 0.1 |
+| runtime_load_10k_ms | C++ load of a 10,000-kernel shard plus its state manager, median of 5 | <= 60 |
+| pack_peak_rss_mib | peak memory of the 10,000-kernel pack | <= 256 |
 | remote_warm_vs_cold | pack of a 1,000-kernel hip tree on a fresh machine (empty local cache) against a warm remote cache / its cold pack (bench/remote_cache.py) | <= 0.1 |
+| scale_growth_<figure> | each scale figure at 100,000 kernels / the same at 10,000 (``scale_figures``; 10,000 / 1,000 under --quick) | <= 12 |
+
+The scale figures (``result["scale"]``): ``validate``, a cold ``pack`` (empty cache and
+out-root), a warm no-change ``pack``, the runtime load + state manager, and the peak RSS
+of each, for a small and a large ``make_tree.make_scale_tree`` tree (half prebuilt hsaco,
+half embedded_source kernels, 100 kernels per KDP). ``--scale-only`` runs just these,
+writes ``bench/results/scale.json`` (``scale-quick.json``) and, in a full run, puts them
+into ``latest.json`` under ``scale`` with their own date and commit.
 """
 
 from __future__ import annotations
@@ -42,10 +50,14 @@ sys.path.insert(0, str(BENCH))
 import make_tree  # noqa: E402
 import remote_cache  # noqa: E402
 
-GOALS = {"prebuilt_pack_vs_raw_bound": ("<=", 2.0), "hip_pack_vs_compile_bound": ("<=", 1.15),
-         "one_edit_vs_full": ("<=", 0.05), "noop_build_s": ("<=", 1.0),
-         "runtime_load_10k_ms": ("<=", 100.0), "pack_peak_rss_mib": ("<=", 1024.0),
+GOALS = {"prebuilt_pack_vs_raw_bound": ("<=", 2.0), "hip_pack_vs_compile_bound": ("<=", 1.05),
+         "one_edit_vs_full": ("<=", 0.03), "noop_build_s": ("<=", 0.1),
+         "runtime_load_10k_ms": ("<=", 60.0), "pack_peak_rss_mib": ("<=", 256.0),
          "remote_warm_vs_cold": ("<=", remote_cache.GOAL)}
+SCALE_GROWTH_GOAL = 12.0  # for 10 times the kernels: near-linear, with some slack
+SCALE_FIGURES = ("validate_s", "cold_pack_s", "warm_pack_s", "load_ms", "validate_peak_rss_mib",
+                 "cold_pack_peak_rss_mib", "warm_pack_peak_rss_mib", "load_peak_rss_mib")
+GOALS.update({f"scale_growth_{f}": ("<=", SCALE_GROWTH_GOAL) for f in SCALE_FIGURES})
 
 
 def jobs() -> int:
@@ -94,6 +106,9 @@ def prebuilt_figure(work: Path, quick: bool) -> dict[str, Any]:
     bound = min(raw_bound(files) for _ in range(2))
     cache = work / "cache-prebuilt"
     shutil.rmtree(cache, ignore_errors=True)
+    # A cold pack into a fresh out root, as on a first run: replacing a previous shard
+    # would add removing its 225 MiB archive, which the bound has no part of.
+    shutil.rmtree(work / "out-prebuilt", ignore_errors=True)
     pack = run_pack(tree, work / "out-prebuilt", ["gfx90a"], cache)
     print(f"prebuilt: {count} kernels, {size / 2**20:.0f} MiB: pack {pack:.2f} s (cold cache), "
           f"read+sha256+zstd-3 bound {bound:.2f} s -> {pack / bound:.2f}x")
@@ -230,6 +245,125 @@ def big_figures(work: Path, quick: bool, cache: Path) -> tuple[dict[str, Any], d
              "teardown_ms": round(freed, 2)})
 
 
+# Runs a command as its only child and reports its wall seconds and peak RSS: the
+# high-water mark of the child (ru_maxrss of RUSAGE_CHILDREN, KiB on Linux), so the
+# probe's own interpreter is not counted and each figure gets a fresh process.
+PROBE = ("import json, resource, subprocess, sys, time; t = time.perf_counter(); "
+         "r = subprocess.run(sys.argv[1:], capture_output=True, text=True); "
+         "t = time.perf_counter() - t; "
+         "print(json.dumps({'rc': r.returncode, 's': t, 'out': r.stdout, 'err': r.stderr[-4000:], "
+         "'kib': resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss}))")
+
+# The runtime load in its own process: load_shard + StateManager, ``runs`` times; the
+# previous set is freed between runs (not timed), so the peak is one set.
+LOAD = ("import json, sys, time; from ukdpack import _runtime; "
+        "shard, arch, runs = sys.argv[1], sys.argv[2], int(sys.argv[3]); times = []; kept = 0\n"
+        "for _ in range(runs):\n"
+        "    t = time.perf_counter(); d = _runtime.load_shard(shard)\n"
+        "    sm = _runtime.StateManager(d, handlers=_runtime.stub_handlers(d), arch=arch)\n"
+        "    times.append(time.perf_counter() - t); kept = len(sm.kept()); del sm, d\n"
+        "print(json.dumps({'times': times, 'kept': kept}))")
+
+
+def probed(argv: list[str]) -> tuple[float, float, str]:
+    """Wall seconds, peak RSS (MiB) and stdout of ``argv`` run in a fresh process."""
+    r = subprocess.run([sys.executable, "-c", PROBE, *argv], capture_output=True, text=True,
+                       env=env(), check=True)
+    got = json.loads(r.stdout)
+    if got["rc"] != 0:
+        raise SystemExit(f"{' '.join(argv[:4])} ... failed:\n{got['err']}")
+    return got["s"], got["kib"] / 1024, got["out"]
+
+
+def scale_sizes(quick: bool) -> tuple[int, int]:
+    return (1000, 10000) if quick else (10000, 100000)
+
+
+def _label(n: int) -> str:
+    return f"{n // 1000}k"
+
+
+def _sized(figure: str, n: int) -> str:
+    """``validate_s`` -> ``validate_100k_s``: the size goes before the unit."""
+    stem, unit = figure.split("_peak_", 1) if "_peak_" in figure else figure.rsplit("_", 1)
+    return f"{stem}_{_label(n)}_{'peak_' if '_peak_' in figure else ''}{unit}"
+
+
+def scale_one(work: Path, kernels: int, objects: list[Path], runs: int) -> dict[str, Any]:
+    """Every scale figure for one tree size. The tree is made once per size and kept
+    (a stamp beside it names its parameters; inside, the walk would report it): packs
+    do not change it."""
+    arch = "gfx90a"
+    tree = work / f"scale-{_label(kernels)}"
+    stamp = work / f"scale-{_label(kernels)}.made.json"
+    params = {"kernels": kernels, "make_tree": hashlib.sha256(
+        (BENCH / "make_tree.py").read_bytes()).hexdigest()}
+    if stamp.is_file() and json.loads(stamp.read_text()).get("params") == params:
+        made = json.loads(stamp.read_text())["made"]
+    else:
+        shutil.rmtree(tree, ignore_errors=True)
+        made = make_tree.make_scale_tree(tree, kernels, arch, objects)
+        stamp.write_text(json.dumps({"params": params, "made": made}))
+    out, cache = work / f"scale-out-{_label(kernels)}", work / f"scale-cache-{_label(kernels)}"
+    ukd = [sys.executable, "-m", "ukdpack"]
+    pack = [*ukd, "pack", "--source-root", str(tree), "--out-root", str(out), "--cache-dir",
+            str(cache), "--plain", "--jobs", str(jobs()), "--arch", arch]
+    validate = [probed([*ukd, "validate", str(tree)]) for _ in range(runs)]
+    shutil.rmtree(out, ignore_errors=True)
+    shutil.rmtree(cache, ignore_errors=True)
+    cold = probed(pack)
+    warm = [probed(pack) for _ in range(runs)]
+    load_s, load_mib, text = probed([sys.executable, "-c", LOAD, str(out / arch), arch,
+                                     str(max(runs, 3))])
+    loaded = json.loads(text)
+    if loaded["kept"] != kernels:
+        raise SystemExit(f"scale load kept {loaded['kept']} of {kernels} kernels")
+    return {
+        "kernels": kernels, "tree": made, "runs": runs,
+        "validate_s": statistics.median(v[0] for v in validate),
+        "validate_runs_s": [round(v[0], 3) for v in validate],
+        "validate_peak_rss_mib": max(v[1] for v in validate),
+        "cold_pack_s": cold[0], "cold_pack_peak_rss_mib": cold[1],
+        "warm_pack_s": statistics.median(w[0] for w in warm),
+        "warm_pack_runs_s": [round(w[0], 3) for w in warm],
+        "warm_pack_peak_rss_mib": max(w[1] for w in warm),
+        "load_ms": statistics.median(loaded["times"]) * 1000,
+        "load_runs_ms": [round(t * 1000, 2) for t in loaded["times"]],
+        "load_peak_rss_mib": load_mib, "load_process_s": round(load_s, 3)}
+
+
+def scale_figures(work: Path, quick: bool) -> dict[str, Any]:
+    """validate, cold pack, warm no-change pack, runtime load + state manager and the
+    peak RSS of each, at two tree sizes ten times apart, and each figure's growth."""
+    small, large = scale_sizes(quick)
+    objects = make_tree.compile_objects(work / "objects", make_tree.SCALE_DISTINCT_OBJECTS,
+                                        "gfx90a", jobs(), make_tree.SCALE_OBJECT_KIB)
+    load_start = os.getloadavg()
+    # validate and the warm pack: median of 3 (1 under --quick, to keep it short); the
+    # load: median of 3 in one process; the cold pack: one run (it empties the cache).
+    figures = {n: scale_one(work, n, objects, 1 if quick else 3) for n in (small, large)}
+    load_end = os.getloadavg()
+    a, b = figures[small], figures[large]
+    growth_key = f"growth_{_label(small)}_to_{_label(large)}"
+    growth = {f: round(b[f] / a[f], 2) for f in SCALE_FIGURES}
+    result: dict[str, Any] = {
+        "sizes": [small, large], "load_average_start": [round(x, 2) for x in load_start],
+        "load_average_end": [round(x, 2) for x in load_end], growth_key: growth,
+        "growth_goal": SCALE_GROWTH_GOAL, _label(small): a, _label(large): b}
+    for n, fig in figures.items():
+        for f in SCALE_FIGURES:
+            result[_sized(f, n)] = round(fig[f], 3)
+        # The brief's short names: pack is the cold pack.
+        result[f"pack_{_label(n)}_s"] = round(fig["cold_pack_s"], 3)
+        result[f"pack_{_label(n)}_peak_rss_mib"] = round(fig["cold_pack_peak_rss_mib"], 1)
+    print(f"\nscale ({a['tree']['prebuilt'] + b['tree']['prebuilt']} prebuilt objects in all; "
+          f"load average {load_start[0]:.1f} at start, {load_end[0]:.1f} at end)")
+    print(f"{'figure':26s} {_label(small):>10} {_label(large):>10} {'growth':>8}")
+    for f in SCALE_FIGURES:
+        print(f"{f:26s} {a[f]:10.3f} {b[f]:10.3f} {growth[f]:8.2f}")
+    return result
+
+
 def machine() -> dict[str, Any]:
     mem = 0
     with open("/proc/meminfo") as f:
@@ -247,12 +381,16 @@ def machine() -> dict[str, Any]:
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description="ukdpack benchmarks")
-    p.add_argument("--quick", action="store_true", help="small trees: under a minute")
+    p.add_argument("--quick", action="store_true", help="small trees: about a minute")
     p.add_argument("--work", type=Path, default=BENCH / ".work", help="scratch folder")
+    p.add_argument("--scale-only", action="store_true",
+                   help="only the scale figures (bench/results/scale[-quick].json)")
     args = p.parse_args(argv)
     work = args.work / ("quick" if args.quick else "full")
     work.mkdir(parents=True, exist_ok=True)
     started = time.perf_counter()
+    if args.scale_only:
+        return scale_main(work, args.quick, started)
     prebuilt = prebuilt_figure(work, args.quick)
     hip, one, tree, cache = hip_figures(work, args.quick)
     noop = noop_figure(work, tree, cache, args.quick)
@@ -267,6 +405,8 @@ def main(argv: list[str] | None = None) -> int:
         "pack_peak_rss_mib": round(rss["mib"], 1),
         "remote_warm_vs_cold": round(remote["ratio"], 4),
     }
+    scale = scale_figures(work, args.quick)
+    ratios.update(scale_ratios(scale))
     commit = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True,
                             cwd=REPO, check=False).stdout.strip()
     result = {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
@@ -274,12 +414,13 @@ def main(argv: list[str] | None = None) -> int:
               "goals": {k: f"{op} {v}" for k, (op, v) in GOALS.items()},
               "raw": {"prebuilt": prebuilt, "hip": hip, "one_edit": one, "noop_build": noop,
                       "pack_10k": rss, "runtime_load": load, "remote": remote},
+              "scale": scale,
               "seconds": round(time.perf_counter() - started, 1)}
-    print("\nfigure                        value      goal")
+    print(f"\n{'figure':40s} {'value':>9}  goal")
     for key, value in ratios.items():
         op, goal = GOALS[key]
         met = "n/a" if value is None else ("met" if value <= goal else "NOT met")
-        print(f"{key:28s} {value!s:>9}  {op} {goal}  {met}")
+        print(f"{key:40s} {value!s:>9}  {op} {goal}  {met}")
     results = BENCH / "results"
     results.mkdir(exist_ok=True)
     text = json.dumps(result, indent=2) + "\n"
@@ -289,6 +430,47 @@ def main(argv: list[str] | None = None) -> int:
         (results / f"{datetime.date.today().isoformat()}.json").write_text(text)
     print(f"\nwrote bench/results/{name} ({result['seconds']} s)")
     return 0
+
+
+def scale_ratios(scale: dict[str, Any]) -> dict[str, float | None]:
+    growth = next(v for k, v in scale.items() if k.startswith("growth_"))
+    return {f"scale_growth_{f}": growth[f] for f in SCALE_FIGURES}
+
+
+def scale_main(work: Path, quick: bool, started: float) -> int:
+    """``--scale-only``: the scale figures alone, written to their own result file."""
+    scale = scale_figures(work, quick)
+    commit = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True,
+                            cwd=REPO, check=False).stdout.strip()
+    result = {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+              "commit": commit, "quick": quick, "machine": machine(), "scale": scale,
+              "seconds": round(time.perf_counter() - started, 1)}
+    for key, value in scale_ratios(scale).items():
+        met = "met" if value is not None and value <= SCALE_GROWTH_GOAL else "NOT met"
+        print(f"{key:40s} {value!s:>8}  <= {SCALE_GROWTH_GOAL}  {met}")
+    name = "scale-quick.json" if quick else "scale.json"
+    results = BENCH / "results"
+    results.mkdir(exist_ok=True)
+    (results / name).write_text(json.dumps(result, indent=2) + "\n")
+    print(f"\nwrote bench/results/{name} ({result['seconds']} s)")
+    if not quick:
+        merge_scale(results / "latest.json", result)
+    return 0
+
+
+def merge_scale(latest: Path, result: dict[str, Any]) -> None:
+    """Puts a ``--scale-only`` result into ``latest.json`` (its ``scale``, the growth
+    ratios and goals), marked with its own date and commit: the other figures keep theirs."""
+    if not latest.is_file():
+        return
+    doc = json.loads(latest.read_text())
+    doc["scale"] = dict(result["scale"], date=result["date"], commit=result["commit"],
+                        machine=result["machine"], measured="alone (run.py --scale-only)")
+    doc.setdefault("ratios", {}).update(scale_ratios(result["scale"]))
+    doc.setdefault("goals", {}).update({f"scale_growth_{f}": f"<= {SCALE_GROWTH_GOAL}"
+                                        for f in SCALE_FIGURES})
+    latest.write_text(json.dumps(doc, indent=2) + "\n")
+    print(f"merged the scale figures into {latest.relative_to(REPO)}")
 
 
 if __name__ == "__main__":

@@ -4,6 +4,9 @@
 # Every function parses its arguments with cmake_parse_arguments and stops on an
 # unknown or missing one. The packer runs as `<python> -m ukdpack` with PYTHONPATH
 # on ukdpack's Python sources and its built extension, so no pip install is needed.
+# The first function called checks that the interpreter has the packer's Python
+# dependencies (pyproject.toml's [project] dependencies) and fails configure naming
+# each missing one and the pip command that installs it.
 #
 #   ukd_check_dvc_outputs(ROOT <dir> [REQUIRE] [RESULT_VAR <var>])
 #   ukd_add_dvc_pull_target(NAME <n> ROOT <dir> [REMOTE <r>])
@@ -11,16 +14,42 @@
 #   ukd_add_shard_tests(PACK_NAME <n> [ARCHES ...])
 include_guard(GLOBAL)
 
-# Where the packer's Python lives; set by ukdpack's CMakeLists.txt (subproject) or by
-# ukdpackConfig.cmake (installed copy) before this file is included.
-#   UKDPACK_PYTHON          the interpreter
-#   UKDPACK_PYTHONPATH      folders to put on PYTHONPATH (sources, built extension)
-#   UKDPACK_RUNTIME_TARGETS targets a pack must wait for (the extension)
-#   UKDPACK_VALIDATE        the ukdpack-validate target or program
-# The packer's runtime dependencies ([project] dependencies of pyproject.toml; a test keeps
-# the two lists equal).
-set(_UKDPACK_PY_MODULES jsonschema jsonschema_rs yaml zstandard msgpack rich)
-set(_UKDPACK_PY_PACKAGES jsonschema jsonschema-rs pyyaml zstandard msgpack rich)
+# Set by ukdpack's CMakeLists.txt (subproject) or by ukdpackConfig.cmake (installed
+# copy) before this file is included:
+#   _UKDPACK_DEFAULT_PYTHON           the interpreter ukdpack was built for
+#   UKDPACK_PYTHONPATH                folders to put on PYTHONPATH (sources, extension)
+#   UKDPACK_PYTHON_REQUIREMENTS_FILE  the packer's Python requirements, one a line
+#   UKDPACK_RUNTIME_TARGETS           targets a pack must wait for (the extension)
+#   UKDPACK_VALIDATE                  the ukdpack-validate target or program
+
+# Cache variables (-D on the cmake command line, or a preset):
+#   UKDPACK_PYTHON               the interpreter that runs the packer, its checks and
+#                                the shard tests (default: the one ukdpack was built
+#                                for, Python3_EXECUTABLE)
+#   UKDPACK_PACK_JOBS            compiles that all pack commands together may run at
+#                                once (default: the machine's logical cores); see
+#                                ukd_add_pack_target
+#   UKDPACK_HIPCC, UKDPACK_NVCC  compilers for pack targets without HIPCC / NVCC
+#                                (default: the packer's lookup: $UKDPACK_HIPCC or
+#                                $UKDPACK_NVCC at build time, then PATH)
+#   UKDPACK_CACHE_DIR            compile cache for pack targets without CACHE_DIR
+#                                (default: the packer's, ~/.cache/ukdpack)
+#   UKDPACK_ALLOW_UNKNOWN_ARCHES a name in ARCHES / GPU_TARGETS that is no GPU arch is
+#                                dropped with a warning instead of failing configure
+#   UKDPACK_REQUIRE_DVC_OUTPUTS  missing DVC outputs are fatal in ukd_check_dvc_outputs
+#   UKDPACK_REMOTE_CACHE         remote compile cache URL for every pack command
+#                                (http(s):// or redis://; docs/remote-cache.md)
+#   UKDPACK_REMOTE_CACHE_MODE    read or read-write (default: read-write)
+set(UKDPACK_PYTHON "" CACHE FILEPATH
+    "Python that runs ukdpack's packer (default: the one ukdpack was built for)")
+cmake_host_system_information(RESULT _ukd_cores QUERY NUMBER_OF_LOGICAL_CORES)
+set(UKDPACK_PACK_JOBS "${_ukd_cores}" CACHE STRING
+    "Compiles all ukdpack pack commands together may run at once")
+set(UKDPACK_HIPCC "" CACHE FILEPATH "HIP compiler for ukdpack pack targets (default: the packer's lookup)")
+set(UKDPACK_NVCC "" CACHE FILEPATH "CUDA compiler for ukdpack pack targets (default: the packer's lookup)")
+set(UKDPACK_CACHE_DIR "" CACHE PATH "ukdpack's compile cache (default: ~/.cache/ukdpack)")
+option(UKDPACK_ALLOW_UNKNOWN_ARCHES "Drop a GPU_TARGETS/ARCHES entry that is no GPU arch, with a warning" OFF)
+option(UKDPACK_REQUIRE_DVC_OUTPUTS "Make missing DVC outputs fatal in ukd_check_dvc_outputs" OFF)
 set(UKDPACK_REMOTE_CACHE "" CACHE STRING
     "remote compile cache URL for every pack (http(s):// or redis://; docs/remote-cache.md)")
 set(UKDPACK_REMOTE_CACHE_MODE "" CACHE STRING "read or read-write (default: read-write)")
@@ -44,42 +73,105 @@ macro(_ukd_require fn prefix)
   endforeach()
 endmacro()
 
-# _ukd_command(<out-var>): the command line that runs `python -m ukdpack`.
-function(_ukd_command out)
-  if(NOT UKDPACK_PYTHON)
-    message(FATAL_ERROR "ukdpack: no Python interpreter is known (UKDPACK_PYTHON); was ukdpack "
-                        "configured with UKDPACK_BUILD_PYTHON=ON?")
+# _ukd_python(<out-var>): UKDPACK_PYTHON, else the interpreter ukdpack was built for.
+function(_ukd_python out)
+  if(UKDPACK_PYTHON)
+    set(${out} "${UKDPACK_PYTHON}" PARENT_SCOPE)
+  elseif(_UKDPACK_DEFAULT_PYTHON)
+    set(${out} "${_UKDPACK_DEFAULT_PYTHON}" PARENT_SCOPE)
+  else()
+    message(FATAL_ERROR "ukdpack: no Python interpreter is known; set UKDPACK_PYTHON, or "
+                        "configure ukdpack with UKDPACK_BUILD_PYTHON=ON")
   endif()
-  string(REPLACE ";" ":" _path "${UKDPACK_PYTHONPATH}")
-  set(${out} "${CMAKE_COMMAND}" -E env "PYTHONPATH=${_path}" "${UKDPACK_PYTHON}" -m ukdpack
-      PARENT_SCOPE)
 endfunction()
 
-# _ukd_check_python(): the interpreter imports ukdpack's Python dependencies, once.
+# _ukd_command(<out-var>): the command line that runs `python -m ukdpack`.
+function(_ukd_command out)
+  _ukd_python(_py)
+  string(REPLACE ";" ":" _path "${UKDPACK_PYTHONPATH}")
+  set(${out} "${CMAKE_COMMAND}" -E env "PYTHONPATH=${_path}" "${_py}" -m ukdpack PARENT_SCOPE)
+endfunction()
+
+# _ukd_write_python_requirements(<pyproject.toml> <out-file>): the strings of its
+# [project] dependencies array, one a line. A small reader of that one array (basic
+# and literal strings, comments, commas), so configure needs no TOML library.
+function(_ukd_write_python_requirements pyproject out)
+  file(READ "${pyproject}" _text)
+  set(_bad "ukdpack: cannot read the [project] dependencies array of ${pyproject}")
+  string(FIND "\n${_text}" "\n[project]" _at)
+  if(_at LESS 0)
+    message(FATAL_ERROR "${_bad}: no [project] table")
+  endif()
+  string(SUBSTRING "\n${_text}" ${_at} -1 _rest)
+  string(SUBSTRING "${_rest}" 10 -1 _rest)
+  # Only the [project] table itself, up to the next table header.
+  string(FIND "${_rest}" "\n[" _next)
+  if(_next GREATER_EQUAL 0)
+    string(SUBSTRING "${_rest}" 0 ${_next} _rest)
+  endif()
+  if(NOT _rest MATCHES "\ndependencies[ \t]*=[ \t]*\\[")
+    message(FATAL_ERROR "${_bad}: no dependencies = [ in [project]")
+  endif()
+  string(FIND "${_rest}" "${CMAKE_MATCH_0}" _at)
+  string(LENGTH "${CMAKE_MATCH_0}" _n)
+  math(EXPR _at "${_at} + ${_n}")
+  string(SUBSTRING "${_rest}" ${_at} -1 _rest)
+  set(_lines "")
+  while(TRUE)
+    if(_rest MATCHES "^([ \t\r\n,]|#[^\n]*)+")
+      string(LENGTH "${CMAKE_MATCH_0}" _n)
+      string(SUBSTRING "${_rest}" ${_n} -1 _rest)
+    endif()
+    # (Two tests: a failed MATCHES clears CMAKE_MATCH_<n>, and if() evaluates both sides.)
+    set(_string FALSE)
+    if(_rest MATCHES "^\"([^\"\\\\]*)\"")
+      set(_string TRUE)
+    elseif(_rest MATCHES "^'([^']*)'")
+      set(_string TRUE)
+    endif()
+    if(_string)
+      string(APPEND _lines "${CMAKE_MATCH_1}\n")
+      string(LENGTH "${CMAKE_MATCH_0}" _n)
+      string(SUBSTRING "${_rest}" ${_n} -1 _rest)
+    elseif(_rest MATCHES "^\\]")
+      break()
+    else()
+      message(FATAL_ERROR "${_bad}: expected a string or ]")
+    endif()
+  endwhile()
+  file(CONFIGURE OUTPUT "${out}" CONTENT "${_lines}" @ONLY)
+endfunction()
+
+# _ukd_check_python(): the interpreter has ukdpack's Python dependencies, checked once
+# per configure by installed distribution name (no import-name mapping).
 function(_ukd_check_python)
   get_property(_done GLOBAL PROPERTY _UKDPACK_PYTHON_CHECKED)
   if(_done)
     return()
   endif()
+  _ukd_python(_py)
+  get_property(_here GLOBAL PROPERTY _UKDPACK_CMAKE_DIR)
+  if(NOT UKDPACK_PYTHON_REQUIREMENTS_FILE OR NOT EXISTS "${UKDPACK_PYTHON_REQUIREMENTS_FILE}")
+    message(FATAL_ERROR "ukdpack: the list of the packer's Python requirements "
+                        "(UKDPACK_PYTHON_REQUIREMENTS_FILE='${UKDPACK_PYTHON_REQUIREMENTS_FILE}') "
+                        "is missing; reinstall ukdpack")
+  endif()
   execute_process(
-    COMMAND "${UKDPACK_PYTHON}" -c
-      "import importlib.util, sys; print(';'.join(m for m in sys.argv[1:] if importlib.util.find_spec(m) is None))"
-      ${_UKDPACK_PY_MODULES}
-    OUTPUT_VARIABLE _missing OUTPUT_STRIP_TRAILING_WHITESPACE RESULT_VARIABLE _rc)
+    COMMAND "${_py}" "${_here}/UkdCheckPython.py" "${UKDPACK_PYTHON_REQUIREMENTS_FILE}"
+    OUTPUT_VARIABLE _missing ERROR_VARIABLE _err RESULT_VARIABLE _rc
+    OUTPUT_STRIP_TRAILING_WHITESPACE ERROR_STRIP_TRAILING_WHITESPACE)
   if(NOT _rc EQUAL 0)
-    message(FATAL_ERROR "ukdpack: cannot run ${UKDPACK_PYTHON}")
+    message(FATAL_ERROR "ukdpack: cannot run ${_py} (UKDPACK_PYTHON) to check the packer's "
+                        "Python dependencies (${_rc}): ${_err}")
   endif()
   if(_missing)
-    set(_pkgs "")
-    foreach(_m IN LISTS _missing)
-      list(FIND _UKDPACK_PY_MODULES "${_m}" _i)
-      list(GET _UKDPACK_PY_PACKAGES ${_i} _p)
-      list(APPEND _pkgs "${_p}")
-    endforeach()
-    string(REPLACE ";" " " _pkgs_text "${_pkgs}")
-    string(REPLACE ";" ", " _missing_text "${_missing}")
-    message(FATAL_ERROR "ukdpack: ${UKDPACK_PYTHON} cannot import ${_missing_text}, which the "
-                        "packer needs. Install them with\n  ${UKDPACK_PYTHON} -m pip install ${_pkgs_text}")
+    # One requirement a line; requirements may hold ';' (markers), so no list ops.
+    string(REPLACE "\n" ", " _names "${_missing}")
+    string(REPLACE "\n" "' '" _args "${_missing}")
+    message(FATAL_ERROR "ukdpack: ${_py}, the Python that runs the packer, lacks these "
+                        "packages: ${_names}. Install them with\n"
+                        "  ${_py} -m pip install '${_args}'\n"
+                        "or choose another interpreter with -DUKDPACK_PYTHON=<python>.")
   endif()
   set_property(GLOBAL PROPERTY _UKDPACK_PYTHON_CHECKED TRUE)
 endfunction()
@@ -121,9 +213,13 @@ endfunction()
 
 # ukd_add_dvc_pull_target(NAME <n> ROOT <dir> [REMOTE <r>])
 #
-# A build step (target ukd_dvc_<n>) that runs `dvc pull` for the sidecars under
-# ROOT when a sidecar changed or an output is missing. Pack targets can DEPENDS on
-# it. The sidecar set is globbed with CONFIGURE_DEPENDS, so adding one reconfigures.
+# A build step (target ukd_dvc_<n>) that runs `ukdpack dvc-pull` for the sidecars
+# under ROOT, which fetches only the outputs that are missing. It is tracked by a
+# stamp in the build tree that depends on every sidecar and, through a depfile, on
+# every DVC output: an edited sidecar or a deleted output runs it again, and
+# `clean` never removes the pulled files from the source tree. Pack targets can
+# DEPENDS on it. The sidecars are configure dependencies, so adding or editing one
+# reconfigures.
 #   NAME    target suffix (required)
 #   ROOT    folder whose sidecars are pulled (required)
 #   REMOTE  DVC remote for outputs that name none (default: the repository's)
@@ -131,37 +227,51 @@ function(ukd_add_dvc_pull_target)
   cmake_parse_arguments(PARSE_ARGV 0 ARG "" "NAME;ROOT;REMOTE" "")
   _ukd_fail_unparsed(ukd_add_dvc_pull_target ARG)
   _ukd_require(ukd_add_dvc_pull_target ARG NAME ROOT)
+  if(TARGET ukd_dvc_${ARG_NAME})
+    message(FATAL_ERROR "ukd_add_dvc_pull_target: a pull target named '${ARG_NAME}' exists already")
+  endif()
   get_filename_component(_root "${ARG_ROOT}" ABSOLUTE)
   _ukd_check_python()
   _ukd_command(_cmd)
   file(GLOB_RECURSE _sidecars CONFIGURE_DEPENDS "${_root}/*.dvc")
+  # An edited sidecar may name other outputs: reconfigure, so the list below is fresh.
+  set_property(DIRECTORY APPEND PROPERTY CMAKE_CONFIGURE_DEPENDS ${_sidecars})
   execute_process(COMMAND ${_cmd} dvc-status "${_root}" --outputs
-    OUTPUT_VARIABLE _outputs RESULT_VARIABLE _rc OUTPUT_STRIP_TRAILING_WHITESPACE)
+    OUTPUT_VARIABLE _outputs ERROR_VARIABLE _err RESULT_VARIABLE _rc
+    OUTPUT_STRIP_TRAILING_WHITESPACE)
+  if(NOT _rc EQUAL 0)
+    # Refused sidecars are left out of the list (a build must not touch their outputs).
+    message(WARNING "ukd_add_dvc_pull_target(${ARG_NAME}): some DVC outputs under ${_root} "
+                    "are left out of the pull step:\n${_err}")
+  endif()
   string(REPLACE "\n" ";" _outputs "${_outputs}")
-  set(_stamp "${CMAKE_CURRENT_BINARY_DIR}/ukdpack/${ARG_NAME}.dvc-pull.stamp")
+  set(_dir "${CMAKE_CURRENT_BINARY_DIR}/ukdpack")
+  set(_stamp "${_dir}/${ARG_NAME}.dvc-pull.stamp")
+  set(_depfile "${_dir}/${ARG_NAME}.dvc-pull.d")
   set(_remote_args "")
   if(ARG_REMOTE)
-    set(_remote_args --remote "${ARG_REMOTE}")
+    list(APPEND _remote_args --remote "${ARG_REMOTE}")
   endif()
-  # The outputs are listed as outputs too: one that goes missing makes the step run.
-  set(_touch "")
-  foreach(_o IN LISTS _outputs)
-    list(APPEND _touch COMMAND "${CMAKE_COMMAND}" -E touch_nocreate "${_o}")
-  endforeach()
-  add_custom_command(OUTPUT "${_stamp}" ${_outputs}
+  get_property(_here GLOBAL PROPERTY _UKDPACK_CMAKE_DIR)
+  # The outputs are dependencies (through the depfile), never OUTPUTs: a missing one
+  # reruns the pull, and `clean` leaves them alone.
+  string(REPLACE ";" "|" _outputs_arg "${_outputs}")
+  add_custom_command(OUTPUT "${_stamp}"
     COMMAND ${_cmd} dvc-pull "${_root}" ${_remote_args}
-    ${_touch}
-    COMMAND "${CMAKE_COMMAND}" -E touch "${_stamp}"
+    COMMAND "${CMAKE_COMMAND}" "-DSTAMP=${_stamp}" "-DDEPFILE=${_depfile}"
+            "-DOUTPUTS=${_outputs_arg}" -P "${_here}/UkdDvcStamp.cmake"
     DEPENDS ${_sidecars}
+    DEPFILE "${_depfile}"
     COMMENT "ukdpack: dvc pull for ${_root}"
     VERBATIM)
   add_custom_target(ukd_dvc_${ARG_NAME} DEPENDS "${_stamp}")
 endfunction()
 
-# _ukd_normalize_arches(<out-var> <name>...): feature suffixes stripped, duplicates
-# dropped, order kept; a name that is no arch is a WARNING and is dropped. The
-# pattern is the one of ukdpack::isArchName (cpp/src/arch.cpp), which a test checks.
-function(_ukd_normalize_arches out)
+# _ukd_normalize_arches(<out-var> <allow-unknown> <name>...): feature suffixes
+# stripped, duplicates dropped, order kept; a name that is no arch is a FATAL_ERROR,
+# or with <allow-unknown> true a WARNING and dropped. The pattern is the one of
+# ukdpack::isArchName (cpp/src/arch.cpp), which a test checks.
+function(_ukd_normalize_arches out allow)
   set(_arches "")
   foreach(_a IN LISTS ARGN)
     string(REGEX REPLACE ":.*$" "" _bare "${_a}")
@@ -169,41 +279,90 @@ function(_ukd_normalize_arches out)
       if(NOT _bare IN_LIST _arches)
         list(APPEND _arches "${_bare}")
       endif()
-    else()
+    elseif(allow)
       message(WARNING "ukdpack: '${_a}' is no GPU arch (expected e.g. gfx90a or sm_90); dropped")
+    else()
+      message(FATAL_ERROR "ukdpack: '${_a}' is no GPU arch (expected e.g. gfx90a, gfx942:xnack- "
+                          "or sm_90); fix ARCHES / GPU_TARGETS, or drop such names with a warning "
+                          "through ALLOW_UNKNOWN_ARCHES or -DUKDPACK_ALLOW_UNKNOWN_ARCHES=ON")
     endif()
   endforeach()
   set(${out} "${_arches}" PARENT_SCOPE)
 endfunction()
 
+# _ukd_pack_jobs(<out-var> <arch-count>): the --jobs of every pack command, as a
+# generator expression. Pack commands run in the Ninja job pool `ukdpack_pack` whose
+# depth is the most arches any pack target has (at most UKDPACK_PACK_JOBS); each
+# command gets UKDPACK_PACK_JOBS / depth compiles, so arches x jobs stays within
+# UKDPACK_PACK_JOBS. Evaluated at generate time, when every pack target is known.
+function(_ukd_pack_jobs out count)
+  if(NOT UKDPACK_PACK_JOBS MATCHES "^[1-9][0-9]*$")
+    message(FATAL_ERROR "ukdpack: UKDPACK_PACK_JOBS='${UKDPACK_PACK_JOBS}' is no positive "
+                        "number of compiles")
+  endif()
+  if(NOT TARGET _ukdpack_pack_pool)
+    add_custom_target(_ukdpack_pack_pool)
+    set_property(TARGET _ukdpack_pack_pool PROPERTY UKDPACK_POOL_DEPTH 1)
+  endif()
+  get_property(_depth TARGET _ukdpack_pack_pool PROPERTY UKDPACK_POOL_DEPTH)
+  set(_want ${count})
+  if(_want GREATER UKDPACK_PACK_JOBS)
+    set(_want ${UKDPACK_PACK_JOBS})
+  endif()
+  if(_want GREATER _depth)
+    set(_depth ${_want})
+  endif()
+  math(EXPR _each "${UKDPACK_PACK_JOBS} / ${_depth}")
+  set_property(TARGET _ukdpack_pack_pool PROPERTY UKDPACK_POOL_DEPTH ${_depth})
+  set_property(TARGET _ukdpack_pack_pool PROPERTY UKDPACK_JOBS_EACH ${_each})
+  get_property(_pools GLOBAL PROPERTY JOB_POOLS)
+  list(FILTER _pools EXCLUDE REGEX "^ukdpack_pack=")
+  list(APPEND _pools "ukdpack_pack=${_depth}")
+  set_property(GLOBAL PROPERTY JOB_POOLS "${_pools}")
+  set(${out} "$<TARGET_PROPERTY:_ukdpack_pack_pool,UKDPACK_JOBS_EACH>" PARENT_SCOPE)
+endfunction()
+
 # ukd_add_pack_target(NAME <n> SOURCE_ROOT <dir> OUT_ROOT <dir> [ARCHES <a>...]
-#                     [GROUP <g>] [JOBS <n>] [HANDLERS <file>] [REQUIRED]
+#                     [ALLOW_UNKNOWN_ARCHES] [GROUP <g>] [JOBS <n>] [HIPCC <path>]
+#                     [NVCC <path>] [CACHE_DIR <dir>] [HANDLERS <file>] [REQUIRED]
 #                     [DEPENDS <target-or-file>...] [INSTALL_DESTINATION <dir>]
-#                     [EXCLUDE_FOLDERS <name>...])
+#                     [COMPONENT <c>] [EXCLUDE_FOLDERS <name>...])
 #
-# Target ukd_pack_<n> (in ALL) with one custom command per arch shard, so shards
-# build in parallel and only those whose inputs changed rebuild: each command has
-# the packer's depfile (descriptors, sources, included headers, prebuilt objects)
-# and depends on a manifest of the root's descriptor files, so adding or removing
-# a descriptor repacks while an unrelated file does not.
-#   NAME                 target suffix; also the label of progress lines (required)
-#   SOURCE_ROOT          authored descriptor root (required)
-#   OUT_ROOT             where <arch>/ shards are published (required)
-#   ARCHES               arches to pack (default: GPU_TARGETS, then AMDGPU_TARGETS); one
-#                        shard per bare arch, entries with features (gfx90a:xnack+) build
-#                        those variants into it
-#   GROUP                archive group: kpack/<group>_<arch>.kpack (default: NAME)
-#   JOBS                 parallel compiles per shard (default: the packer's)
-#   HANDLERS             handler manifest for the pack-time runtime check
-#   REQUIRED             a root that packs nothing for any arch is an error
-#   DEPENDS              targets or files each shard waits for (e.g. ukd_dvc_<n>)
-#   INSTALL_DESTINATION  install the shards (without stamps or staging) there
-#   EXCLUDE_FOLDERS      folder names the walk leaves out
+# Target ukd_pack_<n> (in ALL), which depends on one target ukd_pack_<n>_<arch> per
+# arch, each with one custom command writing OUT_ROOT/<arch>/, so shards build in
+# parallel and only those whose inputs changed rebuild: each command has the
+# packer's depfile (descriptors, sources, included headers, prebuilt objects) and
+# depends on a manifest of the root's descriptor files, so adding or removing a
+# descriptor repacks while an unrelated file does not; a deleted shard (or dormancy
+# marker) repacks its arch. The commands run in the Ninja job pool `ukdpack_pack`,
+# with --jobs chosen so that arches packed at once times compiles each stays within
+# UKDPACK_PACK_JOBS. `clean` removes the shards. Configure prints one line per pack
+# target naming its shards.
+#   NAME                  target suffix; also the label of progress lines (required)
+#   SOURCE_ROOT           authored descriptor root (required)
+#   OUT_ROOT              where <arch>/ shards are published (required)
+#   ARCHES                arches to pack (default: GPU_TARGETS, then AMDGPU_TARGETS);
+#                         a name that is no GPU arch fails configure; one shard per
+#                         bare arch, entries with features (gfx90a:xnack+) build those
+#                         variants into it
+#   ALLOW_UNKNOWN_ARCHES  drop such a name with a warning instead (also the cache
+#                         option UKDPACK_ALLOW_UNKNOWN_ARCHES)
+#   GROUP                 archive group: kpack/<group>_<arch>.kpack (default: NAME)
+#   JOBS                  compiles per arch, overriding the UKDPACK_PACK_JOBS share
+#   HIPCC, NVCC           compilers (default: UKDPACK_HIPCC / UKDPACK_NVCC, else the
+#                         packer's lookup)
+#   CACHE_DIR             compile cache (default: UKDPACK_CACHE_DIR, else the packer's)
+#   HANDLERS              handler manifest for the pack-time runtime check
+#   REQUIRED              a root that packs nothing for any arch is an error
+#   DEPENDS               targets or files each shard waits for (e.g. ukd_dvc_<n>)
+#   INSTALL_DESTINATION   install the shards (without stamps or staging) there
+#   COMPONENT             install component of the shards (default: ukdpack_<n>)
+#   EXCLUDE_FOLDERS       folder names the walk leaves out
 # Cache variables UKDPACK_REMOTE_CACHE (URL) and UKDPACK_REMOTE_CACHE_MODE (read or
 # read-write) give every pack command a remote compile cache (docs/remote-cache.md).
 function(ukd_add_pack_target)
-  cmake_parse_arguments(PARSE_ARGV 0 ARG "REQUIRED"
-    "NAME;SOURCE_ROOT;OUT_ROOT;GROUP;JOBS;HANDLERS;INSTALL_DESTINATION"
+  cmake_parse_arguments(PARSE_ARGV 0 ARG "REQUIRED;ALLOW_UNKNOWN_ARCHES"
+    "NAME;SOURCE_ROOT;OUT_ROOT;GROUP;JOBS;HIPCC;NVCC;CACHE_DIR;HANDLERS;INSTALL_DESTINATION;COMPONENT"
     "ARCHES;DEPENDS;EXCLUDE_FOLDERS")
   _ukd_fail_unparsed(ukd_add_pack_target ARG)
   _ukd_require(ukd_add_pack_target ARG NAME SOURCE_ROOT OUT_ROOT)
@@ -215,6 +374,9 @@ function(ukd_add_pack_target)
   if(NOT IS_DIRECTORY "${_src}")
     message(FATAL_ERROR "ukd_add_pack_target(${ARG_NAME}): SOURCE_ROOT ${_src} is not a folder")
   endif()
+  if(ARG_JOBS AND NOT ARG_JOBS MATCHES "^[1-9][0-9]*$")
+    message(FATAL_ERROR "ukd_add_pack_target(${ARG_NAME}): JOBS '${ARG_JOBS}' is no positive number")
+  endif()
   set(_requested "${ARG_ARCHES}")
   if(NOT _requested)
     if(GPU_TARGETS)
@@ -223,7 +385,11 @@ function(ukd_add_pack_target)
       set(_requested "${AMDGPU_TARGETS}")
     endif()
   endif()
-  _ukd_normalize_arches(_arches ${_requested})
+  set(_allow OFF)
+  if(ARG_ALLOW_UNKNOWN_ARCHES OR UKDPACK_ALLOW_UNKNOWN_ARCHES)
+    set(_allow ON)
+  endif()
+  _ukd_normalize_arches(_arches ${_allow} ${_requested})
   if(NOT _arches)
     message(FATAL_ERROR "ukd_add_pack_target(${ARG_NAME}): no arches: give ARCHES, or set "
                         "GPU_TARGETS or AMDGPU_TARGETS")
@@ -233,6 +399,12 @@ function(ukd_add_pack_target)
   set(_group "${ARG_GROUP}")
   if(NOT _group)
     set(_group "${ARG_NAME}")
+  endif()
+  list(LENGTH _arches _count)
+  if(ARG_JOBS)
+    set(_jobs "${ARG_JOBS}")
+  else()
+    _ukd_pack_jobs(_jobs ${_count})
   endif()
 
   # The input set: every descriptor file of the root. CONFIGURE_DEPENDS re-globs at
@@ -263,9 +435,25 @@ function(ukd_add_pack_target)
     endif()
   endforeach()
 
-  set(_opts --source-root "${_src}" --out-root "${_out}" --group "${_group}" --plain)
-  if(ARG_JOBS)
-    list(APPEND _opts --jobs "${ARG_JOBS}")
+  set(_opts --source-root "${_src}" --out-root "${_out}" --group "${_group}" --plain
+            --jobs "${_jobs}")
+  foreach(_tool hipcc nvcc)
+    string(TOUPPER ${_tool} _kw)
+    set(_path "${ARG_${_kw}}")
+    if(NOT _path)
+      set(_path "${UKDPACK_${_kw}}")
+    endif()
+    if(_path)
+      list(APPEND _opts --${_tool} "${_path}")
+    endif()
+  endforeach()
+  set(_cache "${ARG_CACHE_DIR}")
+  if(NOT _cache)
+    set(_cache "${UKDPACK_CACHE_DIR}")
+  endif()
+  if(_cache)
+    get_filename_component(_cache "${_cache}" ABSOLUTE BASE_DIR "${CMAKE_CURRENT_BINARY_DIR}")
+    list(APPEND _opts --cache-dir "${_cache}")
   endif()
   if(ARG_HANDLERS)
     get_filename_component(_handlers "${ARG_HANDLERS}" ABSOLUTE)
@@ -284,7 +472,9 @@ function(ukd_add_pack_target)
     endif()
   endif()
 
-  set(_stamps "")
+  get_property(_here GLOBAL PROPERTY _UKDPACK_CMAKE_DIR)
+  set(_arch_targets "")
+  set(_clean "")
   foreach(_arch IN LISTS _arches)
     set(_stamp "${_dir}/${_arch}.stamp")
     set(_depfile "${_dir}/${_arch}.d")
@@ -301,37 +491,51 @@ function(ukd_add_pack_target)
     add_custom_command(OUTPUT "${_stamp}"
       COMMAND ${_cmd} pack ${_opts} ${_arch_opts} --label "${ARG_NAME}/${_arch}"
               --depfile "${_depfile}" --depfile-target "${_stamp}"
-      COMMAND "${CMAKE_COMMAND}" -E touch "${_stamp}"
+      COMMAND "${CMAKE_COMMAND}" "-DDEPFILE=${_depfile}" "-DSHARD=${_out}/${_arch}"
+              "-DMARKER=${_out}/.${_arch}.dormant" "-DSTAMP=${_stamp}"
+              -P "${_here}/UkdPackStamp.cmake"
       DEPENDS "${_manifest}" ${_tool_deps} ${_file_deps} ${_target_deps}
       DEPFILE "${_depfile}"
+      JOB_POOL ukdpack_pack
       COMMENT "ukdpack: packing ${ARG_NAME} for ${_arch}"
       VERBATIM)
-    list(APPEND _stamps "${_stamp}")
+    add_custom_target(ukd_pack_${ARG_NAME}_${_arch} DEPENDS "${_stamp}")
+    if(_target_deps)
+      add_dependencies(ukd_pack_${ARG_NAME}_${_arch} ${_target_deps})
+    endif()
+    list(APPEND _arch_targets ukd_pack_${ARG_NAME}_${_arch})
+    # The shard, the packer's lock, staging and dormancy marker (CMake removes folders
+    # recursively, under Ninja too).
+    list(APPEND _clean "${_out}/${_arch}" "${_out}/.${_arch}.lock" "${_out}/.${_arch}.staging"
+                       "${_out}/.${_arch}.old" "${_out}/.${_arch}.dormant")
   endforeach()
 
-  get_property(_here GLOBAL PROPERTY _UKDPACK_CMAKE_DIR)
-  set(_final "${_stamps}")
+  set(_check "")
   if(ARG_REQUIRED)
-    # Dormancy is a property of the whole root: judged once every shard is built.
-    set(_check "${_dir}/required.stamp")
-    add_custom_command(OUTPUT "${_check}"
-      COMMAND "${CMAKE_COMMAND}" "-DOUT_ROOT=${_out}" "-DARCHES=${_arches}" "-DNAME=${ARG_NAME}"
-              "-DSTAMP=${_check}" -P "${_here}/UkdRequireShards.cmake"
-      DEPENDS ${_stamps}
-      VERBATIM)
-    set(_final "${_check}")
+    # Dormancy is a property of the whole root: judged once every shard is built. The
+    # check only looks at folders, so it runs on every build.
+    set(_check COMMAND "${CMAKE_COMMAND}" "-DOUT_ROOT=${_out}" "-DARCHES=${_arches}"
+                       "-DNAME=${ARG_NAME}" -P "${_here}/UkdRequireShards.cmake")
   endif()
-  add_custom_target(ukd_pack_${ARG_NAME} ALL DEPENDS ${_final})
-  if(_target_deps)
-    add_dependencies(ukd_pack_${ARG_NAME} ${_target_deps})
-  endif()
+  add_custom_target(ukd_pack_${ARG_NAME} ALL ${_check} VERBATIM)
+  add_dependencies(ukd_pack_${ARG_NAME} ${_arch_targets})
+  set_property(TARGET ukd_pack_${ARG_NAME} APPEND PROPERTY ADDITIONAL_CLEAN_FILES ${_clean})
 
   if(ARG_INSTALL_DESTINATION)
+    set(_component "${ARG_COMPONENT}")
+    if(NOT _component)
+      set(_component "ukdpack_${ARG_NAME}")
+    endif()
     foreach(_arch IN LISTS _arches)
       install(DIRECTORY "${_out}/${_arch}/" DESTINATION "${ARG_INSTALL_DESTINATION}/${_arch}"
-              OPTIONAL)
+              COMPONENT "${_component}" OPTIONAL)
     endforeach()
+  elseif(ARG_COMPONENT)
+    message(FATAL_ERROR "ukd_add_pack_target(${ARG_NAME}): COMPONENT needs INSTALL_DESTINATION")
   endif()
+
+  string(REPLACE ";" ", " _arch_text "${_arches}")
+  message(STATUS "ukdpack: ukd_pack_${ARG_NAME}: shards ${_arch_text} from ${_src} into ${_out}/<arch>/")
 
   set_property(GLOBAL APPEND PROPERTY UKDPACK_PACK_TARGETS "${ARG_NAME}")
   set_property(GLOBAL PROPERTY UKDPACK_PACK_${ARG_NAME}_TARGET ukd_pack_${ARG_NAME})
@@ -347,8 +551,9 @@ endfunction()
 # `ukdpack-<n>`: ukdpack.<n>.<arch>.validate (ukdpack-validate, the runtime's own
 # loader and state manager), .verify (`ukdpack verify` against the pack's source
 # root: every kernel, launch, digest, symbol and signature) and .desk-check
-# (`ukdpack desk-check`: the whole-set rules over the packed shard). A shard that
-# the build left out (a dormant arch) reports skipped.
+# (`ukdpack desk-check`: the whole-set rules over the packed shard). A missing shard
+# fails its tests, unless the last pack recorded the arch dormant (the root has no
+# kernels for it: OUT_ROOT/.<arch>.dormant); then they report skipped.
 #   PACK_NAME  the NAME given to ukd_add_pack_target (required)
 #   ARCHES     a subset of that target's arches (default: all of them)
 function(ukd_add_shard_tests)
@@ -399,11 +604,12 @@ function(ukd_add_shard_tests)
       list(POP_FRONT _argv _what)
       set(_test "ukdpack.${ARG_PACK_NAME}.${_arch}.${_what}")
       add_test(NAME "${_test}"
-        COMMAND "${CMAKE_COMMAND}" "-DSHARD=${_shard}" -P "${_here}/UkdShardTest.cmake"
+        COMMAND "${CMAKE_COMMAND}" "-DSHARD=${_shard}" "-DMARKER=${_out}/.${_arch}.dormant"
+                -P "${_here}/UkdShardTest.cmake"
                 -- ${_argv})
       set_tests_properties("${_test}" PROPERTIES
         LABELS "ukdpack;ukdpack-${ARG_PACK_NAME}"
-        SKIP_REGULAR_EXPRESSION "ukdpack: no shard at .* \\(dormant arch\\)")
+        SKIP_REGULAR_EXPRESSION "ukdpack: no shard at [^\n]*: dormant arch")
     endforeach()
   endforeach()
 endfunction()

@@ -1,5 +1,5 @@
 # A REQUIRED pack target: at least one arch must have produced a shard.
-# `cmake -DOUT_ROOT=<dir> -DARCHES=<a;b> -DNAME=<n> -DSTAMP=<file> -P UkdRequireShards.cmake`
+# `cmake -DOUT_ROOT=<dir> -DARCHES=<a;b> -DNAME=<n> -P UkdRequireShards.cmake`
 set(_found "")
 foreach(_a IN LISTS ARCHES)
   if(IS_DIRECTORY "${OUT_ROOT}/${_a}")
@@ -11,4 +11,3 @@ if(NOT _found)
   message(FATAL_ERROR "ukdpack: pack target '${NAME}' is REQUIRED but its root packed no kernels "
                       "for any of ${_list}")
 endif()
-file(TOUCH "${STAMP}")

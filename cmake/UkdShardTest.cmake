@@ -1,6 +1,8 @@
-# Runs one shard check: `cmake -DSHARD=<dir> -P UkdShardTest.cmake -- <command...>`.
-# A shard the build did not produce (a dormant arch) is reported, and the test is
-# marked skipped by its SKIP_REGULAR_EXPRESSION.
+# Runs one shard check:
+#   cmake -DSHARD=<dir> -DMARKER=<file> -P UkdShardTest.cmake -- <command...>
+# A missing shard fails the check, unless the packer recorded its arch dormant (the
+# root has no kernels for it) in MARKER: then the test reports skipped, through its
+# SKIP_REGULAR_EXPRESSION.
 set(_argv "")
 set(_after FALSE)
 foreach(_i RANGE 1 ${CMAKE_ARGC})
@@ -14,8 +16,15 @@ foreach(_i RANGE 1 ${CMAKE_ARGC})
   endif()
 endforeach()
 if(NOT IS_DIRECTORY "${SHARD}")
-  message("ukdpack: no shard at ${SHARD} (dormant arch)")
-  return()
+  if(EXISTS "${MARKER}")
+    file(READ "${MARKER}" _why)
+    string(STRIP "${_why}" _why)
+    message("ukdpack: no shard at ${SHARD}: dormant arch (${_why})")
+    return()
+  endif()
+  message(FATAL_ERROR "ukdpack: the shard ${SHARD} is missing, and the last pack did not "
+                      "record its arch as having no kernels (no ${MARKER}): the pack failed, "
+                      "was interrupted or has not run; build the pack target and look at its output")
 endif()
 execute_process(COMMAND ${_argv} RESULT_VARIABLE _rc)
 if(NOT _rc EQUAL 0)

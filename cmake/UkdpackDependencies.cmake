@@ -11,6 +11,8 @@ if(UKDPACK_PREFER_STATIC_DEPS)
   set(OPENSSL_USE_STATIC_LIBS TRUE)
 endif()
 find_package(OpenSSL REQUIRED COMPONENTS Crypto)
+# Threads: the runtime checks a shard's launches on several threads.
+find_package(Threads REQUIRED)
 
 # zstd: the upstream config where there is one, else the library and header.
 find_package(zstd CONFIG QUIET)

@@ -94,4 +94,6 @@ install(FILES "${PROJECT_BINARY_DIR}/ukdpackConfig.cmake"
               "${PROJECT_BINARY_DIR}/ukdpackConfigVersion.cmake"
               cmake/UkdpackDependencies.cmake cmake/UkdPackaging.cmake
               cmake/UkdShardTest.cmake cmake/UkdRequireShards.cmake
+              cmake/UkdDvcStamp.cmake cmake/UkdPackStamp.cmake cmake/UkdCheckPython.py
+              "${UKDPACK_PYTHON_REQUIREMENTS_FILE}"
         DESTINATION "${_ukd_cmakedir}")

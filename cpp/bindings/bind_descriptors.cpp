@@ -33,7 +33,7 @@ void bindDescriptors(py::module_& m) {
       [](const py::handle& ukd) -> py::object {
         const Kernel kernel = kernelFrom(ukd);
         const KernelSource* src = singleLaunchSource(kernel);
-        return src == nullptr ? py::none() : fromJson(src->fields);
+        return src == nullptr ? py::none() : fromJson(src->fields.json());
       },
       py::arg("ukd"), "The one source of a single-launch UKD, or None for a multi-launch UKD.");
   m.def(
@@ -41,7 +41,7 @@ void bindDescriptors(py::module_& m) {
       [](const py::handle& ukd, const py::function& predicate) {
         const Kernel kernel = kernelFrom(ukd);
         return allLaunchSources(kernel, [&](const KernelSource& s) {
-          return predicate(fromJson(s.fields)).cast<bool>();
+          return predicate(fromJson(s.fields.json())).cast<bool>();
         });
       },
       py::arg("ukd"), py::arg("predicate"),

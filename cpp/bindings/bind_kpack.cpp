@@ -9,6 +9,7 @@
 #include "pyjson.hpp"
 #include "ukdpack/codeobject.hpp"
 #include "ukdpack/kpack.hpp"
+#include "ukdpack/prebuilt.hpp"
 
 namespace ukdpack::bindings {
 
@@ -116,6 +117,36 @@ void bindKpack(py::module_& m) {
       py::arg("data"),
       "(offset, size) of the ELF image of a code object: all of it, or the one amdgcn entry of a clang "
       "offload bundle. Raises ValueError naming what the bytes are instead.");
+  m.def(
+      "read_prebuilt_objects",
+      [](const std::vector<std::string>& paths, unsigned threads, int zstdLevel) {
+        std::vector<PrebuiltObject> found;
+        {
+          py::gil_scoped_release unlocked;
+          found = readPrebuiltObjects(paths, threads, zstdLevel);
+        }
+        py::list out;
+        for (PrebuiltObject& o : found) {
+          if (!o.ok) {
+            out.append(py::none());
+            continue;
+          }
+          // With a frame, the image itself stays here: the archive stores the frame.
+          py::object frame = zstdLevel > 0 ? py::object(py::bytes(o.frame)) : py::object(py::none());
+          py::object elf = zstdLevel > 0 ? py::object(py::none())
+                                         : py::object(py::bytes(o.bytes.data() + o.elfOffset, o.elfSize));
+          out.append(py::make_tuple(elf, o.sha256, py::bytes(o.bytes.data() + o.noteOffset, o.noteSize), frame));
+          std::string().swap(o.bytes);  // freed as it goes: the batch holds each file once
+          std::string().swap(o.frame);
+        }
+        return out;
+      },
+      py::arg("paths"), py::arg("threads") = 0, py::arg("zstd_level") = 0,
+      "Prebuilt code objects read in one batch on `threads` threads (0: one per core), the GIL released: "
+      "per path (the ELF image, or None when `zstd_level` > 0; its sha256 hex; the AMDGPU metadata note's "
+      "msgpack descriptor; the image as one zstd frame of `zstd_level`, or None when 0), or None when "
+      "the file is not one the batch takes as it expects (unreadable, no AMDGPU ELF with a metadata note, "
+      "malformed): read that one on the packer's own path, which words the problem.");
   m.def(
       "code_object_kernels",
       [](const py::bytes& data) {

@@ -1,5 +1,5 @@
 // The loader, state manager, integrity checks, selector revision, plan capture
-// and validator, reached from Python (SPEC 9.2): the packer's runtime check
+// and validator, reached from Python: the packer's runtime check
 // runs this code, not a copy of it. Also the state manager's selection and
 // device plans, with dispatch handlers and matchers given from Python.
 #include <pybind11/stl.h>
@@ -94,15 +94,15 @@ py::dict kernelDict(const DescriptorSet& set, const Pack& pack, const PackMember
   out["ref"] = m.ref.empty() ? py::object(py::none()) : py::object(py::str(m.ref));
   out["ref_path"] = jsonPathIndex("$.kernelDescriptors", m.index);  // where the KDP holds it
   if (const KernelSource* single = singleLaunchSource(k)) {
-    out["kernel_source"] = fromJson(single->fields);
+    out["kernel_source"] = fromJson(single->fields.json());
     out["sources"] = py::none();
   } else {
     py::dict sources;
-    for (const auto& [name, src] : k.sources) sources[py::str(name)] = fromJson(src.fields);
+    for (const auto& [name, src] : k.sources) sources[py::str(name)] = fromJson(src.fields.json());
     out["kernel_source"] = py::none();
     out["sources"] = sources;
   }
-  out["raw"] = fromJson(m.raw);
+  out["raw"] = fromJson(m.raw.json());
   return out;
 }
 
@@ -602,35 +602,39 @@ void bindRuntime(py::module_& m) {
       "load_shard",
       [](const std::string& path, const std::optional<std::string>& maxUkd, const std::optional<py::dict>& maxVersions,
          const std::vector<std::string>& excludeFolders, bool authored, const std::vector<std::string>& arches,
-         std::uint64_t maxDecompressedBytes) {
+         std::uint64_t maxDecompressedBytes, unsigned threads) {
         LoaderOptions options = loaderOptions(maxUkd, maxVersions, excludeFolders, maxDecompressedBytes);
         options.authored = authored;
         options.arches = arches;
+        options.threads = threads;
         py::gil_scoped_release released;  // a large tree reads for a while
         return PySet{std::make_shared<const DescriptorSet>(loadShard(path, options))};
       },
       py::arg("path"), py::arg("max_ukd_version") = py::none(), py::arg("max_versions") = py::none(),
       py::arg("exclude_folders") = std::vector<std::string>{}, py::arg("authored") = false,
       py::arg("arches") = std::vector<std::string>{},
-      py::arg("max_decompressed_bytes") = kDefaultMaxDecompressedBytes,
+      py::arg("max_decompressed_bytes") = kDefaultMaxDecompressedBytes, py::arg("threads") = 0u,
       "Load one shard (or descriptor root) as the runtime does. max_ukd_version ('1.0') or "
       "max_versions ({type: 'M.m'}) emulate an older reader; authored reads an authored tree (packed "
       "sources refused, newer versions an error); arches limits the per-arch rules to those shards; "
       "max_decompressed_bytes is the budget of archive bytes its launch code loads may decompress "
-      "(per state manager; over it RuntimeCheckError DECOMPRESS_BUDGET). "
+      "(per state manager; over it RuntimeCheckError DECOMPRESS_BUDGET); threads reads the files in that "
+      "many threads (0: one per core; the result is the same for any). "
       "Never raises for bad input: see .diagnostics.");
   m.def(
       "load_roots",
       [](const std::vector<std::string>& paths, const std::optional<std::string>& maxUkd,
          const std::optional<py::dict>& maxVersions, const std::vector<std::string>& excludeFolders,
-         std::uint64_t maxDecompressedBytes) {
-        const LoaderOptions options = loaderOptions(maxUkd, maxVersions, excludeFolders, maxDecompressedBytes);
+         std::uint64_t maxDecompressedBytes, unsigned threads) {
+        LoaderOptions options = loaderOptions(maxUkd, maxVersions, excludeFolders, maxDecompressedBytes);
+        options.threads = threads;
         std::vector<std::filesystem::path> roots(paths.begin(), paths.end());
+        py::gil_scoped_release released;  // as load_shard: a large tree reads for a while
         return PySet{std::make_shared<const DescriptorSet>(loadRoots(roots, options))};
       },
       py::arg("paths"), py::arg("max_ukd_version") = py::none(), py::arg("max_versions") = py::none(),
       py::arg("exclude_folders") = std::vector<std::string>{},
-      py::arg("max_decompressed_bytes") = kDefaultMaxDecompressedBytes,
+      py::arg("max_decompressed_bytes") = kDefaultMaxDecompressedBytes, py::arg("threads") = 0u,
       "Load several roots into one set (ids unique across all of them).");
   m.def(
       "check_set_rules",
@@ -784,6 +788,25 @@ void bindRuntime(py::module_& m) {
           py::arg("kernel_id"), py::arg("launch") = py::none(), py::arg("arch") = "",
           "The device target IDs a check loads one launch for: the arch, or the arch with each feature "
           "variant's settings.")
+      .def(
+          "check_launch_codes",
+          [](const PyStateManager& s, const std::vector<std::pair<std::string, std::optional<std::string>>>& launches,
+             const std::string& arch, unsigned threads) {
+            std::vector<std::pair<std::string, std::optional<std::string>>> args;
+            args.reserve(launches.size());
+            for (const auto& [id, launch] : launches) args.emplace_back(id, launchArg(launch));
+            std::vector<std::optional<Diagnostic>> found;
+            {
+              py::gil_scoped_release unlocked;
+              found = s.manager->checkLaunchCodes(args, arch, threads);
+            }
+            py::list out;
+            for (const auto& d : found) out.append(d ? py::object(diagnosticDict(*d)) : py::object(py::none()));
+            return out;
+          },
+          py::arg("launches"), py::arg("arch") = "", py::arg("threads") = 0,
+          "load_launch_code of every (kernel_id, launch) on `threads` threads (0: one per core), the GIL "
+          "released, the bytes dropped: per launch None, or the diagnostic load_launch_code would raise with.")
       .def(
           "execution_plan",
           [](const PyStateManager& s, const std::string& kernelId) {

@@ -1,4 +1,4 @@
-// Code objects (SPEC 6): bundle unwrapping and the ELF64 symbol reader. Every
+// Code objects: bundle unwrapping and the ELF64 symbol reader. Every
 // offset, size and count read from the bytes is checked before it is used.
 #include "ukdpack/codeobject.hpp"
 

@@ -1,4 +1,4 @@
-// Strict parsers of KDP, UDD, UED, KMD, UMD and UHD (SPEC 2.3). The wording of
+// Strict parsers of KDP, UDD, UED, KMD, UMD and UHD. The wording of
 // every refusal follows the JSON Schemas under schemas/ (their x-expect /
 // x-message texts), so the packer and the runtime read alike.
 #include <algorithm>
@@ -7,12 +7,15 @@
 #include <utility>
 
 #include "json_reader.hpp"
+#include "json_tape.hpp"
 #include "ukdpack/arch.hpp"
 #include "ukdpack/descriptors.hpp"
 
 namespace ukdpack {
 
+using detail::BasicObjectReader;
 using detail::describeFound;
+using detail::JsonNode;
 using detail::ObjectReader;
 
 namespace {
@@ -22,11 +25,16 @@ namespace {
 bool isUuid(std::string_view s) {
   if (s.size() != 36) return false;
   for (std::size_t i = 0; i < s.size(); ++i) {
+    const char c = s[i];
     const bool dash = i == 8 || i == 13 || i == 18 || i == 23;
-    if (dash ? s[i] != '-' : !std::isxdigit(static_cast<unsigned char>(s[i]))) return false;
+    const bool hex = (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F');
+    if (dash ? c != '-' : !hex) return false;
   }
   return true;
 }
+
+// A UUID's comparison form: hex digits in lower case (the rest is digits and dashes).
+char lowerHex(char c) { return c >= 'A' && c <= 'F' ? static_cast<char>(c - 'A' + 'a') : c; }
 
 std::string upper(std::string_view s) {
   std::string out(s);
@@ -34,25 +42,32 @@ std::string upper(std::string_view s) {
   return out;
 }
 
+Json builtValue(const Json& value) { return value; }
+Json builtValue(const JsonNode& value) { return value.toJson(); }
+// A string value's text without a copy.
+std::string_view stringOf(const Json& value) { return value.get_ref<const std::string&>(); }
+std::string_view stringOf(const JsonNode& value) { return value.str(); }
+
 // id, version, name and the context every file-backed descriptor carries.
 // `skipKey` is left out of `raw` (a pack's kernels, which its members hold).
-void readCommon(ObjectReader& r, const Json& doc, const DescriptorContext& ctx,
+template <class V>
+void readCommon(BasicObjectReader<V>& r, const V& doc, const DescriptorContext& ctx,
                 DescriptorInfo& info, std::string_view skipKey = {}) {
   info.file = ctx.file;
   info.jsonPath = ctx.jsonPath;
   info.baseDir = ctx.baseDir;
   if (skipKey.empty() || !doc.is_object()) {
-    info.raw = doc;
+    info.raw = builtValue(doc);
   } else {
     info.raw = Json::object();
     for (auto it = doc.begin(); it != doc.end(); ++it) {
-      if (it.key() != skipKey) info.raw.emplace(it.key(), it.value());
+      if (it.key() != skipKey) info.raw.emplace(it.key(), builtValue(it.value()));
     }
   }
   info.id = r.string("id", true).value_or("");
   detail::readSchemaKey(r);
-  if (const Json* v = r.get("version")) {
-    const auto parsed = v->is_string() ? Version::parse(v->get<std::string>()) : std::nullopt;
+  if (const V* v = r.get("version")) {
+    const auto parsed = v->is_string() ? Version::parse(v->template get<std::string>()) : std::nullopt;
     if (parsed) {
       info.version = *parsed;
     } else {
@@ -64,24 +79,25 @@ void readCommon(ObjectReader& r, const Json& doc, const DescriptorContext& ctx,
 }
 
 // A list of bare arch ids, each once (common.schema.json#/$defs/archList).
-std::optional<std::vector<std::string>> readArchList(ObjectReader& r, std::string_view key,
+template <class V>
+std::optional<std::vector<std::string>> readArchList(BasicObjectReader<V>& r, std::string_view key,
                                                      bool required) {
-  const Json* list = r.array(key, required);
+  const V* list = r.array(key, required);
   if (list == nullptr) return std::nullopt;
   std::vector<std::string> out;
   bool ok = true;
   std::set<std::string> seen;
   bool repeated = false;
   for (std::size_t i = 0; i < list->size(); ++i) {
-    const Json& item = (*list)[i];
-    if (!item.is_string() || !isArchName(item.get<std::string>())) {
+    const V& item = (*list)[i];
+    if (!item.is_string() || !isArchName(item.template get<std::string>())) {
       r.error(jsonPathIndex(r.pathOf(key), i),
               "expected a bare arch id such as gfx90a or sm_90, found " + describeFound(item));
       ok = false;
       continue;
     }
-    if (!seen.insert(item.get<std::string>()).second) repeated = true;
-    out.push_back(item.get<std::string>());
+    if (!seen.insert(item.template get<std::string>()).second) repeated = true;
+    out.push_back(item.template get<std::string>());
   }
   if (repeated) {
     r.error(r.pathOf(key), "expected each arch once, found a repeated arch");
@@ -92,23 +108,24 @@ std::optional<std::vector<std::string>> readArchList(ObjectReader& r, std::strin
 }
 
 // A list of non-empty strings; `unique` refuses repeats ("expected unique items").
-std::optional<std::vector<std::string>> readStrings(ObjectReader& r, std::string_view key,
+template <class V>
+std::optional<std::vector<std::string>> readStrings(BasicObjectReader<V>& r, std::string_view key,
                                                     bool required, bool nonEmpty, bool unique) {
-  const Json* list = r.array(key, required);
+  const V* list = r.array(key, required);
   if (list == nullptr) return std::nullopt;
   std::vector<std::string> out;
   bool ok = true;
   for (std::size_t i = 0; i < list->size(); ++i) {
-    const Json& item = (*list)[i];
+    const V& item = (*list)[i];
     const std::string p = jsonPathIndex(r.pathOf(key), i);
     if (!item.is_string()) {
       r.error(p, "expected string, found " + describeFound(item));
       ok = false;
-    } else if (nonEmpty && item.get<std::string>().empty()) {
+    } else if (nonEmpty && item.template get<std::string>().empty()) {
       r.error(p, "expected a non-empty string, found ''");
       ok = false;
     } else {
-      out.push_back(item.get<std::string>());
+      out.push_back(item.template get<std::string>());
     }
   }
   if (unique && ok) {
@@ -123,19 +140,20 @@ std::optional<std::vector<std::string>> readStrings(ObjectReader& r, std::string
 }
 
 // A required member that is an id or null; `what` is "UED" or "UDD".
-std::optional<std::string> readIdOrNull(ObjectReader& r, std::string_view key,
+template <class V>
+std::optional<std::string> readIdOrNull(BasicObjectReader<V>& r, std::string_view key,
                                         const std::string& what) {
   if (!r.has(key)) {
     r.error(r.path(), "missing required field '" + std::string(key) + "'");
     return std::nullopt;
   }
-  const Json* v = r.get(key);
+  const V* v = r.get(key);
   if (v->is_null()) return std::nullopt;
-  if (!v->is_string() || v->get<std::string>().empty()) {
+  if (!v->is_string() || v->template get<std::string>().empty()) {
     r.error(r.pathOf(key), "expected a " + what + " id or null, found " + describeFound(*v));
     return std::nullopt;
   }
-  return v->get<std::string>();
+  return v->template get<std::string>();
 }
 
 // A string member that must match `pattern`; `expect` words the refusal.
@@ -190,23 +208,54 @@ void readProvenance(ObjectReader& r, Json* out = nullptr) {
   }
 }
 
-// Python's json.dumps(sort_keys=True) spelling, so messages quoting metadata read alike.
-std::string pythonDump(const Json& v) {
+// A string as json.dumps writes it (ensure_ascii): printable ASCII without a
+// quote or backslash stands as it is; anything else is left to nlohmann.
+void dumpString(std::string& out, const std::string& s) {
+  const bool plain = std::all_of(s.begin(), s.end(), [](char c) { return c >= 0x20 && c < 0x7f && c != '"' && c != '\\'; });
+  if (plain) {
+    out += '"';
+    out += s;
+    out += '"';
+  } else {
+    out += Json(s).dump(-1, ' ', true);
+  }
+}
+
+void pythonDumpTo(std::string& out, const Json& v) {
   if (v.is_object()) {
-    std::string out = "{";
+    out += '{';
     bool first = true;
     for (auto it = v.begin(); it != v.end(); ++it) {
-      out += (first ? "" : ", ") + Json(it.key()).dump(-1, ' ', true) + ": " + pythonDump(it.value());
+      if (!first) out += ", ";
+      dumpString(out, it.key());
+      out += ": ";
+      pythonDumpTo(out, it.value());
       first = false;
     }
-    return out + "}";
+    out += '}';
+  } else if (v.is_array()) {
+    out += '[';
+    for (std::size_t i = 0; i < v.size(); ++i) {
+      if (i != 0) out += ", ";
+      pythonDumpTo(out, v[i]);
+    }
+    out += ']';
+  } else if (v.is_string()) {
+    dumpString(out, v.get_ref<const std::string&>());
+  } else if (v.is_number_unsigned()) {
+    out += std::to_string(v.get<std::uint64_t>());
+  } else if (v.is_number_integer()) {
+    out += std::to_string(v.get<std::int64_t>());
+  } else {
+    out += v.dump(-1, ' ', true);
   }
-  if (v.is_array()) {
-    std::string out = "[";
-    for (std::size_t i = 0; i < v.size(); ++i) out += (i ? ", " : "") + pythonDump(v[i]);
-    return out + "]";
-  }
-  return v.dump(-1, ' ', true);
+}
+
+// Python's json.dumps(sort_keys=True) spelling, so messages quoting metadata read alike.
+std::string pythonDump(const Json& v) {
+  std::string out;
+  pythonDumpTo(out, v);
+  return out;
 }
 
 }  // namespace
@@ -222,9 +271,18 @@ std::string legacyFormMessage(std::string_view what, std::string_view instead, b
 std::string idKey(std::string_view id) {
   std::string s(id);
   if (isUuid(s)) {
-    for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    for (char& c : s) c = lowerHex(c);
   }
   return s;
+}
+
+bool sameIdKey(std::string_view id, std::string_view key) {
+  if (id.size() != key.size()) return false;
+  if (id == key) return true;  // a key is its own key; a UUID's key is lower case already
+  if (!isUuid(id)) return false;
+  for (std::size_t i = 0; i < id.size(); ++i)
+    if (lowerHex(id[i]) != key[i]) return false;
+  return true;
 }
 
 const Version& VersionLimits::of(std::string_view type) const {
@@ -246,13 +304,22 @@ std::string readableVersions(const Version& max) {
   return out;
 }
 
-VersionCheck checkVersion(const Json& doc, std::string_view type, const Version& max) {
+namespace detail {
+
+template <class V>
+VersionCheck checkVersionOf(const V& doc, std::string_view type, const Version& max) {
   VersionCheck check;
   if (!doc.is_object()) return check;  // the parser refuses a non-object
   const auto it = doc.find("version");
   if (it == doc.end()) return check;
+  const auto parsed = it->is_string() ? Version::parse(stringOf(*it)) : std::nullopt;
+  if (parsed && parsed->major == max.major && parsed->minor <= max.minor) {
+    // The common case, once per kernel: nothing to word.
+    check.version = *parsed;
+    check.gate = VersionGate::Read;
+    return check;
+  }
   const std::string T = upper(type);
-  const auto parsed = it->is_string() ? Version::parse(it->get<std::string>()) : std::nullopt;
   check.refusal = "expected a " + T + " version this ukdpack reads (" + readableVersions(max) +
                   "), found " + describeFound(*it);
   if (!parsed) {
@@ -261,16 +328,21 @@ VersionCheck checkVersion(const Json& doc, std::string_view type, const Version&
     return check;
   }
   check.version = *parsed;
-  if (parsed->major == max.major && parsed->minor <= max.minor) {
-    check.gate = VersionGate::Read;
-    return check;
-  }
   check.gate = VersionGate::Skip;
   check.message = T + " version " + parsed->str() +
                   (parsed->major == max.major ? " is newer than this build reads ("
                                               : " is another major version than this build reads (") +
                   T + " " + readableVersions(max) + ")";
   return check;
+}
+
+template VersionCheck checkVersionOf<Json>(const Json&, std::string_view, const Version&);
+template VersionCheck checkVersionOf<JsonNode>(const JsonNode&, std::string_view, const Version&);
+
+}  // namespace detail
+
+VersionCheck checkVersion(const Json& doc, std::string_view type, const Version& max) {
+  return detail::checkVersionOf(doc, type, max);
 }
 
 const std::vector<std::string>& heuristicRoles() {
@@ -289,11 +361,24 @@ const MetadataField* MetadataSchema::field(const std::string& name) const {
 
 namespace {
 
+// A member's `raw`: the element itself (moved out of a consumed DOM, copied
+// from a kept one), or a view of a tape's text.
+void keepRaw(PackMember& m, const Json& item, Json* consume, std::size_t i) {
+  // Moved last: nothing reads this element again (finish() looks at keys only).
+  m.raw = consume != nullptr ? std::move((*consume)["kernelDescriptors"][i]) : item;
+}
+void keepRaw(PackMember& m, const JsonNode& item, Json*, std::size_t) { m.raw = detail::textOf(item); }
+
+}  // namespace
+
+namespace detail {
+
 // `consume` (the loader's document, never read again): kernel objects move
 // into their members instead of being copied.
-std::optional<Pack> parsePackImpl(const Json& kdp, Json* consume, const DescriptorContext& ctx,
+template <class V>
+std::optional<Pack> parsePackFrom(const V& kdp, Json* consume, const DescriptorContext& ctx,
                                   std::vector<Diagnostic>& diags, const Version& maxUkd, bool refuseNewer) {
-  ObjectReader r(kdp, ctx.file, ctx.jsonPath, diags);
+  BasicObjectReader<V> r(kdp, ctx.file, ctx.jsonPath, diags);
   if (!r.isObject()) return std::nullopt;
   Pack p;
   readCommon(r, kdp, ctx, p, "kernelDescriptors");
@@ -307,29 +392,30 @@ std::optional<Pack> parsePackImpl(const Json& kdp, Json* consume, const Descript
   p.matchers = readStrings(r, "matchers", true, true, false).value_or(std::vector<std::string>{});
   p.engine = readIdOrNull(r, "engine", "UED");
   p.dispatch = readIdOrNull(r, "dispatch", "UDD");
-  if (const Json* prov = r.get("provenance")) {
+  if (const V* prov = r.get("provenance")) {
     if (prov->is_object()) {
-      p.provenance = *prov;
+      p.provenance = builtValue(*prov);
     } else {
       r.error(r.pathOf("provenance"), "expected object, found " + describeFound(*prov));
     }
   }
   // The pack's own fields decide whether it loads; a bad kernelDescriptors
   // element only leaves that kernel out, so its errors do not fail the pack.
-  if (const Json* list = r.array("kernelDescriptors", true)) {
+  if (const V* list = r.array("kernelDescriptors", true)) {
     const std::string listPath = r.pathOf("kernelDescriptors");
     if (list->empty()) {
       r.error(listPath, "expected at least one kernel, found an empty list");
     }
+    p.members.reserve(list->size());
     for (std::size_t i = 0; i < list->size(); ++i) {
-      const Json& item = (*list)[i];
+      const V& item = (*list)[i];
       const std::string path = jsonPathIndex(listPath, i);
       if (item.is_string()) {
-        if (item.get<std::string>().empty()) {
+        if (item.template get<std::string>().empty()) {
           diags.push_back(makeError("SCHEMA", ctx.file, path, "expected a non-empty string, found ''"));
           continue;
         }
-        p.refs.push_back(KernelRef{i, item.get<std::string>(), path});
+        p.refs.push_back(KernelRef{i, item.template get<std::string>(), path});
         continue;
       }
       if (!item.is_object()) {
@@ -338,7 +424,7 @@ std::optional<Pack> parsePackImpl(const Json& kdp, Json* consume, const Descript
                                   "UKD, found " + describeFound(item)));
         continue;
       }
-      const VersionCheck vc = checkVersion(item, "ukd", maxUkd);
+      const VersionCheck vc = checkVersionOf(item, "ukd", maxUkd);
       if (vc.gate == VersionGate::Skip && refuseNewer) {
         diags.push_back(makeError("SCHEMA", ctx.file, jsonPathKey(path, "version"), vc.refusal));
         continue;
@@ -346,7 +432,7 @@ std::optional<Pack> parsePackImpl(const Json& kdp, Json* consume, const Descript
       if (vc.gate == VersionGate::Skip) {
         const auto name = item.find("name");
         const std::string label =
-            name != item.end() && name->is_string() ? "kernel '" + name->get<std::string>() + "'"
+            name != item.end() && name->is_string() ? "kernel '" + name->template get<std::string>() + "'"
                                                     : "this kernel";
         diags.push_back(makeWarning("VERSION_SKIPPED", ctx.file, path,
                                     "skipping " + label + ": " + vc.message));
@@ -356,16 +442,11 @@ std::optional<Pack> parsePackImpl(const Json& kdp, Json* consume, const Descript
         diags.push_back(makeError("SCHEMA", ctx.file, jsonPathKey(path, "version"), vc.message));
         continue;
       }
-      if (auto k = parseKernel(item, KernelContext{ctx.file, path, ctx.baseDir}, diags)) {
+      if (auto k = parseKernelFrom(item, KernelContext{ctx.file, path, ctx.baseDir}, diags)) {
         PackMember m;
         m.index = i;
         m.kernel = std::move(*k);
-        if (consume != nullptr) {
-          // Moved last: nothing reads this element again (finish() looks at keys only).
-          m.raw = std::move((*consume)["kernelDescriptors"][i]);
-        } else {
-          m.raw = item;
-        }
+        keepRaw(m, item, consume, i);
         p.members.push_back(std::move(m));
       }
     }
@@ -375,16 +456,21 @@ std::optional<Pack> parsePackImpl(const Json& kdp, Json* consume, const Descript
   return p;
 }
 
-}  // namespace
+template std::optional<Pack> parsePackFrom<Json>(const Json&, Json*, const DescriptorContext&,
+                                                 std::vector<Diagnostic>&, const Version&, bool);
+template std::optional<Pack> parsePackFrom<JsonNode>(const JsonNode&, Json*, const DescriptorContext&,
+                                                     std::vector<Diagnostic>&, const Version&, bool);
+
+}  // namespace detail
 
 std::optional<Pack> parsePack(const Json& kdp, const DescriptorContext& ctx,
                               std::vector<Diagnostic>& diags, const Version& maxUkd, bool refuseNewer) {
-  return parsePackImpl(kdp, nullptr, ctx, diags, maxUkd, refuseNewer);
+  return detail::parsePackFrom(kdp, nullptr, ctx, diags, maxUkd, refuseNewer);
 }
 
 std::optional<Pack> parsePack(Json&& kdp, const DescriptorContext& ctx,
                               std::vector<Diagnostic>& diags, const Version& maxUkd, bool refuseNewer) {
-  return parsePackImpl(kdp, &kdp, ctx, diags, maxUkd, refuseNewer);
+  return detail::parsePackFrom(kdp, &kdp, ctx, diags, maxUkd, refuseNewer);
 }
 
 // --------------------------------------------------------------------------- UDD
@@ -798,23 +884,24 @@ std::optional<HeuristicDescriptor> parseHeuristic(const Json& uhd, const Descrip
 
 std::optional<Json> completeMetadata(const MetadataSchema& kmd, const Kernel& kernel,
                                      std::vector<Diagnostic>& diags) {
-  const std::string mdPath = jsonPathKey(kernel.jsonPath, "metadata");
+  // The path and the list of known fields are worded only for a refusal: most kernels have none.
+  const auto mdPath = [&] { return jsonPathKey(kernel.jsonPath, "metadata"); };
   bool ok = true;
   auto error = [&](const std::string& path, const std::string& message) {
     diags.push_back(makeError("METADATA", kernel.file, path, message));
     ok = false;
   };
-  std::string known;
-  {
+  const auto known = [&] {
+    std::string out;
     std::set<std::string> names;
     for (const MetadataField& f : kmd.fields) names.insert(f.name);
-    for (const std::string& n : names) known += (known.empty() ? "'" : ", '") + n + "'";
-    if (known.empty()) known = "(none)";
-  }
+    for (const std::string& n : names) out += (out.empty() ? "'" : ", '") + n + "'";
+    return out.empty() ? std::string("(none)") : out;
+  };
   for (auto it = kernel.metadata.begin(); it != kernel.metadata.end(); ++it) {
     if (kmd.field(it.key()) == nullptr) {
-      error(jsonPathKey(mdPath, it.key()), "unknown metadata field '" + it.key() + "'; KMD '" +
-                                               kmd.name + "' (" + kmd.file + ") has " + known);
+      error(jsonPathKey(mdPath(), it.key()), "unknown metadata field '" + it.key() + "'; KMD '" +
+                                                 kmd.name + "' (" + kmd.file + ") has " + known());
     }
   }
   Json out = Json::object();
@@ -832,14 +919,14 @@ std::optional<Json> completeMetadata(const MetadataSchema& kmd, const Kernel& ke
                 std::all_of(v.begin(), v.end(), [](const Json& x) { return x.is_number_integer(); });
       }
       if (!typed) {
-        error(jsonPathKey(mdPath, f.name), "expected " + f.type + " (KMD '" + kmd.name +
+        error(jsonPathKey(mdPath(), f.name), "expected " + f.type + " (KMD '" + kmd.name +
                                                "' field), found " + describeFound(v));
       }
       out[f.name] = v;
     } else if (f.defaultValue) {
       out[f.name] = *f.defaultValue;
     } else {
-      error(mdPath, "missing metadata field '" + f.name + "' (" + f.type + "), which KMD '" +
+      error(mdPath(), "missing metadata field '" + f.name + "' (" + f.type + "), which KMD '" +
                         kmd.name + "' (" + kmd.file + ") gives no default");
     }
   }

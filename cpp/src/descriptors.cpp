@@ -5,12 +5,14 @@
 #include <charconv>
 
 #include "json_reader.hpp"
+#include "json_tape.hpp"
 #include "ukdpack/arch.hpp"
 
 namespace ukdpack {
 
+using detail::BasicObjectReader;
 using detail::describeFound;
-using detail::ObjectReader;
+using detail::JsonNode;
 
 namespace {
 // One number of a version: 0, or 1-6 digits without a leading zero.
@@ -123,13 +125,14 @@ bool isPlainRelativePath(const std::string& p) {
 }
 
 // build: {defines: {NAME: scalar}, flags: [string]}, both optional.
-void readBuild(ObjectReader& r) {
-  const Json* build = r.object("build", true);
+template <class V>
+void readBuild(BasicObjectReader<V>& r) {
+  const V* build = r.object("build", true);
   if (build == nullptr) return;
-  ObjectReader b(*build, r.file(), r.pathOf("build"), r.diags());
-  if (const Json* defines = b.object("defines", false)) {
+  BasicObjectReader<V> b(*build, r.file(), r.pathOf("build"), r.diags());
+  if (const V* defines = b.object("defines", false)) {
     for (auto it = defines->begin(); it != defines->end(); ++it) {
-      const Json& v = it.value();
+      const V& v = it.value();
       if (!(v.is_string() || v.is_number() || v.is_boolean())) {
         b.error(jsonPathKey(b.pathOf("defines"), it.key()),
                 "expected a scalar define value (string, number or boolean), found " +
@@ -138,19 +141,22 @@ void readBuild(ObjectReader& r) {
     }
   }
   b.stringList("flags", false, true);
-  if (const Json* generic = b.get("generic"); generic != nullptr && !generic->is_boolean()) {
+  if (const V* generic = b.get("generic"); generic != nullptr && !generic->is_boolean()) {
     b.error(b.pathOf("generic"), "expected a boolean (true: compile once for the arch's generic family), found " +
                                      describeFound(*generic));
   }
   b.finish();
 }
 
-Signature readSignature(ObjectReader& r) {
+template <class V>
+Signature readSignature(BasicObjectReader<V>& r) {
   Signature sig;
-  const Json* list = r.array("signature", true);
+  const V* list = r.array("signature", true);
   if (list == nullptr) return sig;
+  sig.reserve(list->size());
+  const std::string listPath = r.pathOf("signature");
   for (std::size_t i = 0; i < list->size(); ++i) {
-    ObjectReader a((*list)[i], r.file(), jsonPathIndex(r.pathOf("signature"), i), r.diags());
+    BasicObjectReader<V> a((*list)[i], r.file(), jsonPathIndex(listPath, i), r.diags());
     if (!a.isObject()) continue;
     SignatureArg arg;
     arg.kind = a.string("kind", true).value_or("");
@@ -190,22 +196,29 @@ const SourceKindInfo* sourceKind(std::string_view kind) {
 
 namespace {
 
-std::optional<KernelSource> parseSource(const Json& value, const std::string& file,
+// The entry as written: a copy of a DOM's, a view of a tape's text.
+JsonText writtenAs(const Json& value) { return JsonText(value); }
+JsonText writtenAs(const JsonNode& value) { return detail::textOf(value); }
+Json built(const Json& value) { return value; }
+Json built(const JsonNode& value) { return value.toJson(); }
+
+template <class V>
+std::optional<KernelSource> parseSource(const V& value, const std::string& file,
                                         const std::string& path, SourceRole role,
                                         std::vector<Diagnostic>& diags) {
-  ObjectReader r(value, file, path, diags);
+  BasicObjectReader<V> r(value, file, path, diags);
   if (!r.isObject()) return std::nullopt;
   KernelSource src;
   const auto kind = r.string("kind", true);
   if (!kind) return std::nullopt;
   src.kind = *kind;
-  src.fields = value;
+  src.fields = writtenAs(value);
   const std::string& k = src.kind;
   if (k == "hsaco_file") {
     // The pre-hsaco shape: one refusal, not unknown code_object_* keys.
     const auto field = [&](std::string_view key) {
-      const Json* v = r.get(key);
-      return v != nullptr && v->is_string() ? "\"" + v->get<std::string>() + "\"" : std::string("...");
+      const V* v = r.get(key);
+      return v != nullptr && v->is_string() ? "\"" + v->template get<std::string>() + "\"" : std::string("...");
     };
     const std::string file = field("code_object_file");
     const std::string symbol = field("code_object_symbol");
@@ -260,15 +273,16 @@ std::optional<KernelSource> parseSource(const Json& value, const std::string& fi
     src.signature = readSignature(r);
     // Feature variants of one object (gfx90a:xnack+, gfx90a:xnack-): the digest of
     // the entry filed under each target ID.
-    if (const Json* targets = r.object("targets", false)) {
+    if (const V* targets = r.object("targets", false)) {
       for (auto it = targets->begin(); it != targets->end(); ++it) {
-        const std::string where = jsonPathKey(r.pathOf("targets"), it.key());
-        if (const std::string why = targetIdProblem(it.key()); !why.empty()) {
-          r.error(where, "expected a target ID such as gfx90a:xnack+, found '" + it.key() + "': " + why);
-        } else if (!it.value().is_string() || !isSha256Hex(it.value().get<std::string>())) {
+        const std::string key(it.key());
+        const std::string where = jsonPathKey(r.pathOf("targets"), key);
+        if (const std::string why = targetIdProblem(key); !why.empty()) {
+          r.error(where, "expected a target ID such as gfx90a:xnack+, found '" + key + "': " + why);
+        } else if (!it.value().is_string() || !isSha256Hex(it.value().template get<std::string>())) {
           r.error(where, "expected 64 lowercase hex digits, found " + describeFound(it.value()));
         } else {
-          src.targets[it.key()] = it.value().get<std::string>();
+          src.targets[key] = it.value().template get<std::string>();
         }
       }
     }
@@ -297,15 +311,22 @@ std::optional<KernelSource> parseSource(const Json& value, const std::string& fi
   }
   r.finish();
   if (r.failed()) return std::nullopt;
+  if (const SourceKindInfo* info = sourceKind(k); info != nullptr && *info->fileField != '\0') {
+    const auto named = value.find(info->fileField);
+    if (named != value.end() && named->is_string()) src.file = named->template get<std::string>();
+  }
   return src;
 }
 
 }  // namespace
 
-std::optional<Kernel> parseKernel(const Json& ukd, const KernelContext& ctx,
-                                  std::vector<Diagnostic>& diags) {
+namespace detail {
+
+template <class V>
+std::optional<Kernel> parseKernelFrom(const V& ukd, const KernelContext& ctx,
+                                      std::vector<Diagnostic>& diags) {
   const std::size_t before = diags.size();
-  ObjectReader r(ukd, ctx.file, ctx.jsonPath, diags);
+  BasicObjectReader<V> r(ukd, ctx.file, ctx.jsonPath, diags);
   if (!r.isObject()) return std::nullopt;
   Kernel k;
   k.file = ctx.file;
@@ -324,7 +345,7 @@ std::optional<Kernel> parseKernel(const Json& ukd, const KernelContext& ctx,
       r.error(r.pathOf("version"), "expected a version '<major>.<minor>', found '" + *v + "'");
     }
   }
-  if (const Json* md = r.object("metadata", true)) k.metadata = *md;
+  if (const V* md = r.object("metadata", true)) k.metadata = built(*md);
   k.priority = r.integer("priority", true).value_or(0);
   if (r.has("arch")) {
     if (auto arch = r.stringList("arch", false)) {
@@ -341,9 +362,9 @@ std::optional<Kernel> parseKernel(const Json& ukd, const KernelContext& ctx,
       k.arch = *arch;
     }
   }
-  if (const Json* prov = r.get("provenance")) {
+  if (const V* prov = r.get("provenance")) {
     if (prov->is_object()) {
-      k.provenance = *prov;
+      k.provenance = built(*prov);
     } else {
       r.error(r.pathOf("provenance"), "expected object, found " + describeFound(*prov));
     }
@@ -359,13 +380,13 @@ std::optional<Kernel> parseKernel(const Json& ukd, const KernelContext& ctx,
     r.error(r.path(),
             "missing required field 'kernel_source' ('sources' for a multi-launch kernel)");
   } else if (hasSingle) {
-    if (const Json* src = r.get("kernel_source")) {
+    if (const V* src = r.get("kernel_source")) {
       if (auto parsed = parseSource(*src, ctx.file, r.pathOf("kernel_source"),
                                     SourceRole::Single, diags)) {
         k.source = std::move(*parsed);
       }
     }
-  } else if (const Json* map = r.object("sources", false)) {
+  } else if (const V* map = r.object("sources", false)) {
     const std::string mapPath = r.pathOf("sources");
     if (k.version < Version{1, 1}) {
       r.error(mapPath, "'sources' needs UKD version 1.1, found version " + k.version.str());
@@ -377,7 +398,7 @@ std::optional<Kernel> parseKernel(const Json& ukd, const KernelContext& ctx,
     }
     std::map<std::string, std::set<std::string>> kinds;  // kind -> launches
     for (auto it = map->begin(); it != map->end(); ++it) {
-      const std::string& launch = it.key();
+      const std::string launch(it.key());
       const std::string p = jsonPathKey(mapPath, launch);
       if (!isLaunchName(launch)) {
         r.error(p, "expected a launch name matching [A-Za-z][A-Za-z0-9_]*, found '" + launch + "'");
@@ -411,6 +432,22 @@ std::optional<Kernel> parseKernel(const Json& ukd, const KernelContext& ctx,
     return std::nullopt;
   }
   return k;
+}
+
+template std::optional<Kernel> parseKernelFrom<Json>(const Json&, const KernelContext&, std::vector<Diagnostic>&);
+template std::optional<Kernel> parseKernelFrom<JsonNode>(const JsonNode&, const KernelContext&,
+                                                         std::vector<Diagnostic>&);
+
+}  // namespace detail
+
+std::optional<Kernel> parseKernel(const Json& ukd, const KernelContext& ctx,
+                                  std::vector<Diagnostic>& diags) {
+  return detail::parseKernelFrom(ukd, ctx, diags);
+}
+
+Json JsonText::json() const {
+  if (!text_) return value_;
+  return Json::parse(text());
 }
 
 }  // namespace ukdpack

@@ -322,6 +322,7 @@ Result<std::vector<std::uint8_t>> loadLaunchCode(const Kernel& kernel, const fs:
                 "symbol '" + src->symbol + "' is not a kernel of the code object for " + useArch +
                     " (toc key '" + src->tocKey + "'); it holds " + (held.empty() ? std::string("no kernel") : held));
   }
+  if (!options.keepBytes) return R::success({});  // checked: a copy would go unused
   return R::success(std::vector<std::uint8_t>(*code));
 }
 

@@ -1,4 +1,4 @@
-// kpack reader (SPEC 7). Every offset and size from the file is checked against
+// kpack reader. Every offset and size from the file is checked against
 // the file before it is used; every msgpack exception is caught here; the TOC is
 // pre-scanned so that no container can claim more elements than bytes remain
 // (msgpack-c allocates a container's elements as soon as it reads the header).
@@ -417,7 +417,7 @@ struct KpackArchive::Impl {
     }
     const msgpack::object* sc = lookup(root, "compression_scheme");
     if (sc == nullptr) {
-      scheme = "none";  // SPEC 7: a missing scheme is none
+      scheme = "none";  // a missing scheme means uncompressed
     } else if (const auto s = asString(sc); s && (*s == "none" || *s == "zstd-per-kernel")) {
       scheme = *s;
     } else {

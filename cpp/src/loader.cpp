@@ -1,7 +1,9 @@
 #include "ukdpack/loader.hpp"
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
+#include <exception>
 #include <limits>
 #include <iterator>
 #include <fstream>
@@ -9,10 +11,14 @@
 #include <set>
 #include <sstream>
 #include <system_error>
+#include <thread>
+#include <type_traits>
 #include <unordered_map>
 #include <utility>
 
 #include "files.hpp"
+#include "json_reader.hpp"
+#include "json_tape.hpp"
 #include "paths.hpp"
 #include "utf8.hpp"
 #include "ukdpack/arch.hpp"
@@ -25,6 +31,9 @@ namespace {
 
 const char* const kTypes[] = {"ukd", "kdp", "udd", "ued", "kmd", "umd", "uhd"};
 constexpr std::uint64_t kMaxDescriptorBytes = 256ull << 20;
+// LoaderOptions::threads = 0 takes one thread per core up to this: a shard of
+// 10,000 kernels is a few hundred files, which more threads only start and join.
+constexpr unsigned kMaxDefaultThreads = 16;
 
 std::string typeListText() {
   std::string out;
@@ -88,14 +97,27 @@ template <class T>
 const T* findById(const std::vector<T>& items, std::string_view id) {
   const std::string key = idKey(id);
   for (const T& item : items)
-    if (idKey(idOf(item)) == key) return &item;
+    if (sameIdKey(idOf(item), key)) return &item;
   return nullptr;
+}
+
+// Keeps the members `keep` says yes to, in order (each asked once, in order);
+// moves nothing when it keeps them all, the common case.
+template <class Keep>
+void keepMembers(std::vector<PackMember>& members, Keep&& keep) {
+  std::size_t out = 0;
+  for (std::size_t i = 0; i < members.size(); ++i) {
+    if (!keep(members[i])) continue;
+    if (out != i) members[out] = std::move(members[i]);
+    ++out;
+  }
+  members.erase(members.begin() + static_cast<std::ptrdiff_t>(out), members.end());
 }
 
 // A standalone UKD file, before packs claim it.
 struct Standalone {
   Kernel kernel;
-  Json raw;
+  JsonText raw;
   std::size_t root = 0;
   bool removed = false;
   std::string claimedBy;  // file of the first KDP naming it
@@ -122,9 +144,27 @@ class Loader {
     std::string file;
     std::string why;  // "did not load" / "was skipped (UDD version 1.2)"
   };
+  // What reading one file produced (at most one descriptor), before it joins the set.
+  struct FileRead {
+    std::vector<Diagnostic> diags;
+    std::optional<Pack> pack;
+    std::optional<Dispatch> dispatch;
+    std::optional<Engine> engine;
+    std::optional<MetadataSchema> metadataSchema;
+    std::optional<MatcherDescriptor> matcher;
+    std::optional<HeuristicDescriptor> heuristic;
+    std::optional<Standalone> kernel;
+    std::optional<std::string> unloadedId;  // the id of a file that did not load, and why
+    std::string unloadedWhy;
+    std::exception_ptr failure;  // what reading it threw (rethrown in walk order)
+    bool loaded() const {
+      return pack || dispatch || engine || metadataSchema || matcher || heuristic || kernel;
+    }
+  };
 
-  void loadFile(const WalkedFile& f, const fs::path& root, std::size_t rootIndex);
-  bool kernelSourcesOk(const Kernel& kernel, const fs::path& root);
+  FileRead readFile(const WalkedFile& f, const fs::path& root) const;
+  void commitFile(const WalkedFile& f, FileRead&& read, std::size_t rootIndex);
+  bool kernelSourcesOk(const Kernel& kernel, const fs::path& root, std::vector<Diagnostic>& diags) const;
   void uniqueIds();
   void checkArtifacts();
   void resolveEngines();
@@ -143,9 +183,9 @@ class Loader {
   DescriptorSet set_;
   std::vector<Standalone> standalone_;
   std::vector<Slot> order_;  // every file-backed descriptor in load order
-  std::map<std::string, Slot> index_;  // id key -> kept descriptor
-  std::map<std::string, std::string> inlineIds_;  // id key -> KDP file
-  std::map<std::string, Unloaded> unloaded_;      // id key -> why it is not there
+  std::map<std::string, Slot> index_;  // id key -> kept descriptor (sorted: suggestions iterate it)
+  std::unordered_map<std::string, std::string> inlineIds_;  // id key -> KDP file
+  std::unordered_map<std::string, Unloaded> unloaded_;      // id key -> why it is not there
   std::set<std::pair<std::string, std::size_t>> removed_;  // (type, index)
 };
 
@@ -182,91 +222,165 @@ void Loader::loadRoot(const fs::path& given, std::size_t index) {
     const std::size_t colon = d.message.find(": ", 9);
     set_.skipped.push_back(DescriptorSet::Skipped{d.message.substr(9, colon - 9), d.message.substr(colon + 2)});
   }
-  for (const WalkedFile& f : walked) {
-    set_.files.push_back(DescriptorSet::Walked{f.rel, f.type, index});
-    loadFile(f, root, index);
+  // The files are read in parallel, each on its own; what they produced joins
+  // the set in walk order, so diagnostics and ids come out as one thread's would.
+  std::vector<FileRead> reads(walked.size());
+  const auto work = [&](std::size_t i) {
+    try {
+      reads[i] = readFile(walked[i], root);
+    } catch (...) {
+      reads[i].failure = std::current_exception();
+    }
+  };
+  std::size_t threads = options_.threads;
+  if (threads == 0) threads = std::min(std::thread::hardware_concurrency(), kMaxDefaultThreads);
+  threads = std::min<std::size_t>(std::max<std::size_t>(threads, 1), walked.size());
+  if (threads <= 1) {
+    for (std::size_t i = 0; i < walked.size(); ++i) work(i);
+  } else {
+    std::atomic<std::size_t> next{0};
+    const auto worker = [&] {
+      for (std::size_t i = next++; i < walked.size(); i = next++) work(i);
+    };
+    std::vector<std::thread> pool;
+    pool.reserve(threads - 1);
+    for (std::size_t t = 1; t < threads; ++t) {
+      try {
+        pool.emplace_back(worker);
+      } catch (const std::system_error&) {
+        break;  // no more threads to be had: those started (and this one) do the rest
+      }
+    }
+    worker();
+    for (std::thread& t : pool) t.join();
+  }
+  for (std::size_t i = 0; i < walked.size(); ++i) {
+    set_.files.push_back(DescriptorSet::Walked{walked[i].rel, walked[i].type, index});
+    commitFile(walked[i], std::move(reads[i]), index);
   }
 }
 
-void Loader::loadFile(const WalkedFile& f, const fs::path& root, std::size_t rootIndex) {
-  auto& diags = set_.diagnostics;
+namespace {
+
+JsonText writtenAs(Json& doc) { return JsonText(std::move(doc)); }
+JsonText writtenAs(const detail::JsonNode& doc) { return detail::textOf(doc); }
+
+}  // namespace
+
+// One file on its own (any thread): read, parsed by its type's reader, its
+// kernels' sources checked. Touches nothing of the set.
+Loader::FileRead Loader::readFile(const WalkedFile& f, const fs::path& root) const {
+  FileRead out;
+  auto& diags = out.diags;
   auto read = detail::readRegularFile(f.path, kMaxDescriptorBytes);
   if (!read) {
     Diagnostic d = read.error();
     d.file = f.rel;
     diags.push_back(std::move(d));
-    return;
+    return out;
   }
-  const std::string& text = read.value();
-  auto parsed = parseDescriptorText(text);
+  const auto text = std::make_shared<const std::string>(std::move(read.value()));
+  // The document, as a Json DOM or (the common case of kernels) a tape of the text.
+  const auto withDoc = [&](auto& doc, Json* consume) {
+    using Doc = std::decay_t<decltype(doc)>;
+    const Version& max = options_.maxVersions.of(f.type);
+    const VersionCheck vc = detail::checkVersionOf(doc, f.type, max);
+    auto remember = [&](const std::string& why) {
+      const auto id = doc.is_object() ? doc.find("id") : doc.end();
+      if (doc.is_object() && id != doc.end() && id->is_string() && !id->template get<std::string>().empty()) {
+        out.unloadedId = id->template get<std::string>();
+        out.unloadedWhy = why;
+      }
+    };
+    if (vc.gate == VersionGate::Skip && options_.authored) {
+      diags.push_back(makeError("SCHEMA", f.rel, "$.version", vc.refusal));
+      remember("did not load");
+      return;
+    }
+    if (vc.gate == VersionGate::Skip) {
+      diags.push_back(makeWarning("VERSION_SKIPPED", f.rel, "", "skipping " + f.rel + ": " + vc.message));
+      remember("was skipped (" + upperType(f.type) + " version " + vc.version.str() + ")");
+      return;
+    }
+    if (vc.gate == VersionGate::Malformed) {
+      diags.push_back(makeError("SCHEMA", f.rel, "$.version", vc.message));
+      remember("did not load");
+      return;
+    }
+    const std::string folder = fs::path(f.rel).parent_path().generic_string();
+    const DescriptorContext ctx{f.rel, "$", folder.empty() ? root : (root / folder).lexically_normal()};
+    if (f.type == "kdp") {
+      if (auto v = detail::parsePackFrom(doc, consume, ctx, diags, options_.maxVersions.ukd, options_.authored)) {
+        keepMembers(v->members, [&](const PackMember& m) { return kernelSourcesOk(m.kernel, root, diags); });
+        out.pack = std::move(*v);
+      }
+    } else if (f.type == "ukd") {
+      if (auto k = detail::parseKernelFrom(doc, ctx, diags); k && kernelSourcesOk(*k, root, diags)) {
+        out.kernel = Standalone{std::move(*k), writtenAs(doc), 0, false, ""};
+      }
+    } else if constexpr (std::is_same_v<Doc, Json>) {
+      if (f.type == "udd") {
+        out.dispatch = parseDispatch(doc, ctx, diags);
+      } else if (f.type == "ued") {
+        out.engine = parseEngine(doc, ctx, diags);
+      } else if (f.type == "kmd") {
+        out.metadataSchema = parseMetadataSchema(doc, ctx, diags);
+      } else if (f.type == "umd") {
+        out.matcher = parseMatcher(doc, ctx, diags);
+      } else if (f.type == "uhd") {
+        out.heuristic = parseHeuristic(doc, ctx, diags);
+      }
+    }
+    if (!out.loaded()) remember("did not load");
+  };
+  // Kernels (KDP, UKD: nearly all of a shard's bytes) are read from a tape of
+  // the text when the scan takes it; any other text, and the other types, from
+  // the one reader's DOM, which also words every refusal of the text itself.
+  if ((f.type == "kdp" || f.type == "ukd") && detail::firstInvalidUtf8(*text) == std::string_view::npos) {
+    if (const auto tape = detail::JsonTape::scan(text)) {
+      withDoc(tape->root(), nullptr);
+      return out;
+    }
+  }
+  auto parsed = parseDescriptorText(*text);
   if (!parsed) {
     Diagnostic d = parsed.error();
     d.file = f.rel;
     diags.push_back(std::move(d));
-    return;
+    return out;
   }
   // Mutable: the typed readers may move subtrees out once they have read them.
   Json& doc = parsed.value();
-  const Version& max = options_.maxVersions.of(f.type);
-  const VersionCheck vc = checkVersion(doc, f.type, max);
-  auto remember = [&](const std::string& why) {
-    const auto id = doc.is_object() ? doc.find("id") : doc.end();
-    if (doc.is_object() && id != doc.end() && id->is_string() && !id->get<std::string>().empty()) {
-      unloaded_.emplace(idKey(id->get<std::string>()), Unloaded{f.rel, why});
-    }
-  };
-  if (vc.gate == VersionGate::Skip && options_.authored) {
-    diags.push_back(makeError("SCHEMA", f.rel, "$.version", vc.refusal));
-    remember("did not load");
-    return;
+  withDoc(doc, &doc);
+  return out;
+}
+
+// What one file produced joins the set (walk order).
+void Loader::commitFile(const WalkedFile& f, FileRead&& read, std::size_t rootIndex) {
+  if (read.failure) std::rethrow_exception(read.failure);
+  auto& diags = set_.diagnostics;
+  diags.insert(diags.end(), std::make_move_iterator(read.diags.begin()), std::make_move_iterator(read.diags.end()));
+  if (read.unloadedId) unloaded_.emplace(idKey(*read.unloadedId), Unloaded{f.rel, read.unloadedWhy});
+  if (read.pack) {
+    for (PackMember& m : read.pack->members) m.root = rootIndex;
   }
-  if (vc.gate == VersionGate::Skip) {
-    diags.push_back(makeWarning("VERSION_SKIPPED", f.rel, "", "skipping " + f.rel + ": " + vc.message));
-    remember("was skipped (" + upperType(f.type) + " version " + vc.version.str() + ")");
-    return;
-  }
-  if (vc.gate == VersionGate::Malformed) {
-    diags.push_back(makeError("SCHEMA", f.rel, "$.version", vc.message));
-    remember("did not load");
-    return;
-  }
-  const std::string folder = fs::path(f.rel).parent_path().generic_string();
-  const DescriptorContext ctx{f.rel, "$", folder.empty() ? root : (root / folder).lexically_normal()};
-  bool loaded = false;
-  auto place = [&](auto& vec, auto&& value) {
-    value.root = rootIndex;
+  auto place = [&](auto& vec, auto& value) {
+    if (!value) return;
+    value->root = rootIndex;
     order_.push_back(Slot{f.type, vec.size()});
-    vec.push_back(std::move(value));
-    loaded = true;
+    vec.push_back(std::move(*value));
   };
-  if (f.type == "kdp") {
-    if (auto v = parsePack(std::move(doc), ctx, diags, options_.maxVersions.ukd, options_.authored)) {
-      std::vector<PackMember> kept;
-      for (PackMember& m : v->members) {
-        m.root = rootIndex;
-        if (kernelSourcesOk(m.kernel, root)) kept.push_back(std::move(m));
-      }
-      v->members = std::move(kept);
-      place(set_.packs, std::move(*v));
-    }
-  } else if (f.type == "udd") {
-    if (auto v = parseDispatch(doc, ctx, diags)) place(set_.dispatches, std::move(*v));
-  } else if (f.type == "ued") {
-    if (auto v = parseEngine(doc, ctx, diags)) place(set_.engines, std::move(*v));
-  } else if (f.type == "kmd") {
-    if (auto v = parseMetadataSchema(doc, ctx, diags)) place(set_.metadataSchemas, std::move(*v));
-  } else if (f.type == "umd") {
-    if (auto v = parseMatcher(doc, ctx, diags)) place(set_.matchers, std::move(*v));
-  } else if (f.type == "uhd") {
-    if (auto v = parseHeuristic(doc, ctx, diags)) place(set_.heuristics, std::move(*v));
-  } else if (f.type == "ukd") {
-    if (auto k = parseKernel(doc, ctx, diags); k && kernelSourcesOk(*k, root)) {
-      order_.push_back(Slot{"ukd", standalone_.size()});
-      standalone_.push_back(Standalone{std::move(*k), std::move(doc), rootIndex, false, ""});
-      loaded = true;
-    }
+  place(set_.packs, read.pack);
+  place(set_.dispatches, read.dispatch);
+  place(set_.engines, read.engine);
+  place(set_.metadataSchemas, read.metadataSchema);
+  place(set_.matchers, read.matcher);
+  place(set_.heuristics, read.heuristic);
+  if (read.kernel) {
+    read.kernel->root = rootIndex;
+    order_.push_back(Slot{"ukd", standalone_.size()});
+    standalone_.push_back(std::move(*read.kernel));
   }
-  if (!loaded) remember("did not load");
 }
 
 // The source rules of one kernel: each file a source names exists inside the
@@ -274,13 +388,15 @@ void Loader::loadFile(const WalkedFile& f, const fs::path& root, std::size_t roo
 // (LoaderOptions::authored) a packed source is the packer's to write. Whether
 // the kernel loads: a missing file is reported but keeps it (a prebuilt object
 // DVC has not fetched fails only the arches that need it).
-bool Loader::kernelSourcesOk(const Kernel& kernel, const fs::path& root) {
+bool Loader::kernelSourcesOk(const Kernel& kernel, const fs::path& root, std::vector<Diagnostic>& diags) const {
+  // A shard's runtime load checks neither: nothing to look at (nor paths to word) per kernel.
+  if (!options_.authored && !options_.sourceFiles) return true;
   bool ok = true;
   auto check = [&](const std::string& srcPath, const KernelSource& src) {
     const SourceKindInfo* info = sourceKind(src.kind);
     if (info == nullptr) return;
     if (!info->authored && options_.authored) {
-      set_.diagnostics.push_back(makeError(
+      diags.push_back(makeError(
           "PACKED_IN_AUTHORED", kernel.file, jsonPathKey(srcPath, "kind"),
           "kind '" + src.kind + "' is the packed form written by the packer; an authored tree names what to "
           "build (hip, hsaco, embedded_source, cuda or builder)"));
@@ -288,16 +404,15 @@ bool Loader::kernelSourcesOk(const Kernel& kernel, const fs::path& root) {
       return;
     }
     if (*info->fileField == '\0' || !(options_.authored || options_.sourceFiles)) return;
-    const auto name = src.fields.find(info->fileField);
-    if (name == src.fields.end() || !name->is_string()) return;
-    const std::string& given = name->get_ref<const std::string&>();
+    if (!src.file) return;
+    const std::string& given = *src.file;
     const auto verdict = detail::checkContained(root, kernel.baseDir, given, false);
     const std::string msg = detail::describeFileProblem(verdict, given, info->fileWhat, kernel.file);
     if (msg.empty()) return;
     const bool missing = verdict.problem == detail::PathProblem::None;
-    set_.diagnostics.push_back(makeError(missing ? (src.kind == "hsaco" ? "PREBUILT_MISSING" : "SOURCE_MISSING")
-                                                 : "PATH_REFUSED",
-                                         kernel.file, jsonPathKey(srcPath, info->fileField), msg));
+    diags.push_back(makeError(missing ? (src.kind == "hsaco" ? "PREBUILT_MISSING" : "SOURCE_MISSING")
+                                      : "PATH_REFUSED",
+                              kernel.file, jsonPathKey(srcPath, info->fileField), msg));
   };
   if (const KernelSource* single = singleLaunchSource(kernel)) {
     check(jsonPathKey(kernel.jsonPath, "kernel_source"), *single);
@@ -307,47 +422,58 @@ bool Loader::kernelSourcesOk(const Kernel& kernel, const fs::path& root) {
   return ok;
 }
 
-// Ids are unique across every type (SPEC 2.2); the first one in load order
+// Ids are unique across every type; the first one in load order
 // stays, each later one is refused and not loaded.
 void Loader::uniqueIds() {
-  std::map<std::string, std::string> seen;  // id key -> where
-  auto where = [](const std::string& file, const std::string& path) {
-    return path == "$" ? file : file + " (" + path + ")";
+  // Where each id was first seen, worded only for a duplicate: the strings it
+  // points at stay put while this runs (a kernel's path is its pack's list index).
+  struct Holder {
+    const std::string* file;
+    const std::string* path;  // nullptr: a pack's kernel, at `member`
+    std::size_t member;
+    std::size_t root;
   };
-  // With several roots, the first holder is named with its root.
-  auto claim = [&](const std::string& id, const std::string& file, const std::string& path,
-                   std::size_t root) {
-    std::string at = where(file, path);
-    if (set_.roots.size() > 1 && root < set_.roots.size()) at += " in " + set_.roots[root].string();
-    const auto [it, fresh] = seen.emplace(idKey(id), at);
+  std::unordered_map<std::string, Holder> seen;
+  std::size_t ids = order_.size();
+  for (const Pack& p : set_.packs) ids += p.members.size();
+  seen.reserve(ids);
+  auto where = [&](const Holder& h) {
+    const std::string path = h.path != nullptr ? *h.path : jsonPathIndex("$.kernelDescriptors", h.member);
+    std::string at = path == "$" ? *h.file : *h.file + " (" + path + ")";
+    // With several roots, the first holder is named with its root.
+    if (set_.roots.size() > 1 && h.root < set_.roots.size()) at += " in " + set_.roots[h.root].string();
+    return at;
+  };
+  auto claim = [&](const std::string& id, const std::string& file, const std::string& path, const Holder& holder) {
+    const auto [it, fresh] = seen.emplace(idKey(id), holder);
     if (fresh) return true;
     set_.diagnostics.push_back(makeError(
         "DUPLICATE_ID", file, jsonPathKey(path, "id"),
-        "id '" + id + "' is already used by " + it->second +
+        "id '" + id + "' is already used by " + where(it->second) +
             "; ids are unique across every descriptor type of a root"));
     return false;
   };
+  static const std::string top = "$";
   for (const Slot& s : order_) {
     if (s.type == "ukd") {
       Standalone& u = standalone_[s.index];
-      if (!claim(u.kernel.id, u.kernel.file, "$", u.root)) u.removed = true;
+      if (!claim(u.kernel.id, u.kernel.file, "$", Holder{&u.kernel.file, &top, 0, u.root})) u.removed = true;
       continue;
     }
     DescriptorInfo* d = info(s);
-    if (!claim(d->id, d->file, d->jsonPath, d->root)) {
+    if (!claim(d->id, d->file, d->jsonPath, Holder{&d->file, &d->jsonPath, 0, d->root})) {
       removed_.insert({s.type, s.index});
       continue;
     }
     if (s.type == "kdp") {
       Pack& p = set_.packs[s.index];
-      std::vector<PackMember> kept;
-      for (PackMember& m : p.members) {
-        if (claim(m.kernel.id, m.kernel.file, m.kernel.jsonPath, p.root)) {
-          inlineIds_.emplace(idKey(m.kernel.id), p.file);
-          kept.push_back(std::move(m));
+      keepMembers(p.members, [&](const PackMember& m) {
+        if (!claim(m.kernel.id, m.kernel.file, m.kernel.jsonPath, Holder{&p.file, nullptr, m.index, p.root})) {
+          return false;
         }
-      }
-      p.members = std::move(kept);
+        inlineIds_.emplace(idKey(m.kernel.id), p.file);
+        return true;
+      });
     }
   }
   for (const Slot& s : order_) {
@@ -517,14 +643,15 @@ void Loader::resolvePacks() {
       continue;
     }
     for (PackMember& m : resolved) p.members.push_back(std::move(m));
-    std::stable_sort(p.members.begin(), p.members.end(),
-                     [](const PackMember& a, const PackMember& b) { return a.index < b.index; });
+    const auto byIndex = [](const PackMember& a, const PackMember& b) { return a.index < b.index; };
+    if (!std::is_sorted(p.members.begin(), p.members.end(), byIndex)) {
+      std::stable_sort(p.members.begin(), p.members.end(), byIndex);
+    }
 
-    // A kernel's arch is a subset of its pack's (SPEC 4.2); its metadata fills the KMD.
+    // A kernel's arch is a subset of its pack's; its metadata fills the KMD.
     const Engine* engine = p.engine ? findById(set_.engines, *p.engine) : nullptr;
     const MetadataSchema* kmd = engine ? findById(set_.metadataSchemas, engine->metadata) : nullptr;
-    std::vector<PackMember> kept;
-    for (PackMember& m : p.members) {
+    keepMembers(p.members, [&](PackMember& m) {
       bool ok = true;
       if (!p.arch.empty() && m.kernel.arch && !m.kernel.arch->empty()) {
         std::string extra;
@@ -550,9 +677,8 @@ void Loader::resolvePacks() {
       } else {
         m.completedMetadata = m.kernel.metadata;
       }
-      if (ok) kept.push_back(std::move(m));
-    }
-    p.members = std::move(kept);
+      return ok;
+    });
   }
   for (const Standalone& u : standalone_) {
     if (!u.removed && u.claimedBy.empty()) {
@@ -563,7 +689,7 @@ void Loader::resolvePacks() {
 }
 
 // The completed metadata is unique among kernels one engine serves on one
-// arch (SPEC 4.5): two kernels collide where their arch sets meet.
+// arch: two kernels collide where their arch sets meet.
 void Loader::checkMetadataUnique() {
   // Per kernel only a map lookup: arch sets and wording are built on a collision.
   struct Seen {
@@ -634,7 +760,7 @@ void Loader::compact() {
       if (removed_.count({type, i}) == 0) out.push_back(std::move(vec[i]));
     vec = std::move(out);
   };
-  // A pack left with no kernel is dropped (SPEC 9.1).
+  // A pack left with no kernel is dropped.
   for (std::size_t i = 0; i < set_.packs.size(); ++i) {
     if (removed_.count({"kdp", i}) != 0 || !set_.packs[i].members.empty()) continue;
     const Pack& p = set_.packs[i];
@@ -679,7 +805,7 @@ const PackMember* DescriptorSet::findKernel(std::string_view id, const Pack** pa
   const std::string key = idKey(id);
   for (const Pack& p : packs) {
     for (const PackMember& m : p.members) {
-      if (idKey(m.kernel.id) != key) continue;
+      if (!sameIdKey(m.kernel.id, key)) continue;
       if (pack != nullptr) *pack = &p;
       return &m;
     }
@@ -864,7 +990,7 @@ std::vector<WalkedFile> walkRoot(const fs::path& root, std::vector<Diagnostic>& 
 
 namespace {
 // The DOM builder of nlohmann, plus the limits every descriptor is held to
-// (SPEC 9.2): no key said twice in one object, integers that fit a signed
+//: no key said twice in one object, integers that fit a signed
 // 64-bit value, finite numbers, nesting up to kMaxNesting. It tracks where it
 // is (the key or index of each open container) so a refusal names the JSON
 // path; the path text is built only then.

@@ -13,7 +13,7 @@ Json launchDocument(const std::string& name, const KernelSource& src) {
     doc["symbol"] = src.symbol;
     doc["sha256"] = src.sha256;
   } else {
-    doc["fields"] = src.fields;  // unpacked kinds: whatever identifies the code
+    doc["fields"] = src.fields.json();  // unpacked kinds: whatever identifies the code
   }
   return doc;
 }

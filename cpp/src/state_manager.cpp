@@ -1,6 +1,11 @@
 #include "ukdpack/state_manager.hpp"
 
 #include <algorithm>
+#include <atomic>
+#include <exception>
+#include <mutex>
+#include <system_error>
+#include <thread>
 #include <utility>
 
 #include "ukdpack/arch.hpp"
@@ -19,8 +24,8 @@ bool listRunsOn(const std::vector<std::string>& list, const std::string& arch) {
 bool kernelRunsOn(const Pack& pack, const Kernel& kernel, const std::string& arch) {
   if (arch.empty()) return true;
   const std::string bare = bareArch(arch);
-  return listRunsOn(pack.arch, bare) &&
-         listRunsOn(kernel.arch.value_or(std::vector<std::string>{}), bare);
+  static const std::vector<std::string> none;
+  return listRunsOn(pack.arch, bare) && listRunsOn(kernel.arch ? *kernel.arch : none, bare);
 }
 
 std::vector<std::string> kernelArches(const Pack& pack, const Kernel& kernel) {
@@ -63,7 +68,7 @@ void StateManager::drop(const Pack& pack, const PackMember& m, const std::string
                                    m.kernel.jsonPath, symbol, code, reason});
   log_.push_back(line);
   // A pack without a dispatch is served by nothing native, by its author's
-  // choice (SPEC 4.3 allows it): a warning. Every other drop is an error.
+  // choice (a handler may decline a launch set): a warning. Every other drop is an error.
   diagnostics_.push_back(code == "NO_DISPATCH" ? makeWarning(code, m.kernel.file, m.kernel.jsonPath, line)
                                                : makeError(code, m.kernel.file, m.kernel.jsonPath, line));
 }
@@ -107,15 +112,21 @@ void StateManager::build(const Registry& registry) {
     const std::vector<std::string> declaredList = handler->launchNames();
     const std::set<std::string> declared(declaredList.begin(), declaredList.end());
     bool anyKept = false;
+    const Engine* engine = set_->engineOf(pack);  // once per pack, not per kernel
     for (const PackMember* m : members) {
-      const std::set<std::string> has = launchNamesOf(m->kernel);
-      if (has != declared) {
+      // Both sorted: compared in place, the kernel's set built only to word a mismatch.
+      const auto& launches = m->kernel.sources;
+      const bool same = launches.size() == declared.size() &&
+                        std::equal(launches.begin(), launches.end(), declared.begin(),
+                                   [](const auto& entry, const std::string& name) { return entry.first == name; });
+      if (!same) {
+        const std::set<std::string> has = launchNamesOf(m->kernel);
         drop(pack, *m, symbol, "LAUNCH_SET_MISMATCH",
              "dispatch symbol '" + symbol + "' declares launches " + describeLaunchSet(declared) +
                  ", the kernel has " + describeLaunchSet(has));
         continue;
       }
-      KernelDefinition def{&m->kernel, m, &pack, dispatch, set_->engineOf(pack), handler, symbol, {}};
+      KernelDefinition def{&m->kernel, m, &pack, dispatch, engine, handler, symbol, {}};
       for (const std::string& id : pack.matchers) {
         if (const MatcherDescriptor* umd = set_->findMatcher(id)) {
           def.matchers.push_back(BoundMatcher{umd->id, umd->matchSymbol, registry.matcher(umd->matchSymbol)});
@@ -188,6 +199,12 @@ Result<const KernelDefinition*> StateManager::select(const Json& problem) const 
 Result<std::vector<std::uint8_t>> StateManager::loadLaunchCode(std::string_view kernelId,
                                                                const std::optional<std::string>& launch,
                                                                const std::string& arch) const {
+  return loadLaunchCode(kernelId, launch, arch, true);
+}
+
+Result<std::vector<std::uint8_t>> StateManager::loadLaunchCode(std::string_view kernelId,
+                                                               const std::optional<std::string>& launch,
+                                                               const std::string& arch, bool keepBytes) const {
   const KernelDefinition* def = find(kernelId);
   if (def == nullptr) {
     std::string why = "no kept kernel has id '" + std::string(kernelId) + "'";
@@ -204,8 +221,80 @@ Result<std::vector<std::uint8_t>> StateManager::loadLaunchCode(std::string_view 
   options.handler = def->handler.get();
   options.dispatchSymbol = def->dispatchSymbol;
   options.cache = cache_.get();
+  options.keepBytes = keepBytes;
   return ukdpack::loadLaunchCode(*def->kernel, set_->rootOf(*def->member),
                                  launch, arch.empty() ? arch_ : arch, options);
+}
+
+std::vector<std::optional<Diagnostic>> StateManager::checkLaunchCodes(
+    const std::vector<std::pair<std::string, std::optional<std::string>>>& launches, const std::string& arch,
+    unsigned threads) const {
+  // Group by the archive entry a launch's source names (library as written from
+  // its folder, toc key); a launch whose source is not found is a group of its
+  // own (loadLaunchCode words its failure).
+  std::vector<std::vector<std::size_t>> groups;
+  std::unordered_map<std::string, std::size_t> groupOf;
+  // Each launch is loaded as each device it may run on would (every feature variant).
+  std::vector<std::vector<std::string>> devices(launches.size(), std::vector<std::string>{arch});
+  for (std::size_t i = 0; i < launches.size(); ++i) {
+    std::string key;
+    if (const KernelDefinition* def = find(launches[i].first)) {
+      const Kernel& k = *def->kernel;
+      const KernelSource* src = singleLaunchSource(k);
+      if (src == nullptr && launches[i].second) {
+        const auto it = k.sources.find(*launches[i].second);
+        if (it != k.sources.end()) src = &it->second;
+      }
+      if (src != nullptr && src->kind == "kpack") {
+        key = (k.baseDir / src->library).lexically_normal().string() + '\n' + src->tocKey;
+        devices[i] = checkDevices(*src, arch.empty() ? arch_ : arch);
+      }
+    }
+    if (key.empty()) key = "\n" + std::to_string(i);  // no path starts with a newline
+    const auto [it, added] = groupOf.emplace(key, groups.size());
+    if (added) groups.emplace_back();
+    groups[it->second].push_back(i);
+  }
+  std::vector<std::optional<Diagnostic>> out(launches.size());
+  std::atomic<std::size_t> next{0};
+  // A handler's exception (one given from Python may raise) ends the work and
+  // reaches the caller from its own thread, as it would from a loop.
+  std::exception_ptr thrown;
+  std::mutex thrownMutex;
+  auto work = [&] {
+    try {
+      for (std::size_t g = next++; g < groups.size(); g = next++) {
+        for (const std::size_t i : groups[g]) {
+          for (const std::string& device : devices[i]) {
+            auto code = loadLaunchCode(launches[i].first, launches[i].second, device, false);
+            if (!code) {
+              out[i] = code.error();
+              break;
+            }
+          }
+        }
+      }
+    } catch (...) {
+      next = groups.size();
+      const std::lock_guard<std::mutex> lock(thrownMutex);
+      if (!thrown) thrown = std::current_exception();
+    }
+  };
+  if (threads == 0) threads = std::max(1u, std::thread::hardware_concurrency());
+  const std::size_t extra = std::min<std::size_t>(threads, groups.size()) - (groups.empty() ? 0 : 1);
+  std::vector<std::thread> pool;
+  pool.reserve(extra);
+  for (std::size_t t = 0; t < extra; ++t) {
+    try {
+      pool.emplace_back(work);
+    } catch (const std::system_error&) {
+      break;  // no more threads to be had: the ones started (and this one) do the work
+    }
+  }
+  work();
+  for (std::thread& t : pool) t.join();
+  if (thrown) std::rethrow_exception(thrown);
+  return out;
 }
 
 // --------------------------------------------------------------------------- stubs

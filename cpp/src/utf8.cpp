@@ -1,6 +1,7 @@
 #include "utf8.hpp"
 
 #include <cstdint>
+#include <cstring>
 
 namespace ukdpack::detail {
 
@@ -8,6 +9,14 @@ std::size_t firstInvalidUtf8(std::string_view s) {
   std::size_t i = 0;
   const auto* b = reinterpret_cast<const unsigned char*>(s.data());
   while (i < s.size()) {
+    // Descriptor text is nearly all ASCII: step over 8 such bytes at a time.
+    while (i + 8 <= s.size()) {
+      std::uint64_t word;
+      std::memcpy(&word, b + i, 8);
+      if ((word & 0x8080808080808080ull) != 0) break;
+      i += 8;
+    }
+    if (i >= s.size()) break;
     const unsigned char c = b[i];
     std::size_t n = 0;
     std::uint32_t cp = 0;

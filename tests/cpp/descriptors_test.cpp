@@ -47,7 +47,7 @@ TEST(LaunchHelpers, MultiLaunchKernelHasSortedNamesAndNoSingleSource) {
   }));
   EXPECT_EQ(seen, 2);
   EXPECT_FALSE(ukdpack::allLaunchSources(
-      *k, [](const ukdpack::KernelSource& s) { return s.fields["entry"] == "produce"; }));
+      *k, [](const ukdpack::KernelSource& s) { return s.fields.json()["entry"] == "produce"; }));
 }
 
 TEST(LaunchHelpers, SingleLaunchKernelHasEmptySetAndItsSource) {
@@ -58,7 +58,7 @@ TEST(LaunchHelpers, SingleLaunchKernelHasEmptySetAndItsSource) {
   const ukdpack::KernelSource* src = ukdpack::singleLaunchSource(*k);
   ASSERT_NE(src, nullptr);
   EXPECT_EQ(src->kind, "hip");
-  EXPECT_EQ(src->fields["entry"], "one");
+  EXPECT_EQ(src->fields.json()["entry"], "one");
   int seen = 0;
   EXPECT_TRUE(ukdpack::allLaunchSources(*k, [&](const ukdpack::KernelSource&) { return ++seen; }));
   EXPECT_EQ(seen, 1);

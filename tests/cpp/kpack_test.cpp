@@ -1,4 +1,4 @@
-// KpackArchive on archives assembled here byte by byte from SPEC 7 (a small
+// KpackArchive on archives assembled here byte by byte from the format (a small
 // msgpack encoder of our own, so the reader is not tested against itself), plus
 // every truncation, byte flips and targeted corruptions.
 #include <gtest/gtest.h>
@@ -68,7 +68,7 @@ struct Item {
   std::string metadata;  // msgpack of the metadata map, or empty
 };
 
-// An archive as the writer of SPEC 7 lays it out; `tweak` may edit the TOC map's
+// An archive as the writer lays it out; `tweak` may edit the TOC map's
 // tail (extra fields written after the standard ones).
 std::string build(const std::vector<Item>& items, const std::string& scheme,
                   const std::vector<std::string>& arches = {"gfx90a"}) {

@@ -181,7 +181,7 @@ TEST(LoaderShape, UnknownKeysAreRefusedExtensionKeysAreCarried) {
   // The kernels live in the members, not twice.
   EXPECT_FALSE(ok.packs[0].raw.contains("kernelDescriptors"));
   EXPECT_EQ(ok.packs[0].provenance.at("origin"), "test");
-  EXPECT_EQ(ok.packs[0].members.at(0).raw.at("x-tuning").at("tile"), 4);
+  EXPECT_EQ(ok.packs[0].members.at(0).raw.json().at("x-tuning").at("tile"), 4);
   EXPECT_EQ(ok.dispatches.at(0).raw.at("x-owner"), "team");
 
   dispatch["owner"] = "team";

@@ -1,5 +1,5 @@
 // Test support for the runtime tests: descriptor trees in temporary folders,
-// descriptor builders, and a KPAK writer (SPEC 7) for archives made in tests.
+// descriptor builders, and a KPAK writer for archives made in tests.
 #pragma once
 
 #include <unistd.h>

@@ -21,7 +21,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 DATA = Path(__file__).resolve().parent / "data"
 ARCHES = ("gfx90a", "gfx940", "gfx1030")
-# Pinned so the bytes depend only on the inputs (SPEC 5).
+# Pinned so the bytes depend only on the inputs.
 BASE_FLAGS = ("-O3", "-fuse-cuid=none")
 
 

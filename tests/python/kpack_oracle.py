@@ -171,7 +171,7 @@ class Archive:
         if not isinstance(arches, list) or not all(isinstance(a, str) for a in arches):
             raise self._fail("TOC gfx_arches is not a list of strings")
         self.arches: list[str] = arches
-        scheme = toc.get("compression_scheme", "none")  # SPEC 7: a missing scheme is none
+        scheme = toc.get("compression_scheme", "none")  # a missing scheme means uncompressed
         if scheme not in SCHEMES:
             raise self._fail(f"unknown compression scheme {scheme!r}; this reader reads "
                              f"{', '.join(SCHEMES)}")

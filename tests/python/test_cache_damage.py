@@ -1,5 +1,5 @@
 """Every kind of compile-cache record, truncated or altered, is caught and rebuilt: the
-pack still succeeds, its shard is byte-identical, and the record is whole again (SPEC 5)."""
+pack still succeeds, its shard is byte-identical, and the record is whole again."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """The compile cache is an optimisation (hostile input 5): a cache folder that cannot be
 written costs one warning and the pack goes on; the cache key follows the compiler hipcc
 really runs; ``ukdpack cache verify`` recompiles entries and catches a poisoned one that
-every digest vouches for; ``ukdpack cache stats`` counts what is there (SPEC 5)."""
+every digest vouches for; ``ukdpack cache stats`` counts what is there."""
 
 from __future__ import annotations
 

@@ -1,10 +1,13 @@
-"""UkdPackaging.cmake's argument checking and arch handling, in CMake script mode
-(no configure, no build): every function refuses unknown and missing arguments,
-and the CMake arch pattern agrees with the runtime's isArchName."""
+"""UkdPackaging.cmake's argument checking, arch handling and Python requirement
+list, in CMake script mode (no configure, no build): every function refuses unknown
+and missing arguments, the CMake arch pattern agrees with the runtime's isArchName,
+the requirement list is pyproject.toml's, and docs/cmake.md's reference is the
+module's comment blocks."""
 
 from __future__ import annotations
 
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -31,6 +34,10 @@ def _script(tmp_path: Path, body: str) -> subprocess.CompletedProcess[str]:
     ("ukd_add_pack_target(NAME n SOURCE_ROOT s)", "ukd_add_pack_target: OUT_ROOT is required"),
     ("ukd_add_pack_target(NAME n SOURCE_ROOT s OUT_ROOT o ARCH gfx90a)",
      "ukd_add_pack_target: unknown arguments: ARCH;gfx90a"),
+    ("ukd_add_pack_target(NAME n SOURCE_ROOT s OUT_ROOT o HIPCC)",
+     "ukd_add_pack_target: missing values for: HIPCC"),
+    ("ukd_add_pack_target(NAME n SOURCE_ROOT s OUT_ROOT o CACHE_DIR)",
+     "ukd_add_pack_target: missing values for: CACHE_DIR"),
     ("ukd_add_shard_tests(NAME n)", "ukd_add_shard_tests: unknown arguments: NAME;n"),
     ("ukd_add_shard_tests(PACK_NAME nope)", "ukd_add_shard_tests: no pack target named 'nope'"),
 ])
@@ -49,7 +56,7 @@ NAMES = ["gfx90a", "gfx90a:xnack-", "gfx940", "gfx942:sramecc+:xnack-", "gfx1030
 
 def test_cmake_arch_pattern_agrees_with_the_runtime(tmp_path: Path) -> None:
     body = "\n".join(
-        f'_ukd_normalize_arches(out "{n}")\nmessage(STATUS "{n}=[${{out}}]")' for n in NAMES)
+        f'_ukd_normalize_arches(out ON "{n}")\nmessage(STATUS "{n}=[${{out}}]")' for n in NAMES)
     r = _script(tmp_path, body)
     assert r.returncode == 0, r.stderr
     for name in NAMES:
@@ -61,6 +68,65 @@ def test_cmake_arch_pattern_agrees_with_the_runtime(tmp_path: Path) -> None:
 
 
 def test_duplicates_are_dropped_and_order_kept(tmp_path: Path) -> None:
-    r = _script(tmp_path, '_ukd_normalize_arches(out gfx1030 gfx90a:xnack- gfx90a gfx1030)\n'
+    r = _script(tmp_path, '_ukd_normalize_arches(out OFF gfx1030 gfx90a:xnack- gfx90a gfx1030)\n'
                           'message(STATUS "[${out}]")')
     assert "-- [gfx1030;gfx90a]" in r.stdout
+
+
+def test_a_name_that_is_no_arch_is_fatal_unless_allowed(tmp_path: Path) -> None:
+    r = _script(tmp_path, '_ukd_normalize_arches(out OFF gfx90a gfx90z)\nmessage(STATUS "[${out}]")')
+    assert r.returncode != 0
+    assert "CMake Error" in r.stderr and "'gfx90z' is no GPU arch" in r.stderr
+    assert "UKDPACK_ALLOW_UNKNOWN_ARCHES" in r.stderr
+    r = _script(tmp_path, '_ukd_normalize_arches(out ON gfx90a gfx90z)\nmessage(STATUS "[${out}]")')
+    assert r.returncode == 0 and "-- [gfx90a]" in r.stdout
+    assert "CMake Warning" in r.stderr and "'gfx90z' is no GPU arch" in r.stderr
+
+
+def _requirements(tmp_path: Path, pyproject: Path) -> list[str]:
+    out = tmp_path / "req.txt"
+    r = _script(tmp_path, f'_ukd_write_python_requirements("{pyproject}" "{out}")')
+    assert r.returncode == 0, r.stderr
+    return out.read_text().splitlines()
+
+
+def test_the_requirement_list_is_pyprojects(tmp_path: Path) -> None:
+    pyproject = REPO / "pyproject.toml"
+    toml = pytest.importorskip("tomllib")  # stdlib from Python 3.11
+    want = toml.loads(pyproject.read_text())["project"]["dependencies"]
+    assert _requirements(tmp_path, pyproject) == want
+
+
+def test_the_requirement_reader_takes_markers_comments_and_literal_strings(tmp_path: Path
+                                                                          ) -> None:
+    text = ('[build-system]\nrequires = ["x"]\n\n[project]\nname = "p"\n'
+            'dependencies = [ "a[extra]>=1", # a comment, "not-this"\n'
+            '  \'b; python_version < "3.11"\',\n  "c"]\n\n[tool.x]\ndependencies = ["d"]\n')
+    pyproject = tmp_path / "pyproject.toml"
+    pyproject.write_text(text)
+    want = pytest.importorskip("tomllib").loads(text)["project"]["dependencies"]
+    assert _requirements(tmp_path, pyproject) == want == [
+        "a[extra]>=1", 'b; python_version < "3.11"', "c"]
+
+
+def test_the_check_names_distributions_not_installed(tmp_path: Path) -> None:
+    reqs = tmp_path / "req.txt"
+    # Installed here (the test extras): pyyaml's distribution name differs from its
+    # module name. A marker that does not hold skips its requirement.
+    reqs.write_text("pyyaml>=6\nno-such-dist-ukdpack>=1\n"
+                    'other-missing-ukdpack; python_version < "3"\n')
+    r = subprocess.run([sys.executable, str(REPO / "cmake" / "UkdCheckPython.py"), str(reqs)],
+                       capture_output=True, text=True, check=False)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.splitlines() == ["no-such-dist-ukdpack>=1"]
+
+
+def test_the_docs_reference_matches_the_comment_blocks() -> None:
+    r = subprocess.run([sys.executable, str(REPO / "scripts" / "cmake_docs.py"), "--check"],
+                       capture_output=True, text=True, check=False)
+    assert r.returncode == 0, r.stderr
+    doc = (REPO / "docs" / "cmake.md").read_text()
+    for fn in ("ukd_check_dvc_outputs", "ukd_add_dvc_pull_target", "ukd_add_pack_target",
+               "ukd_add_shard_tests"):
+        assert f"### `{fn}`" in doc
+    assert "UKDPACK_PACK_JOBS" in doc and "ALLOW_UNKNOWN_ARCHES" in doc

@@ -1,10 +1,13 @@
-"""The CMake API in a superbuild (tests/cmake/): configure-time DVC check, pull,
-per-arch pack targets whose rebuilds follow their inputs, install, shard tests.
-Run on Ninja and on Unix Makefiles."""
+"""The CMake API in a superbuild (tests/cmake/): the Python dependency check,
+configure-time DVC check, arch names, pull, per-arch pack targets whose rebuilds
+follow their inputs, install, shard tests (failing on a missing shard, skipping a
+dormant arch), clean. Run on Ninja and on Unix Makefiles; one build per generator,
+reconfigured as the tests go."""
 
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -15,6 +18,7 @@ import pytest
 from pack_support import REPO
 
 from ukdpack.produce import dvc
+from ukdpack.produce.cache import default_cache_dir
 
 HERE = REPO / "tests" / "cmake"
 ARCHES = ("gfx90a", "gfx1030")
@@ -54,9 +58,12 @@ class Superbuild:
         self.shards = self.build / "shards"
 
     def configure(self, *extra: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+        """Configure with the defaults of every test; ``extra`` comes last, so it wins."""
         return _run(["cmake", "-S", str(HERE), "-B", str(self.build), "-G", self.generator,
                      f"-DUKDPACK_CHECKOUT={REPO}", f"-DEXAMPLE_TREE={self.tree}",
                      f"-DPython3_EXECUTABLE={sys.executable}", "-DCMAKE_BUILD_TYPE=Release",
+                     "-DUKDPACK_PYTHON=", "-DGPU_TARGETS=gfx90a:xnack-;gfx1030",
+                     "-DUKDPACK_ALLOW_UNKNOWN_ARCHES=OFF", "-DUKDPACK_REQUIRE_DVC_OUTPUTS=OFF",
                      *extra], check=check)
 
     def build_all(self, check: bool = True) -> subprocess.CompletedProcess[str]:
@@ -76,11 +83,36 @@ class Superbuild:
         return {a for a in ARCHES if after[a] != before[a]}
 
 
+@pytest.fixture(scope="module")
+def bare_python(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """An interpreter without any of the packer's packages: a venv without
+    system site packages (and without pip: nothing is installed into it)."""
+    venv = tmp_path_factory.mktemp("bare") / "venv"
+    _run([sys.executable, "-m", "venv", "--without-pip", str(venv)])
+    return venv / "bin" / "python"
+
+
 @pytest.fixture(scope="module", params=["Ninja", "Unix Makefiles"])
 def superbuild(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
                ) -> Iterator[Superbuild]:
     yield Superbuild(tmp_path_factory.mktemp(str(request.param).replace(" ", "_")),
                      str(request.param))
+
+
+def test_missing_python_packages_fail_configure_by_name(superbuild: Superbuild,
+                                                         bare_python: Path) -> None:
+    """Under add_subdirectory, the first ukd_* call checks UKDPACK_PYTHON against
+    pyproject.toml's dependencies, by distribution name, with the pip command."""
+    r = superbuild.configure(f"-DUKDPACK_PYTHON={bare_python}", check=False)
+    assert r.returncode != 0
+    text = " ".join(r.stderr.split())  # CMake wraps long messages
+    toml = pytest.importorskip("tomllib")  # stdlib from Python 3.11
+    reqs = toml.loads((REPO / "pyproject.toml").read_text())["project"]["dependencies"]
+    assert "jsonschema-rs>=0.20" in reqs  # the list is pyproject's, distribution names
+    for req in reqs:
+        assert f"'{req}'" in text, (req, text)
+    assert f"{bare_python} -m pip install '{reqs[0]}'" in text
+    assert "ModuleNotFoundError" not in text and "Traceback" not in text
 
 
 def test_missing_outputs_warn_then_fail_in_required_mode(superbuild: Superbuild) -> None:
@@ -90,19 +122,44 @@ def test_missing_outputs_warn_then_fail_in_required_mode(superbuild: Superbuild)
     for arch in ("gfx90a", "gfx940", "gfx1030"):
         assert f"dvc pull descriptors/prebuilt/objects/{arch}.dvc" in text
     assert "example: DVC outputs present: FALSE" in text
-    assert "'not_an_arch' is no GPU arch" in text
+    assert (f"-- ukdpack: ukd_pack_example: shards gfx90a, gfx1030 from {superbuild.tree} "
+            f"into {superbuild.shards}/<arch>/") in r.stdout
+    assert "-- ukdpack: ukd_pack_prebuilt: shards gfx90a, gfx1100 from" in r.stdout
     r = superbuild.configure("-DUKDPACK_REQUIRE_DVC_OUTPUTS=ON", check=False)
     assert r.returncode != 0
     assert "CMake Error" in r.stderr and "dvc pull descriptors/prebuilt/objects/gfx90a.dvc" in r.stderr
 
 
+def test_an_unknown_gpu_target_fails_configure_unless_allowed(superbuild: Superbuild) -> None:
+    r = superbuild.configure("-DGPU_TARGETS=gfx90a;not_an_arch", check=False)
+    assert r.returncode != 0
+    assert "CMake Error" in r.stderr and "'not_an_arch' is no GPU arch" in r.stderr
+    r = superbuild.configure("-DGPU_TARGETS=gfx90a;not_an_arch", "-DUKDPACK_ALLOW_UNKNOWN_ARCHES=ON")
+    assert "CMake Warning" in r.stderr and "'not_an_arch' is no GPU arch" in r.stderr
+    assert "-- ukdpack: ukd_pack_example: shards gfx90a from" in r.stdout
+
+
 def test_pull_then_a_clean_configure(superbuild: Superbuild) -> None:
     r = _run([sys.executable, "-m", "ukdpack", "dvc-pull", str(superbuild.tree)])
     assert "dvc pull" in r.stdout
-    r = superbuild.configure("-DUKDPACK_REQUIRE_DVC_OUTPUTS=ON")
+    hipcc = shutil.which("hipcc")
+    assert hipcc
+    r = superbuild.configure("-DUKDPACK_REQUIRE_DVC_OUTPUTS=ON", "-DUKDPACK_PACK_JOBS=4",
+                             f"-DUKDPACK_HIPCC={hipcc}", f"-DUKDPACK_CACHE_DIR={default_cache_dir()}")
     text = r.stdout + r.stderr
     assert "DVC outputs under" not in text
     assert "example: DVC outputs present: TRUE" in text
+    if superbuild.generator == "Ninja":
+        # Two arches at most at once (the most any pack target has), 4 / 2 compiles each.
+        rules = (superbuild.build / "CMakeFiles" / "rules.ninja").read_text()
+        assert "pool ukdpack_pack\n  depth = 2\n" in rules
+        ninja = (superbuild.build / "build.ninja").read_text()
+        packs = [b for b in ninja.split("\n\n") if " pack --source-root " in b]
+        assert len(packs) == 4  # example: gfx90a, gfx1030; prebuilt: gfx90a, gfx1100
+        for block in packs:
+            assert "pool = ukdpack_pack" in block
+            assert "--jobs 2 " in block and f"--hipcc {hipcc} " in block
+            assert f"--cache-dir {default_cache_dir()} " in block
 
 
 def test_build_packs_each_arch_and_noop_runs_nothing(superbuild: Superbuild) -> None:
@@ -110,10 +167,15 @@ def test_build_packs_each_arch_and_noop_runs_nothing(superbuild: Superbuild) -> 
     for arch in ARCHES:
         assert (superbuild.shards / arch / "kpack" / f"example_{arch}.kpack").is_file()
     assert not (superbuild.shards / "gfx940").exists()
+    prebuilt = superbuild.build / "prebuilt-shards"
+    assert (prebuilt / "gfx90a" / "kpack" / "prebuilt_gfx90a.kpack").is_file()
+    assert not (prebuilt / "gfx1100").exists()
+    assert "no kernels for gfx1100" in (prebuilt / ".gfx1100.dormant").read_text()
+    assert not (prebuilt / ".gfx90a.dormant").exists()
     before = superbuild.stamps()
     r = superbuild.build_all()
     assert superbuild.repacked(before) == set()
-    assert "packing example" not in r.stdout
+    assert "packing example" not in r.stdout and "dvc pull for" not in r.stdout
 
 
 def test_edits_repack_only_the_shards_that_read_them(superbuild: Superbuild) -> None:
@@ -162,9 +224,16 @@ def test_shard_tests_and_install_without_stamps(superbuild: Superbuild) -> None:
     for arch in ARCHES:
         for check in ("validate", "verify", "desk-check"):
             assert f"ukdpack.example.{arch}.{check} " in r.stdout, r.stdout
-    assert r.stdout.count(" Test #") == 2 * 3  # 3 checks per built arch, no others
+    # 3 checks per arch of the two packs ("Test  #1:" .. "Test #12:")
+    assert len(re.findall(r" Test +#\d+: ", r.stdout)) == 4 * 3, r.stdout
+    # The dormant arch's tests are skipped, the others ran.
+    for check in ("validate", "verify", "desk-check"):
+        assert f"ukdpack.prebuilt.gfx1100.{check} (Skipped)" in r.stdout, r.stdout
+        assert f"ukdpack.prebuilt.gfx90a.{check} (Skipped)" not in r.stdout
+    assert r.stdout.count("(Skipped)") == 3
     prefix = superbuild.build.parent / "prefix"
-    _run(["cmake", "--install", str(superbuild.build), "--prefix", str(prefix)])
+    _run(["cmake", "--install", str(superbuild.build), "--prefix", str(prefix),
+          "--component", "ukdpack_example"])
     shards = prefix / "share" / "example" / "shards"
     assert sorted(p.name for p in shards.iterdir()) == sorted(ARCHES)
     installed = [p for p in shards.rglob("*")]
@@ -178,6 +247,49 @@ def test_shard_tests_and_install_without_stamps(superbuild: Superbuild) -> None:
     built = {str(p.relative_to(superbuild.shards / "gfx90a"))
              for p in (superbuild.shards / "gfx90a").rglob("*") if p.is_file()}
     assert files == built
+
+
+def test_a_missing_shard_fails_its_tests(superbuild: Superbuild) -> None:
+    """A shard that is gone with no dormancy recorded (a failed or refused pack removed
+    it) fails its tests rather than skipping them."""
+    shutil.rmtree(superbuild.shards / "gfx1030")
+    r = _run(["ctest", "--test-dir", str(superbuild.build), "-L", "ukdpack-example",
+              "--output-on-failure"], check=False)
+    assert r.returncode != 0
+    assert "50% tests passed, 3 tests failed out of 6" in r.stdout, r.stdout
+    for check in ("validate", "verify", "desk-check"):
+        assert f"ukdpack.example.gfx1030.{check} (Failed)" in r.stdout, r.stdout
+    assert "(Skipped)" not in r.stdout
+    assert f"the shard {superbuild.shards / 'gfx1030'} is missing" in " ".join(r.stdout.split())
+    # The next build packs that arch again, and only that one.
+    before = superbuild.stamps()["gfx90a"]
+    superbuild.build_all()
+    assert (superbuild.shards / "gfx1030" / "kpack" / "example_gfx1030.kpack").is_file()
+    assert superbuild.stamps()["gfx90a"] == before
+
+
+def test_pull_step_reruns_for_a_missing_output_and_clean_spares_it(superbuild: Superbuild
+                                                                    ) -> None:
+    """The pull step runs again when a DVC output is deleted, and not otherwise;
+    `clean` removes the shards and leaves the pulled objects in the source tree."""
+    sb = superbuild
+    outputs = [o.path for o in dvc.tracked_outputs(sb.tree)]
+    assert len(outputs) == 3
+    shutil.rmtree(outputs[0])
+    r = _run(["cmake", "--build", str(sb.build), "--target", "ukd_dvc_example"])
+    assert "dvc pull for" in r.stdout
+    assert outputs[0].is_dir() and any(outputs[0].iterdir())
+    r = _run(["cmake", "--build", str(sb.build), "--target", "ukd_dvc_example"])
+    assert "dvc pull for" not in r.stdout
+    objects = {p: p.read_bytes() for o in outputs for p in o.rglob("*") if p.is_file()}
+    assert len(objects) == 3
+    _run(["cmake", "--build", str(sb.build), "--target", "clean"])
+    assert {p: p.read_bytes() for p in objects if p.is_file()} == objects
+    prebuilt = sb.build / "prebuilt-shards"
+    for gone in (sb.shards / "gfx90a", prebuilt / "gfx90a", prebuilt / ".gfx1100.dormant",
+                 prebuilt / ".gfx90a.lock"):
+        assert not gone.exists(), gone
+    assert not list((sb.build / "ukdpack").glob("*.stamp"))
 
 
 def test_installed_copy_works_through_find_package(installed_prefix: Path,

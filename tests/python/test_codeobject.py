@@ -1,4 +1,4 @@
-"""Code objects and signatures (SPEC 6) on real hipcc output, Python and C++ readers."""
+"""Code objects and signatures on real hipcc output, Python and C++ readers."""
 
 from __future__ import annotations
 
@@ -58,7 +58,7 @@ def _raw_args(data: bytes, kernel: str) -> list[dict[str, Any]]:
 
 
 def _bundle(entries: list[tuple[str, bytes]]) -> bytes:
-    """A clang offload bundle laid out as SPEC 6 says."""
+    """A clang offload bundle laid out as clang writes one."""
     header = b"__CLANG_OFFLOAD_BUNDLE__" + struct.pack("<Q", len(entries))
     size = len(header) + sum(24 + len(t) for t, _ in entries)
     table, blobs, pos = b"", b"", size

@@ -1,6 +1,6 @@
 """The ``cuda`` kernel-source kind on a machine without a GPU: nvcc compiles cubins,
 the packer stores them as ``cubin`` entries, signatures come from the cubin's
-parameter records, and the host-side runtime checks hold (SPEC 3.1, issue "Device
+parameter records, and the host-side runtime checks hold (issue "Device
 end to end"). Execution itself is in tests/device/."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""``ukdpack desk-check``: the whole-set rules (SPEC 4) over a packed shard, toc keys
+"""``ukdpack desk-check``: the whole-set rules over a packed shard, toc keys
 judged by sha256, archive membership, unclaimed entries."""
 
 from __future__ import annotations

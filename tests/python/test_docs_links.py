@@ -5,6 +5,7 @@ doc refers to a design document outside the repository."""
 from __future__ import annotations
 
 import re
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -66,3 +67,17 @@ def test_relative_link_names_a_path_of_the_repository(doc: str, target: str) -> 
 def test_no_doc_refers_to_the_design_document(doc: Path) -> None:
     text = doc.read_text(encoding="utf-8")
     assert "SPEC" not in text, f"{doc.relative_to(REPO)} mentions SPEC; the docs stand alone"
+
+
+def test_no_source_comment_cites_a_document_outside_the_repository() -> None:
+    """Comments point at docs/ (which ship), never at a design document that does not."""
+    cited = re.compile(r"\bSPEC \d")
+    tracked = subprocess.run(["git", "ls-files", "python", "cpp", "tests", "cmake", "scripts",
+                              "bench", "CMakeLists.txt"], cwd=REPO, capture_output=True,
+                             text=True, check=True).stdout.split()
+    found = [f"{name}:{n}" for name in tracked
+             if name.endswith((".py", ".cpp", ".hpp", ".cmake", ".sh", ".txt"))
+             for n, line in enumerate((REPO / name).read_text(encoding="utf-8",
+                                                               errors="replace").splitlines(), 1)
+             if cited.search(line)]
+    assert not found, f"comments cite SPEC sections: {found}"

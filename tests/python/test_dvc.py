@@ -1,4 +1,4 @@
-"""DVC outputs (SPEC 12): presence and content checks on a real DVC repository with
+"""DVC outputs: presence and content checks on a real DVC repository with
 the example's committed local remote, pulls through DVC itself, and what validate
 and pack say about objects that were not pulled."""
 

@@ -1,5 +1,5 @@
 """Paths that leave the source root are refused at pack, and a shard whose library
-leaves the shard (or hops through a link) is refused by the loader (SPEC 8, 9.1).
+leaves the shard (or hops through a link) is refused by the loader.
 
 The corpus already checks one message fragment for a hip ``..`` source, a hip symlink
 and a UHD artifact ``..``; here every referencing field meets every kind of escape, and

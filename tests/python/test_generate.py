@@ -291,7 +291,7 @@ REFUSALS: list[tuple[str, Mutation, str, str]] = [
      "$.packs[0].dispatch", "'nope' names no dispatch of $.dispatches"),
     ("hsaco-without-arches", lambda d: d["variants"].append(
         {k: v for k, v in _hsaco_set("h").items() if k != "arches"}),
-     "$.variants[2]", "an hsaco kernel names its arch (SPEC 2.3): give the variant set "
+     "$.variants[2]", "an hsaco kernel names its arch: give the variant set "
                       "'arches'"),
     ("arch-outside-the-pack", lambda d: _variant(d, 1).update(arches=["gfx1030"]),
      "$.variants[1].arches[0]", "arch 'gfx1030' is not an arch of pack 'two' [gfx90a, "

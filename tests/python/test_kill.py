@@ -1,5 +1,5 @@
 """A pack SIGKILLed at any moment leaves the previous shard or the complete new one,
-never a mix or nothing; the next pack cleans up after it (SPEC 8, publishing)."""
+never a mix or nothing; the next pack cleans up after it."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""kpack archives (SPEC 7): the package's writer, the tests' independent Python reader
+"""kpack archives: the package's writer, the tests' independent Python reader
 (kpack_oracle) and the C++ reader (through the extension), on real code objects and on
 bytes assembled by hand."""
 
@@ -49,7 +49,7 @@ FRAME_HI = bytes.fromhex("28b52ffd" "20" "02" "110000") + b"hi"
 
 
 def golden(scheme: str) -> bytes:
-    """The archive of one entry ("k", gfx90a) = b"hi", spelled out from SPEC 7."""
+    """The archive of one entry ("k", gfx90a) = b"hi", spelled out byte by byte."""
     entry = (b"\x81" + fs("k") + b"\x81" + fs("gfx90a") + b"\x83" + fs("type") + fs("hsaco")
              + fs("ordinal") + b"\x00" + fs("original_size") + b"\x02")
     common = (fs("format_version") + b"\x01" + fs("group_name") + fs("g")

@@ -1,4 +1,4 @@
-"""The launch helpers of SPEC 3.3, reached from Python through the extension."""
+"""The launch helpers, reached from Python through the extension."""
 
 from __future__ import annotations
 

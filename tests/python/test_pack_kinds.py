@@ -255,13 +255,21 @@ def test_dormant_root_and_required(tmp_path: Path, cache: Path) -> None:
     (root / "k.hip").write_text(HIP)
     _kdp(root, "a.kdp.json", [_ukd("k", 1, {"kind": "hip", "source": "k.hip", "entry": "first",
                                             "build": {}})], arch=["gfx1030"])
-    r = _pack(root, tmp_path / "out", cache, ("gfx90a", "gfx940"))
+    depfile = tmp_path / "pack.d"
+    r = _pack(root, tmp_path / "out", cache, ("gfx90a", "gfx940"), "--depfile", str(depfile))
     assert r.returncode == 0, r.stderr
     assert "dormant: no kernels for gfx90a, gfx940" in r.stderr
+    # What decides dormancy is a dependency: an edit giving gfx90a kernels repacks it.
+    assert str(root / "a.kdp.json") in depfile.read_text()
     assert not (tmp_path / "out" / "gfx90a").exists()
+    # Recorded per arch, so a build's shard tests can tell dormancy from a failed pack.
+    for arch in ("gfx90a", "gfx940"):
+        assert "dormant: no kernels for gfx90a, gfx940" in \
+            (tmp_path / "out" / f".{arch}.dormant").read_text()
     r = _pack(root, tmp_path / "out", cache, ("gfx90a",), "--required")
     assert r.returncode == 1
     assert "no kernels for gfx90a, and the root is required" in r.stderr
+    assert not (tmp_path / "out" / ".gfx90a.dormant").exists()
 
 
 def test_arch_without_kernels_gets_no_shard_and_a_note(tmp_path: Path, cache: Path) -> None:
@@ -270,11 +278,15 @@ def test_arch_without_kernels_gets_no_shard_and_a_note(tmp_path: Path, cache: Pa
     (root / "k.hip").write_text(HIP)
     _kdp(root, "a.kdp.json", [_ukd("k", 1, {"kind": "hip", "source": "k.hip", "entry": "first",
                                             "build": {}})], arch=["gfx90a"])
+    (tmp_path / "out").mkdir()
+    (tmp_path / "out" / ".gfx90a.dormant").write_text("left by an earlier pack\n")
     r = _pack(root, tmp_path / "out", cache, ("gfx90a", "gfx940"))
     assert r.returncode == 0, r.stderr
     assert "gfx940: no kernels for this arch; no shard" in r.stderr
     assert (tmp_path / "out" / "gfx90a").is_dir()
     assert not (tmp_path / "out" / "gfx940").exists()
+    assert "no kernels for gfx940" in (tmp_path / "out" / ".gfx940.dormant").read_text()
+    assert not (tmp_path / "out" / ".gfx90a.dormant").exists()  # a shard was published
 
 
 def test_standalone_ukd_is_packed_beside_its_own_sidecar(tmp_path: Path, cache: Path) -> None:

@@ -6,7 +6,6 @@ the distribution's metadata names its license and URLs."""
 from __future__ import annotations
 
 import os
-import re
 import shutil
 import subprocess
 import sys
@@ -213,16 +212,3 @@ def test_a_plain_pip_install_builds_outside_the_development_build() -> None:
     assert dev.build_dir == "build/py"
     setup = (REPO / "scripts" / "setup.sh").read_text()
     assert setup.count("-C build-dir=build/py -C cmake.define.UKDPACK_BUILD_TESTS=ON") == 2
-
-
-def test_the_cmake_interpreter_check_asks_for_the_packages_pip_installs() -> None:
-    """A pip install brings [project] dependencies only: the CMake API's configure check
-    (UkdPackaging.cmake) must ask for those, not for test-only packages."""
-    tomllib = pytest.importorskip("tomllib")
-
-    deps = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["dependencies"]
-    wanted = {re.split(r"[<>=!~ \[;]", d, maxsplit=1)[0].lower() for d in deps}
-    text = (REPO / "cmake" / "UkdPackaging.cmake").read_text()
-    found = re.search(r"^set\(_UKDPACK_PY_PACKAGES ([^)]*)\)", text, re.MULTILINE)
-    assert found is not None
-    assert set(found.group(1).split()) == wanted

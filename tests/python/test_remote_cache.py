@@ -271,21 +271,26 @@ def test_a_5xx_server_costs_one_warning(tmp_path: Path) -> None:
         gen.close()
 
 
+def _cmakedir() -> str:
+    """The CMake package of the ukdpack installed in this interpreter (as a user finds it)."""
+    return subprocess.run([sys.executable, "-m", "ukdpack", "--cmakedir"], capture_output=True,
+                          text=True, check=True).stdout.strip()
+
+
 @pytest.mark.parametrize("value", ["http://cache.example:8080/ukdpack", ""])
 def test_cmake_passes_the_remote_cache_to_each_pack(tmp_path: Path, value: str) -> None:
     """-DUKDPACK_REMOTE_CACHE reaches every arch's pack command; empty adds nothing."""
     project = tmp_path / "p"
     shutil.copytree(MINIMAL, project / "tree")
-    (project / "CMakeLists.txt").write_text(f"""cmake_minimum_required(VERSION 3.20)
-project(remote_flag NONE)
-set(UKDPACK_PYTHON "{sys.executable}")
-set(UKDPACK_PYTHONPATH "{REPO / 'python'}")
-include("{REPO / 'cmake' / 'UkdPackaging.cmake'}")
+    (project / "CMakeLists.txt").write_text("""cmake_minimum_required(VERSION 3.20)
+project(remote_flag CXX)
+find_package(ukdpack CONFIG REQUIRED)
 ukd_add_pack_target(NAME k SOURCE_ROOT tree OUT_ROOT shards ARCHES gfx90a gfx1030)
 """)
     build = tmp_path / "b"
     r = subprocess.run(["cmake", "-S", str(project), "-B", str(build), "-G", "Ninja",
-                        f"-DUKDPACK_REMOTE_CACHE={value}", "-DUKDPACK_REMOTE_CACHE_MODE=read"],
+                        f"-Dukdpack_DIR={_cmakedir()}", f"-DUKDPACK_REMOTE_CACHE={value}",
+                        "-DUKDPACK_REMOTE_CACHE_MODE=read"],
                        capture_output=True, text=True, check=False)
     assert r.returncode == 0, r.stderr
     commands = [line for line in (build / "build.ninja").read_text().splitlines()

@@ -1,5 +1,5 @@
 """The C++ loader, state manager, integrity checks, selector revision and plan
-capture, reached from Python through ``ukdpack._runtime`` (SPEC 9.2)."""
+capture, reached from Python through ``ukdpack._runtime``."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """The runtime's verdict on shards: the committed ``multi_launch_mismatch`` fixture,
-a packer-built ``multi_launch`` shard, and the pack-time runtime check (SPEC 9.3)."""
+a packer-built ``multi_launch`` shard, and the pack-time runtime check."""
 
 from __future__ import annotations
 
@@ -125,3 +125,64 @@ def test_malformed_handler_manifest_is_named(tmp_path: Path, content: str, fragm
     assert r.returncode == 1
     assert fragment in r.stderr
     assert "Traceback" not in r.stderr
+
+
+class _Handler:
+    """A dispatch handler given from Python: the parallel check calls it from threads of
+    its own (it takes the GIL); ``fail`` makes expected_signature raise."""
+
+    def __init__(self, launches: list[str], fail: bool = False) -> None:
+        self.launches, self.fail = launches, fail
+
+    def launch_names(self) -> list[str]:
+        return self.launches
+
+    def expected_signature(self, launch: str | None) -> None:
+        if self.fail:
+            raise RuntimeError(f"handler failed for {launch}")
+        return None
+
+
+def _damaged_copy(shard: Path, dest: Path) -> Path:
+    """The shard with a byte of its archive's data flipped: one entry fails its check."""
+    import shutil
+
+    copy = Path(shutil.copytree(shard, dest))
+    (archive,) = (copy / "kpack").glob("*.kpack")
+    data = bytearray(archive.read_bytes())
+    data[len(data) // 3] ^= 0xFF
+    archive.write_bytes(bytes(data))
+    return copy
+
+
+def test_parallel_check_finds_what_a_loop_finds(multi_launch: Path, tmp_path: Path) -> None:
+    for shard in (multi_launch, _damaged_copy(multi_launch, tmp_path / "damaged")):
+        dset = _runtime.load_shard(str(shard))
+        handlers = {**_runtime.stub_handlers(dset),
+                    "example_split_kv_dispatch": _Handler(["produce", "consume"])}
+        sm = _runtime.StateManager(dset, handlers=handlers, arch="gfx90a")
+        launches = [(k["kernel_id"], launch) for k in sm.kept()
+                    for launch in k["launches"] or [None]]
+        looped = []
+        for kernel_id, launch in launches:
+            try:
+                _runtime.StateManager(dset, handlers=handlers, arch="gfx90a").load_launch_code(
+                    kernel_id, launch)
+                looped.append(None)
+            except _runtime.RuntimeCheckError as e:
+                looped.append(e.diagnostic)
+        for threads in (1, 3):
+            fresh = _runtime.StateManager(dset, handlers=handlers, arch="gfx90a")
+            assert fresh.check_launch_codes(launches, "gfx90a", threads) == looped
+        if shard != multi_launch:
+            assert any(d is not None for d in looped)
+
+
+def test_parallel_check_raises_a_handlers_exception(multi_launch: Path) -> None:
+    dset = _runtime.load_shard(str(multi_launch))
+    handlers = {**_runtime.stub_handlers(dset),
+                "example_split_kv_dispatch": _Handler(["produce", "consume"], fail=True)}
+    sm = _runtime.StateManager(dset, handlers=handlers, arch="gfx90a")
+    launches = [(k["kernel_id"], launch) for k in sm.kept() for launch in k["launches"] or [None]]
+    with pytest.raises(RuntimeError, match="handler failed for"):
+        sm.check_launch_codes(launches, "gfx90a", 3)

@@ -282,16 +282,17 @@ def test_cmake_gives_each_arch_its_target_ids(tmp_path: Path) -> None:
     repo = Path(__file__).resolve().parents[2]
     project = tmp_path / "p"
     shutil.copytree(repo / "tests" / "corpus" / "ok_minimal" / "tree", project / "tree")
-    (project / "CMakeLists.txt").write_text(f"""cmake_minimum_required(VERSION 3.20)
-project(target_ids NONE)
-set(UKDPACK_PYTHON "{sys.executable}")
-set(UKDPACK_PYTHONPATH "{repo / 'python'}")
-include("{repo / 'cmake' / 'UkdPackaging.cmake'}")
+    (project / "CMakeLists.txt").write_text("""cmake_minimum_required(VERSION 3.20)
+project(target_ids CXX)
+find_package(ukdpack CONFIG REQUIRED)
 set(GPU_TARGETS "gfx90a:xnack+;gfx1030;gfx90a:xnack-")
 ukd_add_pack_target(NAME k SOURCE_ROOT tree OUT_ROOT shards)
 """)
+    cmakedir = subprocess.run([sys.executable, "-m", "ukdpack", "--cmakedir"],
+                              capture_output=True, text=True, check=True).stdout.strip()
     build = tmp_path / "b"
-    r = subprocess.run(["cmake", "-S", str(project), "-B", str(build), "-G", "Ninja"],
+    r = subprocess.run(["cmake", "-S", str(project), "-B", str(build), "-G", "Ninja",
+                        f"-Dukdpack_DIR={cmakedir}"],
                        capture_output=True, text=True, check=False)
     assert r.returncode == 0, r.stderr
     commands = [line for line in (build / "build.ninja").read_text().splitlines()

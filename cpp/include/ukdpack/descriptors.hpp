@@ -1,11 +1,12 @@
 // The descriptor model: kernels (UKD) and their sources, and the three helpers
-// that are the one reader of a kernel's launches (SPEC 3.3).
+// that are the one reader of a kernel's launches.
 #pragma once
 
 #include <cstdint>
 #include <filesystem>
 #include <functional>
 #include <map>
+#include <memory>
 #include <optional>
 #include <set>
 #include <string>
@@ -19,6 +20,34 @@
 namespace ukdpack {
 
 using Json = nlohmann::json;
+
+// A JSON value as written: a view of a descriptor file's text (the text is
+// shared by every view of that file and lives as long as the last one), read
+// into a Json when asked; or a value built in memory. The loader keeps each
+// kernel's `raw` and each source's `fields` so: a load never builds them, and
+// most are never asked for.
+class JsonText {
+ public:
+  JsonText() = default;  // null
+  JsonText(Json value) : value_(std::move(value)) {}  // NOLINT: a built value reads as itself
+  JsonText(std::shared_ptr<const std::string> text, std::size_t offset, std::size_t size)
+      : text_(std::move(text)), offset_(offset), size_(size) {}
+
+  // The value: the built one, or the text read again (every call; the text
+  // was read strictly when the file was loaded).
+  Json json() const;
+  bool isNull() const { return !text_ && value_.is_null(); }
+  // The bytes it was written as; empty for a built value.
+  std::string_view text() const {
+    return text_ ? std::string_view(*text_).substr(offset_, size_) : std::string_view();
+  }
+
+ private:
+  std::shared_ptr<const std::string> text_;
+  std::size_t offset_ = 0;
+  std::size_t size_ = 0;
+  Json value_;
+};
 
 // "<major>.<minor>" of a descriptor type's version line.
 struct Version {
@@ -52,7 +81,10 @@ std::string describeSignature(const Signature& sig);
 // One source of a kernel: the single `kernel_source` or one `sources` entry.
 struct KernelSource {
   std::string kind;  // hip, hsaco, embedded_source, cuda, builder, kpack
-  Json fields = Json::object();  // the entry as written, `kind` included
+  JsonText fields = Json::object();  // the entry as written, `kind` included
+  // The string the kind's file field (SourceKindInfo::fileField) names, when
+  // the kind has one and it is a string: what the loader checks exists.
+  std::optional<std::string> file;
 
   // Filled when kind == "kpack" (the packed form).
   std::string library;
@@ -145,7 +177,7 @@ std::string jsonPathKey(const std::string& base, std::string_view key);
 std::string jsonPathIndex(const std::string& base, std::size_t index);
 
 // ---------------------------------------------------------------------------
-// The other descriptor types (SPEC 2.3). Each parser is strict in the way
+// The other descriptor types. Each parser is strict in the way
 // parseKernel is: it reads exactly the fields the type's JSON Schema names,
 // words every refusal as the schema's `x-expect` / `x-message` texts do, and
 // refuses unknown keys except extension keys (`x-`, `_`).
@@ -157,6 +189,8 @@ using DescriptorContext = KernelContext;
 // The comparison key of an id: UUIDs compare case-insensitively (lowercased),
 // other ids verbatim.
 std::string idKey(std::string_view id);
+// Whether idKey(id) == key, without building idKey(id) (lookups by id).
+bool sameIdKey(std::string_view id, std::string_view key);
 
 // The versions each descriptor type's reader reads: "<major>.<minor>" up to a
 // maximum minor within one major.
@@ -176,7 +210,7 @@ struct VersionLimits {
 // "1.0, 1.1" for a limit of 1.1: every version a reader up to `max` reads.
 std::string readableVersions(const Version& max);
 
-// What a reader up to `max` does with a document's `version` (SPEC 2.2): read
+// What a reader up to `max` does with a document's `version`: read
 // it, skip it (a newer minor or another major: a warning), refuse it (not a
 // version at all: an error), or leave a missing version to the parser.
 enum class VersionGate { Read, Skip, Malformed, Missing };
@@ -210,7 +244,7 @@ struct PackMember {
   std::size_t index = 0;  // position in the KDP's kernelDescriptors
   std::string ref;        // the standalone UKD's id; empty for an inline kernel
   Kernel kernel;
-  Json raw;               // the UKD object as written, extension keys included
+  JsonText raw;           // the UKD object as written, extension keys included
   std::size_t root = 0;   // root the UKD was read from (a standalone UKD's own)
   // The metadata completed by the engine's KMD (defaults filled in); the
   // metadata as written when the pack has no engine. Filled by the loader.

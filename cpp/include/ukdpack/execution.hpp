@@ -1,4 +1,4 @@
-// Device execution (SPEC 9.1, issue "Device end to end"): the backend a plan
+// Device execution (issue "Device end to end"): the backend a plan
 // runs through, the raw argument lists kernels take, and RAII owners for
 // modules and device buffers. Backends load their driver at run time, so the
 // library builds and links where no GPU runtime is installed.

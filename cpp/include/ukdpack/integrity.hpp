@@ -1,4 +1,4 @@
-// Integrity at launch-code load (SPEC 9.1): before any code object of a packed
+// Integrity at launch-code load: before any code object of a packed
 // launch is handed on, in this order: `library` containment (no escape from
 // the shard, no symlink hop), the signature the handler expects, the toc entry
 // for the arch, the sha256 of the decompressed bytes, the symbol in the object.
@@ -72,6 +72,7 @@ struct LaunchCodeOptions {
   const DispatchHandler* handler = nullptr;  // its expectedSignature() is checked
   std::string dispatchSymbol;                // names the handler in messages
   ArchiveCache* cache = nullptr;             // nullptr: a cache for this call only
+  bool keepBytes = true;                     // false: verify only, return no bytes (a check)
 };
 
 // The signature refusal, or nullopt when `packed` satisfies `expected`: same

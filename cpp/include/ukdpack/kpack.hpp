@@ -1,4 +1,4 @@
-// Reader of kpack archives (KPAK version 1, SPEC 7), the format ROCm's
+// Reader of kpack archives (KPAK version 1, docs/shards.md), the format ROCm's
 // rocm-kpack reads and writes. Bounded reads: no offset or size in the file is
 // trusted before it is checked against the file; no input crashes it.
 #pragma once

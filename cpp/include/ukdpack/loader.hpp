@@ -1,4 +1,4 @@
-// The descriptor loader (SPEC 2, 9.1): walks one shard (or several roots),
+// The descriptor loader: walks one shard (or several roots),
 // reads every descriptor strictly, gates versions per type, checks ids and
 // references, and returns what loads with a diagnostic for everything else.
 // It never throws through its API.
@@ -49,6 +49,9 @@ struct LoaderOptions {
   // (DescriptorSet::maxDecompressedBytes); a state manager and
   // ukdpack-validate spend one budget across their loads.
   std::uint64_t maxDecompressedBytes = kDefaultMaxDecompressedBytes;
+  // Threads reading a root's files (0: one per core, at most 16). What each
+  // file produces joins the set in walk order, so the result does not depend on it.
+  unsigned threads = 0;
 };
 
 // Everything one load produced. Pointers returned by the finders point into

@@ -1,4 +1,4 @@
-// Execution plans (SPEC 9.1). A plan of a kept kernel runs its launches in the
+// Execution plans. A plan of a kept kernel runs its launches in the
 // handler's order over one workspace. A *saved* plan names one code object, so
 // saving is refused for a multi-launch kernel, for having several launches.
 #pragma once

@@ -1,4 +1,4 @@
-// The handler registry (SPEC 9.1): native code registers the dispatch
+// The handler registry: native code registers the dispatch
 // handlers, matchers and heuristics that descriptors name by symbol.
 #pragma once
 

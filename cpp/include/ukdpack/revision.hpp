@@ -1,4 +1,4 @@
-// Selector revision (SPEC 9.1): a digest over a pack's engine-visible content,
+// Selector revision: a digest over a pack's engine-visible content,
 // so that any change to what an engine can select gives a new revision.
 #pragma once
 

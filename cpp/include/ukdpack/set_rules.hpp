@@ -1,4 +1,4 @@
-// The whole-set rules (SPEC 4) that no single descriptor shows: launch sets
+// The whole-set rules that no single descriptor shows: launch sets
 // per dispatch handler, toc keys shared only by one code object, and which
 // generic descriptors a shard ships (reachability). One implementation, used
 // by ukdpack-validate, by the packer and its shard tools through the

@@ -1,4 +1,4 @@
-// The state manager (SPEC 9.1): decides which loaded kernels a set of native
+// The state manager: decides which loaded kernels a set of native
 // dispatch handlers can serve on a device, and says why it drops the others.
 #pragma once
 
@@ -11,6 +11,7 @@
 #include <string_view>
 #include <unordered_map>
 #include <vector>
+#include <utility>
 
 #include "ukdpack/descriptors.hpp"
 #include "ukdpack/diagnostics.hpp"
@@ -96,7 +97,20 @@ class StateManager {
                                                    const std::optional<std::string>& launch,
                                                    const std::string& arch = "") const;
 
+  // loadLaunchCode of every (kernel id, launch) of `launches`, on `threads`
+  // threads (0: the hardware's count), its bytes dropped: per launch, the
+  // failure or nullopt. Launches whose source names the same archive entry run
+  // one after another on one thread, so each entry is decompressed and hashed
+  // once (the verified cache serves the rest), as in a loop over them. A pack
+  // checks a staged shard with it.
+  std::vector<std::optional<Diagnostic>> checkLaunchCodes(
+      const std::vector<std::pair<std::string, std::optional<std::string>>>& launches,
+      const std::string& arch = "", unsigned threads = 0) const;
+
  private:
+  Result<std::vector<std::uint8_t>> loadLaunchCode(std::string_view kernelId,
+                                                   const std::optional<std::string>& launch,
+                                                   const std::string& arch, bool keepBytes) const;
   void build(const Registry& registry);
   void drop(const Pack& pack, const PackMember& m, const std::string& symbol, const std::string& code,
             const std::string& reason);
@@ -116,7 +130,7 @@ class StateManager {
   std::shared_ptr<ArchiveCache> cache_;
 };
 
-// Whether a kernel of `pack` runs on the device `arch` (SPEC 9.1): its UKD
+// Whether a kernel of `pack` runs on the device `arch`: its UKD
 // arch, else its pack's; an empty list is every arch; generic targets hold
 // their members. An empty `arch` matches every kernel.
 bool kernelRunsOn(const Pack& pack, const Kernel& kernel, const std::string& arch);
@@ -124,7 +138,7 @@ bool kernelRunsOn(const Pack& pack, const Kernel& kernel, const std::string& arc
 // The arches a kernel names: its UKD arch, else its pack's (empty: every arch).
 std::vector<std::string> kernelArches(const Pack& pack, const Kernel& kernel);
 
-// The stub rule of ukdpack-validate (SPEC 9.1): per dispatch symbol, the
+// The stub rule of ukdpack-validate: per dispatch symbol, the
 // launches of the first UDD naming it that declares some, else the launch set
 // of the first kernel of the first pack (load order) naming it; [] otherwise.
 // With `arch`, only kernels that run on it count (one shard's view).

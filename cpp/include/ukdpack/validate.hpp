@@ -1,4 +1,4 @@
-// ukdpack-validate as a library (SPEC 9.1): load roots, register stubs for
+// ukdpack-validate as a library: load roots, register stubs for
 // every symbol they name, build a state manager and load the code of every
 // launch of every kept packed kernel. The tool prints what this returns.
 #pragma once

@@ -1,4 +1,4 @@
-"""The descriptor model: one frozen dataclass per descriptor type (SPEC 2.3).
+"""The descriptor model: one frozen dataclass per descriptor type.
 
 Models are built from what the C++ runtime loaded (``_runtime.DescriptorSet``),
 so every field has been checked by the runtime's own reader. ``raw`` keeps the

@@ -1,4 +1,4 @@
-"""The YAML configuration of ``ukdpack generate`` (SPEC 13), read and checked.
+"""The YAML configuration of ``ukdpack generate``, read and checked.
 
 Every problem is named by the YAML path of the field (``$.variants[2].launches.
 consume.role``), in the JSON-path notation the rest of ukdpack uses, and all of
@@ -558,7 +558,7 @@ class _Reader:
             self.fail(jsonpath.key(path, "arches"), "expected at least one arch (leave "
                       "'arches' out for kernels that run on every arch of their pack)")
         if kind == "hsaco" and not arches:
-            self.fail(path, "an hsaco kernel names its arch (SPEC 2.3): give the variant set "
+            self.fail(path, "an hsaco kernel names its arch: give the variant set "
                       "'arches', one prebuilt object per arch, e.g. file: objects/{arch}/x.hsaco")
         rows = self.rows(obj.get("params"), jsonpath.key(path, "params"), ("arch",),
                          len(arches) if arches else 1)

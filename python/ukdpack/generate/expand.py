@@ -1,4 +1,4 @@
-"""``ukdpack generate CONFIG.yaml --out R`` (SPEC 13): an engine described in YAML
+"""``ukdpack generate CONFIG.yaml --out R``: an engine described in YAML
 expanded into an authored descriptor tree.
 
 The config (``genconfig``) names a KMD, a UED, matchers, dispatches, packs and

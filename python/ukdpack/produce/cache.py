@@ -1,4 +1,4 @@
-"""The content-addressed compile cache (SPEC 5).
+"""The content-addressed compile cache.
 
 A compile is keyed in two steps, because the headers it reads are known only
 after it ran: a *base key* (compiler identity, the command line without paths,
@@ -10,8 +10,9 @@ a damaged entry is dropped and rebuilt, never packed.
 
 Layout under the cache folder: ``v1/objects/<ab>/<sha256>``,
 ``v1/manifests/<ab>/<base key>.json``, ``v1/info/<ab>/<sha256>.json`` (what was
-read from an object: kernels, target, signatures) and ``v1/compilers/`` (each
-compiler's fingerprint, compiler.identify). Every record carries a digest binding it
+read from an object: kernels, target, signatures), ``v1/compilers/`` (each
+compiler's fingerprint, compiler.identify) and ``v1/file-digests.json`` (the digests
+of files lookups read, by path and stat: FileDigests). Every record carries a digest binding it
 to its key: a record that fails it is ignored and rewritten. A manifest entry also
 records how to run its compile again (``rerun``: the command line without paths, the
 source, its root, the compiler), which ``ukdpack cache verify`` does.
@@ -31,6 +32,7 @@ import random
 import sys
 import tempfile
 import threading
+import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -53,13 +55,59 @@ def default_cache_dir() -> Path:
     return Path(base) / "ukdpack"
 
 
-class FileDigests:
-    """sha256 of files, each read once per run (keyed by path, size and mtime)."""
+#: A recorded digest is trusted only for a file last changed (mtime or ctime) at least
+#: this long before the digest was taken: a same-size rewrite within the file system's
+#: timestamp granularity leaves the stat unchanged (git's "racily clean" rule).
+RACY_NS = 2_000_000_000
 
-    def __init__(self) -> None:
+#: Entries the digest manifest keeps at most: this run's, then the most recent others.
+MAX_RECORDED_FILES = 20_000
+
+# (size, mtime_ns, ctime_ns, inode, device): what must match for a digest to be reused.
+_Stamp = tuple[int, int, int, int, int]
+
+
+def _stamp(st: os.stat_result) -> _Stamp:
+    return (st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino, st.st_dev)
+
+
+def trusted(recorded: _Stamp, taken_ns: int, now: _Stamp) -> bool:
+    """Whether a digest taken at ``taken_ns`` of a file then stamped ``recorded`` still
+    holds for the file stamped ``now``: every field equal, and the file last changed
+    well before the digest was taken (else a rewrite within the timestamp granularity
+    could hide behind the same stamp)."""
+    return recorded == now and max(now[1], now[2]) <= taken_ns - RACY_NS
+
+
+class FileDigests:
+    """sha256 of files, each read once per run (keyed by path, size and mtime).
+
+    With a ``manifest`` file, digests also outlive the run: a file whose size, mtime,
+    ctime, inode and device are those recorded with its digest, and that had not
+    changed for a while when it was taken (``trusted``), is not read again. The
+    manifest is written atomically (``save``) and bound to its content by a digest; a
+    damaged one is ignored and rewritten."""
+
+    def __init__(self, manifest: Path | None = None) -> None:
         self._memo: dict[tuple[str, int, int], str] = {}
         self._latest: dict[str, str] = {}  # path -> the digest last taken this run
         self._lock = threading.Lock()
+        self._manifest = manifest
+        self._recorded: dict[str, list[Any]] | None = None  # loaded on first use
+        self._taken: dict[str, list[Any]] = {}  # this run's: path -> [*stamp, taken, digest]
+
+    def _known(self) -> dict[str, list[Any]]:
+        """The manifest's entries (path -> [*stamp, taken_ns, digest]); none when it is
+        missing, unreadable or fails its digest. Called with the lock held."""
+        if self._recorded is None:
+            self._recorded = {}
+            doc = _read_json(self._manifest) if self._manifest is not None else None
+            if isinstance(doc, dict):
+                entries = doc.get("entries")
+                if (isinstance(entries, dict)
+                        and doc.get("digest") == _bound(_DIGESTS_KEY, entries)):
+                    self._recorded = {p: e for p, e in entries.items() if _entry_ok(e)}
+        return self._recorded
 
     def digest(self, path: str, *, recheck: bool = True) -> str | None:
         """``recheck=False`` (cache lookups) takes a digest already taken this run without
@@ -76,12 +124,20 @@ class FileDigests:
         except OSError:
             return None
         key = (path, st.st_size, st.st_mtime_ns)
+        now = _stamp(st)
         with self._lock:
             found = self._memo.get(key)
+            if found is None:
+                entry = self._known().get(path)
+                if entry is not None and trusted(tuple(entry[:5]), entry[5], now):
+                    found = entry[6]
+                    self._memo[key] = found
+                    self._taken[path] = entry
             if found is not None:
                 self._latest[path] = found
         if found is not None:
             return found
+        taken = time.time_ns()
         try:
             with open(path, "rb") as f:
                 digest = hashlib.file_digest(f, "sha256").hexdigest()
@@ -90,7 +146,37 @@ class FileDigests:
         with self._lock:
             self._memo[key] = digest
             self._latest[path] = digest
+            self._taken[path] = [*now, taken, digest]
         return digest
+
+    def save(self, write: Callable[[Path, bytes], bool]) -> None:
+        """Write the manifest through ``write`` (atomic) when this run took a digest it
+        did not hold: this run's entries, then the others it held, newest first, at most
+        MAX_RECORDED_FILES."""
+        if self._manifest is None:
+            return
+        with self._lock:
+            known = self._known()
+            if all(known.get(p) == e for p, e in self._taken.items()):
+                return
+            others = sorted(((p, e) for p, e in known.items() if p not in self._taken),
+                            key=lambda item: -int(item[1][5]))
+            kept = dict(self._taken)
+            for p, e in others[:max(0, MAX_RECORDED_FILES - len(kept))]:
+                kept[p] = e
+            doc = {"digest": _bound(_DIGESTS_KEY, kept), "entries": kept}
+            if write(self._manifest, canonical_json(doc)):
+                self._recorded = kept
+
+
+_DIGESTS_KEY = "file-digests"
+
+
+def _entry_ok(entry: Any) -> bool:
+    """A manifest entry of the expected shape: six integers and a sha256 hex."""
+    return (isinstance(entry, list) and len(entry) == 7
+            and all(isinstance(v, int) and not isinstance(v, bool) for v in entry[:6])
+            and isinstance(entry[6], str) and len(entry[6]) == 64)
 
 
 @dataclass(frozen=True)
@@ -116,7 +202,7 @@ class CompileCache:
                  warn: Callable[[str], None] = _print_warning) -> None:
         self.root = folder
         self.folder = folder / VERSION
-        self.digests = digests or FileDigests()
+        self.digests = digests or FileDigests(self.folder / "file-digests.json")
         self._lock = threading.Lock()
         self._warn_lock = threading.Lock()  # apart: a write under _lock may fail and warn
         self._warn = warn
@@ -143,6 +229,11 @@ class CompileCache:
                 return
             self.unusable = why
         self._warn(f"ukdpack: warning: compile cache {self.root}: {why}; packing without it")
+
+    def save_digests(self) -> None:
+        """Record the file digests this run took, so the next pack need not read the
+        unchanged files again (FileDigests.save)."""
+        self.digests.save(self._write)
 
     # ------------------------------------------------------------ objects
     def _object_path(self, sha: str) -> Path:

@@ -1,4 +1,4 @@
-"""Code objects and their signatures (SPEC 6).
+"""Code objects and their signatures.
 
 A code object is a bare AMDGPU ELF, a clang offload bundle holding exactly one
 amdgcn entry, or an NVIDIA cubin. For AMDGPU objects kernel names, the target and
@@ -195,6 +195,18 @@ def _parse_amdgpu_document(doc: Any) -> Metadata:
     return Metadata(target, tuple(kernels))
 
 
+@lru_cache(maxsize=256)
+def note_metadata(desc: bytes) -> Metadata:
+    """The metadata an AMDGPU metadata note's descriptor (a msgpack document) holds.
+    Cached by the note: copies of one object differ in their data, not their notes."""
+    try:
+        doc = msgpack.unpackb(desc, raw=False, strict_map_key=False)
+    except (ValueError, TypeError, OverflowError, msgpack.UnpackException) as e:
+        # unhashable map keys surface as TypeError
+        raise CodeObjectError(f"bad AMDGPU metadata: not a msgpack document ({e})") from e
+    return _parse_amdgpu_document(doc)
+
+
 def _amdgpu_metadata(elf: _Elf) -> Metadata:
     for section in elf.sections:
         if section.type != SHT_NOTE:
@@ -202,12 +214,7 @@ def _amdgpu_metadata(elf: _Elf) -> Metadata:
         for owner, typ, desc in _notes(section):
             if owner != b"AMDGPU" or typ != NT_AMDGPU_METADATA:
                 continue
-            try:
-                doc = msgpack.unpackb(desc, raw=False, strict_map_key=False)
-            except (ValueError, TypeError, OverflowError, msgpack.UnpackException) as e:
-                # unhashable map keys surface as TypeError
-                raise CodeObjectError(f"bad AMDGPU metadata: not a msgpack document ({e})") from e
-            return _parse_amdgpu_document(doc)
+            return note_metadata(desc)
     raise CodeObjectError(
         "AMDGPU ELF has no metadata note (owner AMDGPU, type 32); code object v2 "
         "and older are not supported: rebuild with a current compiler")
@@ -279,20 +286,33 @@ def metadata(data: bytes) -> Metadata:
 
 def kernels(data: bytes) -> list[str]:
     """Sorted names of the kernels the code object's metadata lists."""
-    return sorted(name for name, _ in metadata(data).kernels)
+    return kernels_of(metadata(data))
+
+
+def kernels_of(meta: Metadata) -> list[str]:
+    """Sorted names of the kernels ``meta`` lists."""
+    return sorted(name for name, _ in meta.kernels)
 
 
 def target(data: bytes) -> str:
     """The ``amdhsa.target`` string, e.g. ``amdgcn-amd-amdhsa--gfx90a:xnack-``."""
-    value = metadata(data).target
-    if value is None:
+    return _target_of(metadata(data))
+
+
+def _target_of(meta: Metadata) -> str:
+    if meta.target is None:
         raise CodeObjectError("AMDGPU metadata has no amdhsa.target")
-    return value
+    return meta.target
 
 
 def target_arch(data: bytes) -> str:
     """The processor the object is built for, bare (``gfx90a``), feature suffixes stripped."""
-    full = target(data)
+    return target_arch_of(metadata(data))
+
+
+def target_arch_of(meta: Metadata) -> str:
+    """``target_arch`` of an object whose metadata is ``meta``."""
+    full = _target_of(meta)
     processor = full.rpartition("--")[2] if "--" in full else full.rpartition("-")[2]
     if not processor:
         raise CodeObjectError(f"amdhsa.target {full!r} names no processor")
@@ -302,7 +322,12 @@ def target_arch(data: bytes) -> str:
 def target_id(data: bytes) -> str:
     """The target ID the object is built for, features in name order (``gfx90a:xnack+``,
     ``gfx11-generic``); an object that leaves a feature "any" names none of it."""
-    full = target(data)
+    return target_id_of(metadata(data))
+
+
+def target_id_of(meta: Metadata) -> str:
+    """``target_id`` of an object whose metadata is ``meta``."""
+    full = _target_of(meta)
     named = full.rpartition("--")[2] if "--" in full else full.rpartition("-")[2]
     canonical = _runtime.canonical_target_id(named)
     if canonical is None:
@@ -313,7 +338,12 @@ def target_id(data: bytes) -> str:
 
 def read_signature(data: bytes, symbol: str) -> list[dict[str, Any]]:
     """The explicit arguments of kernel ``symbol``: ``{kind, size, offset[, name]}`` in order."""
-    for name, args in metadata(data).kernels:
+    return signature_of(metadata(data), symbol)
+
+
+def signature_of(meta: Metadata, symbol: str) -> list[dict[str, Any]]:
+    """``read_signature`` of an object whose metadata is ``meta``."""
+    for name, args in meta.kernels:
         if name == symbol:
             out: list[dict[str, Any]] = []
             for a in args:
@@ -322,5 +352,5 @@ def read_signature(data: bytes, symbol: str) -> list[dict[str, Any]]:
                     entry["name"] = a.name
                 out.append(entry)
             return out
-    held = ", ".join(kernels(data)) or "no kernels"
+    held = ", ".join(kernels_of(meta)) or "no kernels"
     raise CodeObjectError(f"code object has no kernel {symbol!r}; it holds: {held}")

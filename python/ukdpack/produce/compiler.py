@@ -1,5 +1,5 @@
 """Finding the device compilers, telling what they are, and running one device-only
-compile (SPEC 5).
+compile.
 
 hip: hipcc, from ``--hipcc``, then ``UKDPACK_HIPCC``, then ``PATH``; cuda: nvcc, from
 ``--nvcc``, then ``UKDPACK_NVCC``, then ``PATH``. Flags are pinned so the object

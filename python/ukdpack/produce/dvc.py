@@ -1,4 +1,4 @@
-"""DVC outputs under a descriptor root (SPEC 12).
+"""DVC outputs under a descriptor root.
 
 Prebuilt code objects live in folders tracked by ``.dvc`` sidecars (``outs``
 with ``md5``, ``size``, ``nfiles``, ``path``; a folder's ``md5`` ends in ``.dir``).

@@ -2,7 +2,7 @@
 objects (jobs) those launches share.
 
 Launches that share a translation unit and build (hip, cuda), a file (hsaco)
-or a builder call share one job, one code object and one toc key (SPEC 3.2).
+or a builder call share one job, one code object and one toc key.
 """
 
 from __future__ import annotations

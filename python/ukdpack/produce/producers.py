@@ -1,4 +1,4 @@
-"""Producers (SPEC 5): turn jobs into code objects.
+"""Producers: turn jobs into code objects.
 
 * hip: one ``hipcc --genco`` per distinct (source, build, arch), through the cache;
 * hsaco: the prebuilt file, read once, its ``amdhsa.target`` checked against the arch;
@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import glob
 import importlib
 import inspect
@@ -35,6 +36,7 @@ from ukdpack.produce import codeobject, compiler, dvc
 from ukdpack.produce.cache import CompileCache, base_key
 from ukdpack.produce.plan import Job
 from ukdpack.produce.remote import RemoteTier
+from ukdpack.shard.archive import DEFAULT_LEVEL as ARCHIVE_LEVEL
 
 
 @dataclass(frozen=True)
@@ -59,11 +61,12 @@ class ObjectInfo:
 @dataclass(frozen=True)
 class Product:
     job: Job
-    data: bytes  # the bare ELF stored in the archive
+    data: bytes | None  # the bare ELF stored in the archive; None when ``frame`` holds it
     sha256: str
     info: ObjectInfo
     deps: tuple[str, ...]  # files read to make it (for the depfile)
     compiled: bool  # the compiler ran for it in this pack
+    frame: bytes | None = None  # ``data`` as the archive's zstd frame, when made already
 
 
 class JobFailed(UkdError):
@@ -111,6 +114,34 @@ def _target_id(elf: bytes) -> str:
         return codeobject.target_arch(elf)
 
 
+def _target_id_of(meta: codeobject.Metadata) -> str:
+    """``_target_id`` from an object's metadata."""
+    try:
+        return codeobject.target_id_of(meta)
+    except codeobject.CodeObjectError:
+        return codeobject.target_arch_of(meta)
+
+
+@functools.lru_cache(maxsize=256)
+def _note_info(note: bytes) -> ObjectInfo:
+    """The ObjectInfo of an AMDGPU object whose metadata note's descriptor is ``note``:
+    what ``object_info`` reads, from the note the batch reader found (cached by the note:
+    its copies share it, and nothing changes an ObjectInfo)."""
+    meta = codeobject.note_metadata(note)
+    signatures = {k: codeobject.signature_of(meta, k) for k in codeobject.kernels_of(meta)}
+    return ObjectInfo(codeobject.target_arch_of(meta), signatures, _target_id_of(meta))
+
+
+#: Kinds whose objects a compiler makes, through the cache.
+COMPILED_KINDS = ("hip", "cuda")
+
+#: Prebuilt objects read per call of the batch reader: a Ctrl-C is seen between calls.
+PREFETCH_CHUNK = 256
+
+#: The zstd level the batch reader compresses prebuilt objects at: the archive's.
+FRAME_LEVEL = ARCHIVE_LEVEL
+
+
 #: How a job ended, as progress tells it: ``compiled`` (a compiler ran and made the
 #: object), ``reused`` (from the cache, prebuilt, or built by a builder), ``failed``.
 Outcome = Literal["compiled", "reused", "failed"]
@@ -144,6 +175,9 @@ class Producer:
         self.compiles = 0  # compiler runs in this pack that made an object
         self.failed = 0  # jobs that made no object
         self._missing: dict[str, Problem] = {}  # kind -> why its compiler is not there
+        # Prebuilt objects the batch reader took: path -> (ELF or None, sha256, metadata
+        # note, the ELF as the archive's zstd frame).
+        self._prefetched: dict[str, tuple[bytes | None, str, bytes, bytes | None]] = {}
 
     def compiler(self, kind: str) -> compiler.Compiler:
         """The compiler of ``kind``, identified (recorded in the cache: a warm pack runs
@@ -173,19 +207,24 @@ class Producer:
         """Every job's product, or the problem that stopped it. Never raises for bad input."""
         results: dict[tuple[str, str, str], Product | Problem] = {}
 
-        def one(job: Job) -> None:
+        def one(job: Job, lookup: bool = True, build: bool = True) -> bool:
+            """Run ``job``; False when it was left undone: a compile whose object the
+            cache lacks, with ``build`` False (``lookup`` False: it was looked up)."""
             if self._stopping.is_set():
-                return
+                return True
             start = time.monotonic()
             with self._busy_lock:
                 self._busy += 1
             try:
-                product: Product | Problem = self._produce(job)
+                made: Product | Problem | None = self._produce(job, lookup, build)
             except JobFailed as e:
-                product = e.problem
+                made = e.problem
             finally:
                 with self._busy_lock:
                     self._busy -= 1
+            if made is None:
+                return False
+            product: Product | Problem = made
             results[job.key] = product
             outcome: Outcome = ("failed" if not isinstance(product, Product) else
                                 "compiled" if product.compiled else "reused")
@@ -196,6 +235,7 @@ class Producer:
                 done(job, time.monotonic() - start, outcome)
                 for other in followers.get(job.key, ()):  # they share this job's object
                     done(other, 0.0, "failed" if outcome == "failed" else "reused")
+            return True
 
         # A generic family's object is compiled once for all its members: one job per
         # (kind, toc key, target) runs; the others share its product.
@@ -206,19 +246,52 @@ class Producer:
         first = [group[0] for group in shared.values()]
         followers = {group[0].key: group[1:] for group in shared.values()}
         # Longest first: compiles before reads, so the pool stays busy to the end.
-        order = sorted(first, key=lambda j: (j.kind not in ("hip", "cuda"), j.toc_key, j.arch))
-        if self.jobs == 1 or len(order) <= 1:
-            for job in order:  # in this thread: an interrupt reaches the compile itself
+        order = sorted(first, key=lambda j: (j.kind not in COMPILED_KINDS, j.toc_key, j.arch))
+        # Prebuilt objects are read in batches by the runtime (threads of its own, the GIL
+        # released) in this thread, while the pool runs the other jobs.
+        prebuilt = [j for j in order if j.kind == "hsaco"]
+        rest = [j for j in order if j.kind != "hsaco"]
+        if self.jobs == 1 or len(rest) <= 1:
+            for job in rest:  # in this thread: an interrupt reaches the compile itself
                 one(job)
+            self._run_prebuilt(prebuilt, one)
             return _share(results, shared.values())
         pool = ThreadPoolExecutor(max_workers=self.jobs, thread_name_prefix="ukdpack-job")
         try:
-            list(pool.map(one, order))
+            # Cache lookups run in this thread, each miss handed to the pool as it is
+            # found: the compiles start at once and the lookups overlap them.
+            futures = []
+            for job in rest:
+                if job.kind not in COMPILED_KINDS:
+                    continue
+                if self._stopping.is_set():
+                    break
+                if not one(job, build=False):
+                    futures.append(pool.submit(one, job, False))
+            futures += [pool.submit(one, job) for job in rest if job.kind not in COMPILED_KINDS]
+            self._run_prebuilt(prebuilt, one)
+            for f in futures:
+                f.result()
         except BaseException:
             self._abandon(pool)
             raise
         pool.shutdown()
         return _share(results, shared.values())
+
+    def _run_prebuilt(self, jobs: Sequence[Job], one: Callable[[Job], bool]) -> None:
+        """Run the prebuilt jobs, their files read a batch at a time."""
+        for start in range(0, len(jobs), PREFETCH_CHUNK):
+            if self._stopping.is_set():
+                return
+            chunk = jobs[start:start + PREFETCH_CHUNK]
+            paths = list(dict.fromkeys(str(self.root / j.rel) for j in chunk if j.rel))
+            got_all = _runtime.read_prebuilt_objects(paths, self.jobs, FRAME_LEVEL)
+            for path, got in zip(paths, got_all, strict=True):
+                if got is not None:
+                    self._prefetched[path] = got
+            for job in chunk:
+                one(job)
+            self._prefetched.clear()
 
     def _abandon(self, pool: ThreadPoolExecutor) -> None:
         """Stop the jobs of a pack that is ending (Ctrl-C lands in this, the main thread,
@@ -236,9 +309,11 @@ class Producer:
             time.sleep(0.02)
 
     # ---------------------------------------------------------------- producers
-    def _produce(self, job: Job) -> Product:
-        if job.kind in ("hip", "cuda"):
-            return self._compile(job)
+    def _produce(self, job: Job, lookup: bool = True, build: bool = True) -> Product | None:
+        """The job's product; for a compile, None when ``build`` is False and the cache
+        lacks it (``lookup`` False: it is known to lack it)."""
+        if job.kind in COMPILED_KINDS:
+            return self._compile(job, lookup, build)
         if job.kind == "hsaco":
             return self._prebuilt(job)
         if job.kind == "builder":
@@ -254,12 +329,18 @@ class Producer:
             info = object_info(elf, sha, None if job.kind == "hsaco" else self.cache)
         except codeobject.CodeObjectError as e:
             raise _fail(job, f"{what} is not a usable code object: {e}") from None
+        return self._checked(job, elf, sha, info, deps, compiled, what)
+
+    def _checked(self, job: Job, elf: bytes | None, sha: str, info: ObjectInfo,
+                 deps: tuple[str, ...], compiled: bool, what: str,
+                 frame: bytes | None = None) -> Product:
+        """The product, once its object is known to run on the job's arch."""
         if not _runtime.target_runs_on(info.target, job.arch):
             raise _fail(job, f"{what} targets {info.target}, not {job.arch}; the shard of "
                              f"{job.arch} needs an object built for it")
-        return Product(job, elf, sha, info, deps, compiled)
+        return Product(job, elf, sha, info, deps, compiled, frame)
 
-    def _compile(self, job: Job) -> Product:
+    def _compile(self, job: Job, lookup: bool = True, make: bool = True) -> Product | None:
         assert job.rel is not None
         try:
             comp = self.compiler(job.kind)
@@ -280,11 +361,13 @@ class Producer:
                         "source_sha256": source_digest})
         rerun = {"kind": job.kind, "argv": keyed, "source": job.rel,
                  "compiler": comp.identity, "compiler_path": comp.path}
-        hit = self.cache.lookup(key, self.root)
+        hit = self.cache.lookup(key, self.root) if lookup else None
         if hit is not None:
             if self.remote is not None:
                 self.remote.local_hit()
             return self._finish(job, hit.data, hit.deps, False, f"the cached object of {job.rel}")
+        if not make:  # a local miss: the pool asks the remote tier, then compiles
+            return None
         if self.remote is not None:
             remote_hit = self.remote.lookup(key, self.root, self.cache.digests)
             if remote_hit is not None:  # checked against its digests: kept here too
@@ -326,6 +409,15 @@ class Producer:
     def _prebuilt(self, job: Job) -> Product:
         assert job.rel is not None
         path = self.root / job.rel
+        what = f"prebuilt object {job.rel}"
+        found = self._prefetched.get(str(path))
+        if found is not None:  # read, unwrapped and hashed by the batch reader
+            elf, sha, note, frame = found
+            try:
+                info = _note_info(note)
+            except codeobject.CodeObjectError as e:
+                raise _fail(job, f"{what} is not a usable code object: {e}") from None
+            return self._checked(job, elf, sha, info, (str(path),), False, what, frame)
         try:
             raw = read_regular(path)
         except (FileNotFoundError, NotADirectoryError):
@@ -334,7 +426,7 @@ class Producer:
                         + (f": {hint}" if hint else "")) from None
         except OSError as e:  # a FIFO, a folder, no permission
             raise _fail(job, f"cannot read prebuilt object {job.rel}: {e.strerror}") from None
-        return self._finish(job, raw, (str(path),), False, f"prebuilt object {job.rel}")
+        return self._finish(job, raw, (str(path),), False, what)
 
     def _build(self, job: Job) -> Product:
         module_name = str(job.fields["module"])

@@ -1,4 +1,4 @@
-"""kpack archives (KPAK version 1, SPEC 7): the writer.
+"""kpack archives (KPAK version 1, docs/shards.md): the writer.
 
 Byte-compatible with ROCm's rocm-kpack: a 16-byte header (``KPAK``, u32 version,
 u64 TOC offset), zero padding to 64 where the data starts, then one msgpack TOC
@@ -31,6 +31,7 @@ HEADER_SIZE = 16
 DATA_OFFSET = 64
 SCHEMES = ("zstd-per-kernel", "none")
 ENTRY_TYPES = ("hsaco", "cubin")
+DEFAULT_LEVEL = 3  # zstd level of a pack's archives
 _U32 = struct.Struct("<I")
 _HEADER = struct.Struct("<4sIQ")
 
@@ -81,7 +82,7 @@ def _compressor(level: int) -> zstandard.ZstdCompressor:
     return comp
 
 
-def compress_frame(data: bytes, level: int = 3) -> bytes:
+def compress_frame(data: bytes, level: int = DEFAULT_LEVEL) -> bytes:
     """One independent zstd frame of ``data``: content size in the header, no dictionary.
 
     Safe to call from several threads at once (zstandard releases the GIL while it works).
@@ -107,7 +108,7 @@ class ArchiveWriter:
     """Collects entries in memory and writes one archive atomically."""
 
     def __init__(self, group: str, arches: Sequence[str],
-                 compression: Scheme = "zstd-per-kernel", level: int = 3,
+                 compression: Scheme = "zstd-per-kernel", level: int = DEFAULT_LEVEL,
                  family: str | None = None) -> None:
         if compression not in SCHEMES:
             raise ArchiveError(
@@ -132,12 +133,14 @@ class ArchiveWriter:
     def __len__(self) -> int:
         return len(self._entries)
 
-    def add(self, toc_key: str, arch: str, data: bytes, metadata: Mapping[str, Any] | None = None,
+    def add(self, toc_key: str, arch: str, data: bytes | None,
+            metadata: Mapping[str, Any] | None = None,
             *, entry_type: str = "hsaco", frame: bytes | None = None) -> int:
         """Adds one entry and returns its ordinal.
 
         ``frame``, when given, is ``compress_frame(data)`` computed beforehand (e.g. in a
-        thread pool) and is stored as is.
+        thread pool) and is stored as is; ``data`` may then be None (the entry's size is
+        the content size the frame's header records).
         """
         if arch not in self.arches:
             raise ArchiveError(
@@ -151,25 +154,33 @@ class ArchiveWriter:
                 f"entry type {entry_type!r} is unknown; expected one of {', '.join(ENTRY_TYPES)}")
         if metadata is not None and (why := json_problem(dict(metadata))) is not None:
             raise ArchiveError(f"entry {toc_key!r}/{arch}: metadata {why}")
+        if data is None and frame is None:
+            raise ArchiveError(f"entry {toc_key!r}/{arch}: neither data nor a frame was given")
         if self.compression == "none":
-            if frame is not None:
+            if frame is not None or data is None:
                 raise ArchiveError("a precompressed frame was given to an archive "
                                    "with compression 'none'")
+            size = len(data)
             payload = bytes(data)
         elif frame is None:
+            assert data is not None
+            size = len(data)
             payload = compress_frame(data, self.level)
         else:
             try:
                 size = zstandard.frame_content_size(frame)
             except zstandard.ZstdError as e:
                 raise ArchiveError(f"entry {toc_key!r}/{arch}: the frame is not zstd ({e})") from e
-            if size != len(data):
+            if data is None and size < 0:
+                raise ArchiveError(f"entry {toc_key!r}/{arch}: the frame does not record its "
+                                   "content size, and no data was given")
+            if data is not None and size != len(data):
                 raise ArchiveError(
                     f"entry {toc_key!r}/{arch}: the frame holds {size} bytes by its header but "
                     f"the data has {len(data)}; was it compressed from other data?")
             payload = bytes(frame)
         self._seen.add((toc_key, arch))
-        self._entries.append(_Pending(toc_key, arch, entry_type, len(data),
+        self._entries.append(_Pending(toc_key, arch, entry_type, size,
                                       dict(metadata) if metadata else None, payload))
         return len(self._entries) - 1
 
@@ -218,9 +229,10 @@ class ArchiveWriter:
         """The whole archive in memory."""
         return b"".join(self.chunks())
 
-    def write(self, path: str | os.PathLike[str]) -> None:
-        """Writes the archive atomically: a temporary file beside ``path``, fsync, rename."""
-        write_atomic(Path(path), self.chunks(), durable=True)
+    def write(self, path: str | os.PathLike[str], *, durable: bool = True) -> None:
+        """Writes the archive atomically: a temporary file beside ``path``, fsync (unless
+        ``durable`` is False: the caller fsyncs it, as publishing a shard does), rename."""
+        write_atomic(Path(path), self.chunks(), durable=durable)
 
 
 MAX_METADATA_DEPTH = 512

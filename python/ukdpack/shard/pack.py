@@ -1,4 +1,4 @@
-"""``ukdpack pack``: one shard per arch from an authored tree (SPEC 8).
+"""``ukdpack pack``: one shard per arch from an authored tree.
 
 Data flows one way: walk -> validate (every rule, all arches; a tree that fails
 packs nothing) -> plan (per arch: kernels, launches, distinct code objects) ->
@@ -13,6 +13,7 @@ import dataclasses
 import functools
 import os
 import re
+import threading
 import time
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -176,6 +177,11 @@ def _identity(ukd: Ukd, launch: Launch) -> dict[str, Any]:
     return out
 
 
+def _data(product: Product) -> bytes:
+    assert product.data is not None  # None only where its frame is made
+    return product.data
+
+
 class _Assembler:
     """Builds, checks and publishes the shard of one arch."""
 
@@ -234,10 +240,15 @@ class _Assembler:
             return result
         try:
             staging = publish.fresh_staging(self.opts.out_root, self.arch)
-            archive_bytes = self._write_archive(staging, used)
-            for rel, data in files.items():
-                publish.write_file(staging, rel, data)
-            result.problems = check_shard(staging, self.arch, self.handlers)
+            archive_bytes, synced = self._write_archive(staging, used)
+            try:
+                for rel, data in files.items():
+                    publish.write_file(staging, rel, data)
+                result.problems = check_shard(staging, self.arch, self.handlers,
+                                              self.opts.jobs)
+            finally:
+                if synced is not None:
+                    synced.join()
             if any(p.severity == "error" for p in result.problems):
                 publish.remove_shard(self.opts.out_root, self.arch)
                 return result
@@ -256,12 +267,20 @@ class _Assembler:
         result.seconds = time.monotonic() - start
         return result
 
-    def _write_archive(self, staging: Path, used: Mapping[tuple[str, str], Product]) -> int:
+    def _write_archive(self, staging: Path, used: Mapping[tuple[str, str], Product]
+                       ) -> tuple[int, threading.Thread | None]:
+        """Write the archive; its size and the thread that has started fsyncing it.
+        ``used`` holds each object by (toc key, the target ID it is filed under)."""
         if not used:
-            return 0
+            return 0, None
         order = sorted(used)
+        # Prebuilt objects come compressed from their batch read; the others are
+        # compressed here, in parallel (zstandard releases the GIL).
+        todo = [k for k in order if used[k].frame is None]
         with ThreadPoolExecutor(max_workers=max(1, self.opts.jobs)) as pool:
-            frames = list(pool.map(lambda k: kpack.compress_frame(used[k].data), order))
+            made = dict(zip(todo, pool.map(lambda k: kpack.compress_frame(_data(used[k])), todo),
+                            strict=True))
+        frames = [made[k] if k in made else used[k].frame for k in order]
         # Each entry is filed under its object's own target ID (gfx11-generic,
         # gfx90a:xnack+), as rocm-kpack files them; the archive's family is the shard arch.
         targets = sorted({target for _, target in used})
@@ -270,9 +289,10 @@ class _Assembler:
             writer.add(key, target, used[(key, target)].data, frame=frame,
                        entry_type=kind(used[(key, target)].job.kind).entry_type)
         path = staging / packed.ARCHIVE_FOLDER / self.archive_name
-        path.parent.mkdir(parents=True, exist_ok=True)
-        writer.write(path)
-        return path.stat().st_size
+        # Not fsynced in the write: its fsync starts now, beside the runtime check, and
+        # publishing fsyncs the staged shard's files and folders in one batch.
+        writer.write(path, durable=False)
+        return path.stat().st_size, publish.start_fsync(path)
 
     def _packed_kernel(self, m: Member, library_from: str,
                        launches: Mapping[tuple[str, str | None], packed.PackedLaunch]
@@ -463,15 +483,19 @@ def pack(opts: PackOptions, reporter: Reporter) -> PackReport:
     plans = [plan_arch(tree, arch, opts.variants.get(arch, ())) for arch in opts.arches]
     if not any(p.members for p in plans):
         report.dormant = True
+        what = f"no kernels for {', '.join(opts.arches)}"
         for arch in opts.arches:
             with publish.shard_lock(out_root, arch, opts.lock_timeout, say):
                 publish.remove_shard(out_root, arch)
-        what = f"no kernels for {', '.join(opts.arches)}"
+                if not opts.required:
+                    publish.mark_dormant(out_root, arch, f"{root}: dormant: {what}")
         if opts.required:
             report.problems.append(Problem(str(root), "", f"{what}, and the root is required"))
             reporter.problem(report.problems[-1])
         else:
             say(f"{root}: dormant: {what}")
+        # The descriptors decide dormancy: an edit that gives an arch kernels repacks it.
+        _write_depfile(opts, tree, plans, {})
         return report
 
     cache = CompileCache(opts.cache_dir or default_cache_dir())
@@ -483,6 +507,7 @@ def pack(opts: PackOptions, reporter: Reporter) -> PackReport:
     products = producer.run(
         jobs, lambda job, s, outcome: reporter.job_done(escape_controls(job.what()), s, outcome))
     report.compiles, report.failed_jobs = producer.compiles, producer.failed
+    cache.save_digests()
     reused = len(jobs) - producer.compiles - producer.failed
     reporter.batch_finished(f"{len(jobs)} code objects: {producer.compiles} compiled, "
                             f"{reused} from cache or prebuilt"
@@ -496,6 +521,7 @@ def pack(opts: PackOptions, reporter: Reporter) -> PackReport:
             if not plan.members:
                 if publish.remove_shard(out_root, arch):
                     say(f"{arch}: removed the stale shard {out_root / arch}")
+                publish.mark_dormant(out_root, arch, f"{root}: no kernels for {arch}")
                 reporter.info(f"{arch}: no kernels for this arch; no shard")
                 report.arches.append(ArchResult(arch, ok=True))
                 continue
@@ -516,13 +542,20 @@ def pack(opts: PackOptions, reporter: Reporter) -> PackReport:
     if remote is not None:  # after publishing: uploads wait at most the grace
         report.remote = remote.finish()
         reporter.info(report.remote.line())
-    if opts.depfile is not None:
-        target = opts.depfile_target or str(out_root)
-        try:
-            write_depfile(opts.depfile, target, _read_files(tree, plans, products))
-        except OSError as e:  # checked before the pack; the disk may be full by now
-            raise UkdError(f"--depfile {opts.depfile}: cannot write it: {e.strerror}") from None
+    _write_depfile(opts, tree, plans, products)
     return report
+
+
+def _write_depfile(opts: PackOptions, tree: Tree, plans: Sequence[ArchPlan],
+                   products: Mapping[tuple[str, str, str], Product | Problem]) -> None:
+    """The depfile of ``--depfile``, when asked for."""
+    if opts.depfile is None:
+        return
+    target = opts.depfile_target or str(opts.out_root)
+    try:
+        write_depfile(opts.depfile, target, _read_files(tree, plans, products))
+    except OSError as e:  # checked before the pack; the disk may be full by now
+        raise UkdError(f"--depfile {opts.depfile}: cannot write it: {e.strerror}") from None
 
 
 def _say(reporter: Reporter, text: str) -> None:

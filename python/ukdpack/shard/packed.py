@@ -1,4 +1,4 @@
-"""The packed form of a shard's descriptors (SPEC 8).
+"""The packed form of a shard's descriptors.
 
 * every compiled source becomes exactly ``{"kind": "kpack", "library", "toc_key",
   "symbol", "sha256", "signature"}``; ``sources`` entries are written in launch-name

@@ -1,4 +1,4 @@
-"""Provenance sidecars (SPEC 8): no shipped UKD carries provenance; the packer
+"""Provenance sidecars: no shipped UKD carries provenance; the packer
 moves it, with what it knows of each kernel's origin, to
 ``{stem}.provenance.json.gz`` beside the KDP (or standalone UKD) file.
 

@@ -1,4 +1,4 @@
-"""Publishing shards (SPEC 8): each shard is built in ``OUT_ROOT/.<arch>.staging``
+"""Publishing shards: each shard is built in ``OUT_ROOT/.<arch>.staging``
 and swapped into place only when complete and checked, under a per-arch lock.
 
 On Linux the swap is one ``renameat2(RENAME_EXCHANGE)``, so a reader (or a kill at
@@ -15,8 +15,10 @@ import errno
 import fcntl
 import os
 import shutil
+import threading
 import time
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from ukdpack.errors import UkdError
@@ -31,6 +33,19 @@ def staging_path(out_root: Path, arch: str) -> Path:
 
 def _old_path(out_root: Path, arch: str) -> Path:
     return out_root / f".{arch}.old"
+
+
+def dormant_marker(out_root: Path, arch: str) -> Path:
+    """``OUT_ROOT/.<arch>.dormant``: present exactly when the last pack found no kernels
+    for ``arch``, so a missing shard is told apart from one a failed pack removed."""
+    return out_root / f".{arch}.dormant"
+
+
+def mark_dormant(out_root: Path, arch: str, why: str) -> None:
+    """Record that ``arch`` has no shard because the root has no kernels for it (its shard
+    removed first). The file's presence is the record; its line only says why, so a kill
+    mid-write leaves a true record and no temporary file."""
+    dormant_marker(out_root, arch).write_text(why + "\n", encoding="utf-8")
 
 
 def _rmtree(path: Path) -> None:
@@ -109,14 +124,47 @@ def _exchange(a: Path, b: Path) -> bool:
     return bool(rc == 0)
 
 
+#: Threads fsyncing a staged shard's files: concurrent fsyncs share the file
+#: system's journal commits, so many small files cost a few commits, not one each.
+FSYNC_THREADS = 16
+
+
+def _fsync_path(path: str) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def start_fsync(path: Path) -> threading.Thread:
+    """fsync ``path`` on a thread of its own, started now (the disk writes a large file,
+    an archive, while the pack goes on checking the shard); join it before publishing."""
+    thread = threading.Thread(target=_fsync_quietly, args=(str(path),), name="ukdpack-fsync")
+    thread.start()
+    return thread
+
+
+def _fsync_quietly(path: str) -> None:
+    # An early start only: publishing fsyncs every file again and reports what fails.
+    with contextlib.suppress(OSError):
+        _fsync_path(path)
+
+
 def _fsync_tree(root: Path) -> None:
+    """fsync every file under ``root`` and every folder (so their names are durable),
+    in one batch of concurrent calls."""
+    paths: list[str] = []
     for folder, _, files in os.walk(root):
-        for name in files:
-            fd = os.open(os.path.join(folder, name), os.O_RDONLY)
-            try:
-                os.fsync(fd)
-            finally:
-                os.close(fd)
+        paths.append(folder)
+        paths.extend(os.path.join(folder, name) for name in files)
+    if len(paths) <= 2:
+        for path in paths:
+            _fsync_path(path)
+        return
+    with ThreadPoolExecutor(max_workers=min(FSYNC_THREADS, len(paths)),
+                            thread_name_prefix="ukdpack-fsync") as pool:
+        list(pool.map(_fsync_path, paths))
 
 
 def publish(staging: Path, out_root: Path, arch: str) -> Path:
@@ -132,11 +180,12 @@ def publish(staging: Path, out_root: Path, arch: str) -> Path:
         os.rename(final, old)
         os.rename(staging, final)
         _rmtree(old)
+    _rmtree(dormant_marker(out_root, arch))
     return final
 
 
 def remove_shard(out_root: Path, arch: str) -> bool:
-    """Remove a stale shard (and any staging); whether a shard was there. The shard
+    """Remove a stale shard (and any staging and dormant marker); whether a shard was there. The shard
     leaves its name in one rename (to the staging name, which every pack clears) before
     its files are removed, so an interrupt or a kill never leaves half a shard behind."""
     final, staging = out_root / arch, staging_path(out_root, arch)
@@ -146,6 +195,7 @@ def remove_shard(out_root: Path, arch: str) -> bool:
         os.rename(final, staging)
     _rmtree(staging)
     _rmtree(_old_path(out_root, arch))
+    _rmtree(dormant_marker(out_root, arch))
     return existed
 
 

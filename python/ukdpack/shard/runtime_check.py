@@ -1,4 +1,4 @@
-"""The pack-time runtime check (SPEC 9.3): before a shard is published, the C++
+"""The pack-time runtime check: before a shard is published, the C++
 runtime loads it exactly as it would at run time and builds a state manager.
 
 Handlers come from the handler manifest (``--handlers FILE``, a JSON map
@@ -60,19 +60,20 @@ def load_handler_manifest(path: Path) -> HandlerManifest:
     return HandlerManifest(path, out)
 
 
-def check_shard(shard: Path, arch: str, manifest: HandlerManifest | None
-                ) -> list[Problem]:
+def check_shard(shard: Path, arch: str, manifest: HandlerManifest | None,
+                threads: int = 0) -> list[Problem]:
     """Every problem the runtime finds in the shard at ``shard`` for ``arch``."""
     dset = _runtime.load_shard(str(shard))
     problems = [from_runtime(d) for d in dset.diagnostics if d["severity"] != "note"]
-    return problems + launch_problems(dset, arch, manifest)
+    return problems + launch_problems(dset, arch, manifest, threads)
 
 
 def launch_problems(dset: _runtime.DescriptorSet, arch: str,
-                    manifest: HandlerManifest | None) -> list[Problem]:
+                    manifest: HandlerManifest | None, threads: int = 0) -> list[Problem]:
     """What a state manager over a loaded set finds for ``arch``: every kernel it drops
     (with a manifest: each dispatch symbol the manifest lacks, once), and every launch
-    whose code fails the integrity checks (archive, digest, symbol)."""
+    whose code fails the integrity checks (archive, digest, symbol), checked on
+    ``threads`` threads (0: one per core)."""
     problems: list[Problem] = []
     handlers = dict(manifest.handlers) if manifest else _runtime.stub_handlers(dset)
     sm = _runtime.StateManager(dset, handlers=handlers, arch=arch)
@@ -88,19 +89,22 @@ def launch_problems(dset: _runtime.DescriptorSet, arch: str,
         problems.append(Problem(d.get("file", ""), d.get("path", ""),
                                 f"the runtime drops kernel '{d['name']}': {d['reason']}",
                                 severity, d["code"]))
-    for k in sm.kept():
-        if not k["packed"]:
-            continue  # an embedded_source kernel ships no code object
-        for launch in k["launches"] or [None]:
-            try:
-                # Each feature variant as a device of its setting loads it.
-                for device in sm.check_devices(k["kernel_id"], launch, arch):
-                    sm.load_launch_code(k["kernel_id"], launch, device)
-            except _runtime.RuntimeCheckError as e:
-                d = e.diagnostic
-                problems.append(Problem(d.get("file", ""), d.get("path", ""),
-                                        f"{d.get('code', '')}: {d.get('message', '')}",
-                                        code=d.get("code", "")))
+    launches: list[tuple[str, str | None]] = [
+        (k["kernel_id"], launch) for k in sm.kept()
+        if k["packed"]  # an embedded_source kernel ships no code object
+        for launch in k["launches"] or [None]]
+    # Every launch is decompressed and hashed as the runtime will load it, over all
+    # cores (one call, the GIL released). Past the decompression budget, which launches
+    # fail would depend on the threads' order: then the check runs again in order.
+    found = sm.check_launch_codes(launches, arch, threads)
+    if any(f is not None and f.get("code") == "DECOMPRESS_BUDGET" for f in found):
+        again = _runtime.StateManager(dset, handlers=handlers, arch=arch)
+        found = again.check_launch_codes(launches, arch, 1)
+    for failed in found:
+        if failed is not None:
+            problems.append(Problem(failed.get("file", ""), failed.get("path", ""),
+                                    f"{failed.get('code', '')}: {failed.get('message', '')}",
+                                    code=failed.get("code", "")))
     return problems
 
 

@@ -1,4 +1,4 @@
-"""``ukdpack desk-check SHARD``: the whole-set rules (SPEC 4) over a packed shard.
+"""``ukdpack desk-check SHARD``: the whole-set rules over a packed shard.
 
 The shard is read by the C++ runtime's loader (``tree.load_tree(shard,
 authored=False)``), which applies every rule it applies to an authored root; rule

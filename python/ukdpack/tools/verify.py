@@ -1,5 +1,5 @@
 """``ukdpack verify SHARD --source-root R``: the shard against what the root says it
-must hold (SPEC 10), and its provenance sidecars bound to its packed kernels.
+must hold, and its provenance sidecars bound to its packed kernels.
 
 What the shard must hold is derived by the packer's own code: the root is read by
 ``tree.load_tree`` and checked by the same rules, ``plan.plan_arch`` says which

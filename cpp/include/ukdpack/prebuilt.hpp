@@ -1,0 +1,38 @@
+// Prebuilt code objects read for a pack in one batch: each file read once, its
+// ELF image found, hashed once and its AMDGPU metadata note located, on
+// several threads. A file the batch cannot take as it expects (unreadable, not
+// a code object, no metadata note, a malformed ELF) is marked so; the packer
+// reads that one again on its own path, which words the problem.
+#pragma once
+
+#include <cstddef>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace ukdpack {
+
+struct PrebuiltObject {
+  bool ok = false;          // false: none of the fields below are set
+  std::string bytes;        // the whole file; with a frame, only the note (the frame holds the image)
+  std::size_t elfOffset = 0, elfSize = 0;    // the ELF image inside `bytes` (none with a frame)
+  std::string sha256;       // lower-case hex of the ELF image
+  std::size_t noteOffset = 0, noteSize = 0;  // the metadata note's descriptor (msgpack) inside `bytes`
+  std::string frame;        // the ELF image as one zstd frame (content size recorded), when asked
+};
+
+// The descriptor of the first note with owner "AMDGPU" and type 32 in the
+// SHT_NOTE sections of the ELF64 image `elf`, in section order, or nullopt when
+// there is none or the section headers, their names or the notes before it do
+// not hold together (the reader that words problems finds those).
+std::optional<std::string_view> amdgpuMetadataNote(std::string_view elf);
+
+// Every file of `paths`, read as described above on `threads` threads (0: one
+// per core); the result has one entry per path, in order. `zstdLevel` > 0 also
+// compresses each ELF image into the frame an archive stores, while it is in
+// the cache of the thread that read it.
+std::vector<PrebuiltObject> readPrebuiltObjects(const std::vector<std::string>& paths, unsigned threads,
+                                                int zstdLevel = 0);
+
+}  // namespace ukdpack

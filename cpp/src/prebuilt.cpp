@@ -1,0 +1,173 @@
+// Prebuilt objects read in one batch (prebuilt.hpp). The checks here mirror the
+// packer's ELF reader (python/ukdpack/produce/codeobject.py) so that a file it
+// takes is one that reader takes alike; anything else is left to that reader.
+#include "ukdpack/prebuilt.hpp"
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <cstdint>
+#include <memory>
+#include <system_error>
+#include <thread>
+
+#include <unistd.h>
+
+#include <zstd.h>
+
+#include "files.hpp"
+#include "ukdpack/codeobject.hpp"
+#include "ukdpack/sha256.hpp"
+
+namespace ukdpack {
+
+namespace {
+
+constexpr std::uint32_t kShtNote = 7, kShtNobits = 8;
+constexpr std::uint32_t kNtAmdgpuMetadata = 32;
+constexpr std::uint64_t kMaxObjectBytes = std::uint64_t(1) << 34;  // 16 GiB: far past any code object
+
+std::uint64_t le(std::string_view d, std::uint64_t off, int n) {  // caller checked the bounds
+  std::uint64_t v = 0;
+  for (int i = n - 1; i >= 0; --i) v = v << 8 | static_cast<unsigned char>(d[off + i]);
+  return v;
+}
+
+std::uint64_t align4(std::uint64_t n) { return (n + 3) / 4 * 4; }
+
+using CompressContext = std::unique_ptr<ZSTD_CCtx, decltype(&ZSTD_freeCCtx)>;
+
+// One frame of `data` as ZSTD_compress writes it (content size in the header, no
+// checksum); empty when zstd fails.
+std::string compressFrame(ZSTD_CCtx* cctx, std::string_view data, int level) {
+  std::string out(ZSTD_compressBound(data.size()), '\0');
+  const std::size_t n = ZSTD_compressCCtx(cctx, out.data(), out.size(), data.data(), data.size(), level);
+  if (ZSTD_isError(n)) return {};
+  out.resize(n);
+  return out;
+}
+
+// The whole regular file at `path` into `buffer` (reused from file to file, so
+// its pages are not faulted in afresh for each); the bytes read, or nullopt.
+std::optional<std::string_view> readInto(const std::string& path, std::string& buffer) {
+  auto opened = detail::openRegularFile(path);
+  if (!opened || opened.value().size > kMaxObjectBytes) return std::nullopt;
+  const detail::RegularFile& f = opened.value();
+  if (buffer.size() < f.size) buffer.resize(static_cast<std::size_t>(f.size));
+  std::size_t done = 0;
+  while (done < f.size) {
+    const ssize_t n = ::read(f.fd.get(), buffer.data() + done, static_cast<std::size_t>(f.size) - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return std::nullopt;
+    if (n == 0) break;  // shrank while read: what is there
+    done += static_cast<std::size_t>(n);
+  }
+  return std::string_view(buffer.data(), done);
+}
+
+PrebuiltObject readOne(const std::string& path, ZSTD_CCtx* cctx, int level, std::string& buffer) {
+  PrebuiltObject out;
+  if (detail::nonRegularKind(path)) return out;  // stat first: a device is not even opened
+  const auto read = readInto(path, buffer);
+  if (!read) return out;
+  const std::string_view all = *read;
+  auto view = inspectCodeObject(all);
+  if (!view || view.value().format == CodeObjectFormat::CudaElf) return out;
+  const std::string_view elf = view.value().elf;
+  const auto note = amdgpuMetadataNote(elf);
+  if (!note) return out;
+  out.sha256 = sha256Hex(elf.data(), elf.size());
+  if (out.sha256.empty()) return out;
+  out.elfOffset = static_cast<std::size_t>(elf.data() - all.data());
+  out.elfSize = elf.size();
+  out.noteOffset = static_cast<std::size_t>(note->data() - all.data());
+  out.noteSize = note->size();
+  if (level > 0) {
+    out.frame = compressFrame(cctx, elf, level);
+    if (out.frame.empty()) return PrebuiltObject{};
+    out.bytes.assign(note->data(), note->size());  // the image itself is in the frame
+    out.noteOffset = 0;
+    out.elfOffset = out.elfSize = 0;
+  } else {
+    out.bytes.assign(all.data(), all.size());
+  }
+  out.ok = true;
+  return out;
+}
+
+}  // namespace
+
+std::optional<std::string_view> amdgpuMetadataNote(std::string_view image) {
+  const std::uint64_t n = image.size();
+  if (n < 64 || image[4] != 2 || image[5] != 1) return std::nullopt;
+  const std::uint64_t shoff = le(image, 40, 8);
+  const std::uint64_t shentsize = le(image, 58, 2), shnum = le(image, 60, 2), shstrndx = le(image, 62, 2);
+  if (shnum == 0) return std::nullopt;  // no sections: no note
+  if (shentsize < 64 || shoff > n || shnum * shentsize > n - shoff || shstrndx >= shnum) return std::nullopt;
+  struct Header {
+    std::uint64_t name, type, offset, size;
+  };
+  std::vector<Header> headers;
+  headers.reserve(shnum);
+  for (std::uint64_t i = 0; i < shnum; ++i) {
+    const std::uint64_t at = shoff + i * shentsize;
+    Header h{le(image, at, 4), le(image, at + 4, 4), le(image, at + 24, 8), le(image, at + 32, 8)};
+    if (h.type == kShtNobits) {
+      h.size = 0;
+    } else if (h.offset > n || h.size > n - h.offset) {
+      return std::nullopt;
+    }
+    headers.push_back(h);
+  }
+  const Header& names = headers[shstrndx];
+  const std::string_view table =
+      names.size == 0 ? std::string_view() : image.substr(names.offset, names.size);
+  for (const Header& h : headers) {  // every name must lie in its table, as the reader checks
+    if (h.name >= table.size() || table.find('\0', h.name) == std::string_view::npos) return std::nullopt;
+  }
+  for (const Header& h : headers) {
+    if (h.type != kShtNote) continue;
+    const std::string_view data = image.substr(h.offset, h.size);
+    std::optional<std::string_view> found;
+    for (std::uint64_t i = 0; i + 12 <= data.size();) {
+      const std::uint64_t namesz = le(data, i, 4), descsz = le(data, i + 4, 4), type = le(data, i + 8, 4);
+      const std::uint64_t nameAt = i + 12, descAt = nameAt + align4(namesz);
+      if (descAt > data.size() || descsz > data.size() - descAt) return std::nullopt;
+      std::string_view owner = data.substr(nameAt, namesz);
+      while (!owner.empty() && owner.back() == '\0') owner.remove_suffix(1);
+      if (!found && owner == "AMDGPU" && type == kNtAmdgpuMetadata) found = data.substr(descAt, descsz);
+      i = descAt + align4(descsz);
+    }
+    if (found) return found;  // the whole section's notes were read, as the reader reads them
+  }
+  return std::nullopt;
+}
+
+std::vector<PrebuiltObject> readPrebuiltObjects(const std::vector<std::string>& paths, unsigned threads,
+                                                int zstdLevel) {
+  std::vector<PrebuiltObject> out(paths.size());
+  std::atomic<std::size_t> next{0};
+  auto work = [&] {
+    const CompressContext cctx(zstdLevel > 0 ? ZSTD_createCCtx() : nullptr, &ZSTD_freeCCtx);
+    if (zstdLevel > 0 && !cctx) return;  // no memory: every object left to the packer's path
+    std::string buffer;
+    for (std::size_t i = next++; i < paths.size(); i = next++)
+      out[i] = readOne(paths[i], cctx.get(), zstdLevel, buffer);
+  };
+  if (threads == 0) threads = std::max(1u, std::thread::hardware_concurrency());
+  const std::size_t extra = std::min<std::size_t>(threads, paths.size()) - (paths.empty() ? 0 : 1);
+  std::vector<std::thread> pool;
+  pool.reserve(extra);
+  for (std::size_t t = 0; t < extra; ++t) {
+    try {
+      pool.emplace_back(work);
+    } catch (const std::system_error&) {
+      break;  // no more threads to be had: the ones started (and this one) do the work
+    }
+  }
+  work();
+  for (std::thread& t : pool) t.join();
+  return out;
+}
+
+}  // namespace ukdpack

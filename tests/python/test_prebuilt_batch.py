@@ -1,0 +1,119 @@
+"""The batch reader of prebuilt objects (``_runtime.read_prebuilt_objects``) takes only
+what the packer's own reader takes, and finds what it finds: for real objects, bundles
+and every truncation and byte flip of them, it either declines (the packer then reads
+the file on its own path, which words the problem) or gives the same ELF image, its
+sha256 and a metadata note that parses to the same metadata."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from pathlib import Path
+
+import pytest
+
+from ukdpack import _runtime
+from ukdpack.produce import codeobject
+from ukdpack.produce.codeobject import CodeObjectError
+
+OBJECTS = Path(__file__).resolve().parents[1] / "data" / "objects"
+
+
+def _cases() -> list[bytes]:
+    cases = []
+    for name in ("split_kv.gfx90a.hsaco", "split_kv.gfx1030.bundle.hsaco"):
+        data = (OBJECTS / name).read_bytes()
+        cases.append(data)
+        cases += [data[:n] for n in range(0, len(data), 13)]
+        for i in range(0, len(data), 5):
+            flipped = bytearray(data)
+            flipped[i] ^= 0xFF
+            cases.append(bytes(flipped))
+    cases.append((OBJECTS / "split_kv.sm_90.cubin").read_bytes())  # not for the batch
+    return cases
+
+
+def _slow(data: bytes) -> tuple[str, object, object]:
+    """What the packer's own path reads: the ELF image and metadata, or its refusal."""
+    try:
+        return "read", codeobject.elf_image(data), codeobject.metadata(data)
+    except CodeObjectError as e:
+        return "refused", str(e), None
+
+
+def _fast(elf: bytes, note: bytes) -> tuple[str, object, object]:
+    """What the pack reads from the batch's answer: the same, from the note it found."""
+    try:
+        return "read", elf, codeobject.note_metadata(note)
+    except CodeObjectError as e:
+        return "refused", str(e), None
+
+
+def test_batch_agrees_with_the_packers_reader(tmp_path: Path) -> None:
+    cases = _cases()
+    paths = []
+    for i, data in enumerate(cases):
+        path = tmp_path / f"{i}.hsaco"
+        path.write_bytes(data)
+        paths.append(str(path))
+    taken = 0
+    for data, got in zip(cases, _runtime.read_prebuilt_objects(paths, 2), strict=True):
+        if got is None:
+            continue  # the packer reads it on its own path
+        taken += 1
+        elf, sha, note, _ = got
+        assert elf is not None
+        assert sha == hashlib.sha256(elf).hexdigest()
+        # The same ELF and metadata, or the same refusal (a note that is no msgpack
+        # document is refused alike, in the same words).
+        assert _fast(elf, note) == _slow(data)
+    # The real objects and most byte flips (in code and data) are taken: the fast path
+    # is the path a good object goes.
+    assert taken > len(cases) // 3
+    assert _runtime.read_prebuilt_objects(paths[:1], 1)[0] is not None
+
+
+def test_batch_declines_what_is_no_readable_file(tmp_path: Path) -> None:
+    good = tmp_path / "good.hsaco"
+    good.write_bytes((OBJECTS / "split_kv.gfx90a.hsaco").read_bytes())
+    fifo = tmp_path / "fifo.hsaco"
+    os.mkfifo(fifo)
+    folder = tmp_path / "folder.hsaco"
+    folder.mkdir()
+    missing = tmp_path / "missing.hsaco"
+    got = _runtime.read_prebuilt_objects([str(fifo), str(folder), str(missing), str(good)], 2)
+    assert got[:3] == [None, None, None]  # declined without blocking on the FIFO
+    assert got[3] is not None
+
+
+@pytest.mark.parametrize("threads", [0, 1, 3])
+def test_batch_keeps_the_order_of_its_paths(tmp_path: Path, threads: int) -> None:
+    names = ["split_kv.gfx90a.hsaco", "split_kv.gfx1030.hsaco", "split_kv.gfx90a.bundle.hsaco"]
+    paths = []
+    for i in range(12):
+        path = tmp_path / f"{i}.hsaco"
+        path.write_bytes((OBJECTS / names[i % 3]).read_bytes())
+        paths.append(str(path))
+    got = _runtime.read_prebuilt_objects(paths, threads)
+    for path, item in zip(paths, got, strict=True):
+        assert item is not None
+        assert item[0] == codeobject.elf_image(Path(path).read_bytes())
+
+
+def test_frames_hold_the_image_the_archive_stores(tmp_path: Path) -> None:
+    import zstandard
+
+    paths = []
+    for name in ("split_kv.gfx90a.hsaco", "split_kv.gfx1030.bundle.hsaco"):
+        path = tmp_path / name
+        path.write_bytes((OBJECTS / name).read_bytes())
+        paths.append(str(path))
+    plain = _runtime.read_prebuilt_objects(paths, 1)
+    framed = _runtime.read_prebuilt_objects(paths, 2, 3)
+    for a, b in zip(plain, framed, strict=True):
+        assert a is not None and b is not None
+        elf, sha, note, frame = b
+        assert elf is None and a[3] is None  # the image or its frame, not both
+        assert frame is not None and zstandard.frame_content_size(frame) == len(a[0] or b"")
+        assert zstandard.ZstdDecompressor().decompress(frame) == a[0]
+        assert (sha, note) == (a[1], a[2])

@@ -342,7 +342,9 @@ endfunction()
 #   SOURCE_ROOT           authored descriptor root (required)
 #   OUT_ROOT              where <arch>/ shards are published (required)
 #   ARCHES                arches to pack (default: GPU_TARGETS, then AMDGPU_TARGETS);
-#                         a name that is no GPU arch fails configure
+#                         a name that is no GPU arch fails configure; one shard per
+#                         bare arch, entries with features (gfx90a:xnack+) build those
+#                         variants into it
 #   ALLOW_UNKNOWN_ARCHES  drop such a name with a warning instead (also the cache
 #                         option UKDPACK_ALLOW_UNKNOWN_ARCHES)
 #   GROUP                 archive group: kpack/<group>_<arch>.kpack (default: NAME)
@@ -476,8 +478,18 @@ function(ukd_add_pack_target)
   foreach(_arch IN LISTS _arches)
     set(_stamp "${_dir}/${_arch}.stamp")
     set(_depfile "${_dir}/${_arch}.d")
+    # Target IDs with features (gfx90a:xnack+) build their variants into the arch's shard.
+    set(_arch_opts "")
+    foreach(_t IN LISTS _requested)
+      if(_t MATCHES "^${_arch}(:|$)" AND NOT "${_t}" IN_LIST _arch_opts)
+        list(APPEND _arch_opts --arch "${_t}")
+      endif()
+    endforeach()
+    if(NOT _arch_opts)
+      set(_arch_opts --arch "${_arch}")
+    endif()
     add_custom_command(OUTPUT "${_stamp}"
-      COMMAND ${_cmd} pack ${_opts} --arch "${_arch}" --label "${ARG_NAME}/${_arch}"
+      COMMAND ${_cmd} pack ${_opts} ${_arch_opts} --label "${ARG_NAME}/${_arch}"
               --depfile "${_depfile}" --depfile-target "${_stamp}"
       COMMAND "${CMAKE_COMMAND}" "-DDEPFILE=${_depfile}" "-DSHARD=${_out}/${_arch}"
               "-DMARKER=${_out}/.${_arch}.dormant" "-DSTAMP=${_stamp}"

@@ -8,7 +8,7 @@ root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$root"
 
 packages=(hipcc libzstd-dev libmsgpack-cxx-dev nlohmann-json3-dev libssl-dev libgtest-dev
-          ninja-build git clang-15 libclang-common-15-dev ccache
+          ninja-build git clang-15 libclang-common-15-dev ccache clang-19 lld-19
           nginx-light redis-server)  # the last two: servers the remote-cache tests start
 missing=()
 for p in "${packages[@]}"; do

@@ -118,6 +118,36 @@ void bindArch(py::module_& m) {
         [](const std::string& t, const std::string& a) { return targetRunsOn(t, a); },
         py::arg("target"), py::arg("arch"),
         "Whether a code object for `target` (bare or generic) runs on `arch`.");
+  m.def("target_id_problem", [](const std::string& t) { return targetIdProblem(t); }, py::arg("target_id"),
+        "Why `target_id` is no AMD target ID such as 'gfx90a:xnack+' ('' when it is one).");
+  m.def("canonical_target_id",
+        [](const std::string& t) -> py::object {
+          auto id = parseTargetId(t);
+          if (!id) return py::none();
+          return py::str(id->str());
+        },
+        py::arg("target_id"), "The target ID with its features in name order, or None.");
+  m.def("target_features",
+        [](const std::string& t) -> py::dict {
+          py::dict out;
+          if (auto id = parseTargetId(t)) {
+            for (const auto& [name, setting] : id->features) out[py::str(name)] = std::string(1, setting);
+          }
+          return out;
+        },
+        py::arg("target_id"), "{feature: '+' or '-'} of a target ID.");
+  m.def("generic_targets", []() { return genericTargets(); }, "The generic families, in table order.");
+  m.def("generic_members", [](const std::string& g) { return genericMembers(g); }, py::arg("generic"),
+        "The member processors of a generic family (empty for none).");
+  m.def("generic_family_of", [](const std::string& p) { return genericFamilyOf(p); }, py::arg("processor"),
+        "The generic family holding a processor, or ''.");
+  m.def("supported_features", [](const std::string& p) { return supportedFeatures(p); }, py::arg("processor"),
+        "The target features (xnack, sramecc) a processor supports.");
+  m.def("target_id_runs_on",
+        [](const std::string& o, const std::string& d) { return targetIdRunsOn(o, d); }, py::arg("object"),
+        py::arg("device"), "Whether an object built for target ID `object` runs on a device of target ID `device`.");
+  m.def("compatible_targets", [](const std::string& d) { return compatibleTargets(d); }, py::arg("device"),
+        "The target IDs an entry may be filed under to run on `device`, most specific first.");
 }
 
 }  // namespace ukdpack::bindings

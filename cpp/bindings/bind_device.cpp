@@ -63,7 +63,7 @@ void bindDevice(py::module_& m) {
   py::class_<PyBackend>(m, "DeviceBackend", "A GPU as ukdpack drives it (CudaBackend or HipBackend).")
       .def_property_readonly("name", [](const PyBackend& b) { return b.backend->name(); })
       .def_property_readonly("device", [](const PyBackend& b) { return b.backend->device(); })
-      .def("arch", [](const PyBackend& b) { return b.backend->arch(); }, "The device arch, bare: 'sm_90', 'gfx90a'.")
+      .def("arch", [](const PyBackend& b) { return b.backend->arch(); }, "The device arch: 'sm_90', or an AMD device's full target ID ('gfx90a:sramecc+:xnack-').")
       .def(
           "alloc", [](const PyBackend& b, std::size_t nbytes) { return allocate(b.backend, nbytes); },
           py::arg("nbytes"), "Device memory of nbytes (not cleared), freed when the DeviceBuffer goes.")

@@ -770,6 +770,25 @@ void bindRuntime(py::module_& m) {
           "The verified code object of one launch of a kept kernel (launch None for a single-launch kernel; "
           "arch '' = the manager's). Raises RuntimeCheckError ('DIGEST_MISMATCH: ...', ...).")
       .def(
+          "check_devices",
+          [](const PyStateManager& s, const std::string& kernelId, const std::optional<std::string>& launch,
+             const std::string& arch) -> std::vector<std::string> {
+            const KernelDefinition* def = s.manager->find(kernelId);
+            const std::string on = arch.empty() ? s.manager->arch() : arch;
+            if (def == nullptr) return {on};
+            const KernelSource* src = nullptr;
+            if (launch) {
+              const auto it = def->kernel->sources.find(*launch);
+              if (it != def->kernel->sources.end()) src = &it->second;
+            } else {
+              src = singleLaunchSource(*def->kernel);
+            }
+            return src != nullptr ? checkDevices(*src, on) : std::vector<std::string>{on};
+          },
+          py::arg("kernel_id"), py::arg("launch") = py::none(), py::arg("arch") = "",
+          "The device target IDs a check loads one launch for: the arch, or the arch with each feature "
+          "variant's settings.")
+      .def(
           "check_launch_codes",
           [](const PyStateManager& s, const std::vector<std::pair<std::string, std::optional<std::string>>>& launches,
              const std::string& arch, unsigned threads) {

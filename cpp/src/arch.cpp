@@ -1,8 +1,10 @@
 #include "ukdpack/arch.hpp"
 
 #include <algorithm>
-#include <array>
+#include <map>
+#include <set>
 #include <utility>
+#include <vector>
 
 namespace ukdpack {
 
@@ -58,33 +60,182 @@ bool isGenericArch(std::string_view arch) {
 }
 
 namespace {
-// Members of each generic family, from LLVM's AMDGPU processor table.
-constexpr std::array<std::pair<std::string_view, std::string_view>, 31> kFamilies{{
-    {"gfx9-generic", "gfx900"},     {"gfx9-generic", "gfx902"},
-    {"gfx9-generic", "gfx904"},     {"gfx9-generic", "gfx906"},
-    {"gfx9-generic", "gfx909"},     {"gfx9-generic", "gfx90c"},
-    {"gfx9-4-generic", "gfx940"},   {"gfx9-4-generic", "gfx941"},
-    {"gfx9-4-generic", "gfx942"},   {"gfx9-4-generic", "gfx950"},
-    {"gfx10-1-generic", "gfx1010"}, {"gfx10-1-generic", "gfx1011"},
-    {"gfx10-1-generic", "gfx1012"}, {"gfx10-1-generic", "gfx1013"},
-    {"gfx10-3-generic", "gfx1030"}, {"gfx10-3-generic", "gfx1031"},
-    {"gfx10-3-generic", "gfx1032"}, {"gfx10-3-generic", "gfx1033"},
-    {"gfx10-3-generic", "gfx1034"}, {"gfx10-3-generic", "gfx1035"},
-    {"gfx10-3-generic", "gfx1036"}, {"gfx11-generic", "gfx1100"},
-    {"gfx11-generic", "gfx1101"},   {"gfx11-generic", "gfx1102"},
-    {"gfx11-generic", "gfx1103"},   {"gfx11-generic", "gfx1150"},
-    {"gfx11-generic", "gfx1151"},   {"gfx11-generic", "gfx1152"},
-    {"gfx11-generic", "gfx1153"},   {"gfx12-generic", "gfx1200"},
-    {"gfx12-generic", "gfx1201"},
-}};
+// Members of each generic family, from LLVM's AMDGPU generic processor table.
+struct Family {
+  std::string_view generic;
+  std::vector<std::string_view> members;
+};
+const std::vector<Family>& families() {
+  static const std::vector<Family> table{
+      {"gfx9-generic", {"gfx900", "gfx902", "gfx904", "gfx906", "gfx909", "gfx90c"}},
+      {"gfx9-4-generic", {"gfx940", "gfx941", "gfx942", "gfx950"}},
+      {"gfx10-1-generic", {"gfx1010", "gfx1011", "gfx1012", "gfx1013"}},
+      {"gfx10-3-generic", {"gfx1030", "gfx1031", "gfx1032", "gfx1033", "gfx1034", "gfx1035", "gfx1036"}},
+      {"gfx11-generic",
+       {"gfx1100", "gfx1101", "gfx1102", "gfx1103", "gfx1150", "gfx1151", "gfx1152", "gfx1153"}},
+      {"gfx12-generic", {"gfx1200", "gfx1201"}},
+  };
+  return table;
+}
+
+// The target features each processor supports (LLVM's AMDGPU processor tables);
+// a processor not listed supports none.
+const std::map<std::string_view, std::vector<std::string_view>>& featureTable() {
+  static const std::map<std::string_view, std::vector<std::string_view>> table{
+      {"gfx801", {"xnack"}},           {"gfx810", {"xnack"}},
+      {"gfx900", {"xnack"}},           {"gfx902", {"xnack"}},
+      {"gfx904", {"xnack"}},           {"gfx906", {"sramecc", "xnack"}},
+      {"gfx908", {"sramecc", "xnack"}}, {"gfx909", {"xnack"}},
+      {"gfx90a", {"sramecc", "xnack"}}, {"gfx90c", {"xnack"}},
+      {"gfx940", {"sramecc", "xnack"}}, {"gfx941", {"sramecc", "xnack"}},
+      {"gfx942", {"sramecc", "xnack"}}, {"gfx950", {"sramecc", "xnack"}},
+      {"gfx1010", {"xnack"}},          {"gfx1011", {"xnack"}},
+      {"gfx1012", {"xnack"}},          {"gfx1013", {"xnack"}},
+      {"gfx9-generic", {"xnack"}},     {"gfx9-4-generic", {"sramecc", "xnack"}},
+      {"gfx10-1-generic", {"xnack"}},
+  };
+  return table;
+}
 }  // namespace
 
 bool targetRunsOn(std::string_view target, std::string_view arch) {
   const std::string t = bareArch(target);
   const std::string a = bareArch(arch);
   if (t == a) return true;
-  return std::any_of(kFamilies.begin(), kFamilies.end(),
-                     [&](const auto& fam) { return fam.first == t && fam.second == a; });
+  for (const Family& f : families()) {
+    if (f.generic == t) return std::find(f.members.begin(), f.members.end(), a) != f.members.end();
+  }
+  return false;
+}
+
+std::string TargetId::str() const {
+  std::string out = processor;
+  for (const auto& [name, setting] : features) out += ":" + name + setting;
+  return out;
+}
+
+std::string targetIdProblem(std::string_view text) {
+  const std::string bare = bareArch(text);
+  if (!isArchName(bare)) return "'" + bare + "' is not a GPU arch such as gfx90a or gfx11-generic";
+  const std::vector<std::string> supported = supportedFeatures(bare);
+  std::set<std::string> seen;
+  std::size_t pos = bare.size();
+  while (pos < text.size()) {
+    const std::size_t next = std::min(text.find(':', pos + 1), text.size());
+    const std::string_view item = text.substr(pos + 1, next - pos - 1);
+    pos = next;
+    if (item.size() < 2 || (item.back() != '+' && item.back() != '-')) {
+      return "feature '" + std::string(item) + "' must be a name followed by '+' or '-' (as in xnack+)";
+    }
+    const std::string name(item.substr(0, item.size() - 1));
+    if (std::find(supported.begin(), supported.end(), name) == supported.end()) {
+      std::string listed;
+      for (const std::string& f : supported) listed += (listed.empty() ? "" : ", ") + f;
+      return bare + " does not support feature '" + name + "' (it supports " +
+             (listed.empty() ? std::string("none") : listed) + ")";
+    }
+    if (!seen.insert(name).second) return "feature '" + name + "' is named twice";
+  }
+  return "";
+}
+
+std::optional<TargetId> parseTargetId(std::string_view text) {
+  if (!targetIdProblem(text).empty()) return std::nullopt;
+  TargetId id{bareArch(text), {}};
+  std::size_t pos = id.processor.size();
+  while (pos < text.size()) {
+    const std::size_t next = std::min(text.find(':', pos + 1), text.size());
+    const std::string_view item = text.substr(pos + 1, next - pos - 1);
+    id.features[std::string(item.substr(0, item.size() - 1))] = item.back();
+    pos = next;
+  }
+  return id;
+}
+
+const std::vector<std::string>& genericTargets() {
+  static const std::vector<std::string> names = [] {
+    std::vector<std::string> out;
+    for (const Family& f : families()) out.emplace_back(f.generic);
+    return out;
+  }();
+  return names;
+}
+
+std::vector<std::string> genericMembers(std::string_view generic) {
+  for (const Family& f : families()) {
+    if (f.generic == generic) return {f.members.begin(), f.members.end()};
+  }
+  return {};
+}
+
+std::string genericFamilyOf(std::string_view processor) {
+  for (const Family& f : families()) {
+    if (std::find(f.members.begin(), f.members.end(), processor) != f.members.end()) {
+      return std::string(f.generic);
+    }
+  }
+  return "";
+}
+
+std::vector<std::string> supportedFeatures(std::string_view processor) {
+  const auto it = featureTable().find(processor);
+  if (it == featureTable().end()) return {};
+  return {it->second.begin(), it->second.end()};
+}
+
+bool targetIdRunsOn(std::string_view object, std::string_view device) {
+  const auto obj = parseTargetId(object);
+  const auto dev = parseTargetId(device);
+  if (!obj || !dev || isGenericArch(dev->processor)) return false;
+  if (!targetRunsOn(obj->processor, dev->processor)) return false;
+  for (const auto& [name, setting] : obj->features) {
+    const auto it = dev->features.find(name);
+    if (it == dev->features.end() || it->second != setting) return false;
+  }
+  return true;
+}
+
+std::vector<std::string> compatibleTargets(std::string_view device) {
+  const auto dev = parseTargetId(device);
+  if (!dev) return {};
+  // Features in the order the device names them (canonical: by name).
+  std::vector<std::pair<std::string, char>> feats(dev->features.begin(), dev->features.end());
+  std::vector<std::string> out;
+  auto subsets = [&](const std::string& processor) {
+    const std::vector<std::string> supported = supportedFeatures(processor);
+    std::vector<std::pair<std::string, char>> usable;
+    for (const auto& f : feats) {
+      if (std::find(supported.begin(), supported.end(), f.first) != supported.end()) usable.push_back(f);
+    }
+    const std::size_t n = usable.size();
+    // Descending masks, bit (n-1-i) for feature i: most features first, dropping
+    // from the right first (rocm-kpack's order).
+    for (unsigned mask = (1u << n) - 1;; --mask) {
+      std::string candidate = processor;
+      for (std::size_t i = 0; i < n; ++i) {
+        if (mask & (1u << (n - 1 - i))) candidate += ":" + usable[i].first + usable[i].second;
+      }
+      out.push_back(candidate);
+      if (mask == 0) break;
+    }
+  };
+  // Most features first within a processor: order the masks by popcount.
+  auto sortByCount = [&](std::size_t from) {
+    std::stable_sort(out.begin() + static_cast<std::ptrdiff_t>(from), out.end(),
+                     [](const std::string& a, const std::string& b) {
+                       return std::count(a.begin(), a.end(), ':') > std::count(b.begin(), b.end(), ':');
+                     });
+  };
+  if (isGenericArch(dev->processor)) return {};
+  subsets(dev->processor);
+  sortByCount(0);
+  const std::string family = genericFamilyOf(dev->processor);
+  if (!family.empty()) {
+    const std::size_t from = out.size();
+    subsets(family);
+    sortByCount(from);
+  }
+  return out;
 }
 
 }  // namespace ukdpack

@@ -266,8 +266,9 @@ Result<std::shared_ptr<DeviceBackend>> openHipBackend(int device) {
                                                   ") failed: " + rt.error(e)));
   }
   const char* name = buffer->props.gcnArchName;
-  const std::string arch = bareArch(std::string(name, ::strnlen(name, sizeof buffer->props.gcnArchName)));
-  if (!isArchName(arch)) {
+  // The full target ID (gfx90a:sramecc+:xnack-): it picks among an archive's feature variants.
+  const std::string arch(name, ::strnlen(name, sizeof buffer->props.gcnArchName));
+  if (!isArchName(bareArch(arch))) {
     return R::failure(unavailable(rt.library, "HIP device " + std::to_string(device) + " reports arch '" + arch +
                                                   "', not a gfx target; the runtime and these headers disagree"));
   }

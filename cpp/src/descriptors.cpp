@@ -141,6 +141,10 @@ void readBuild(BasicObjectReader<V>& r) {
     }
   }
   b.stringList("flags", false, true);
+  if (const V* generic = b.get("generic"); generic != nullptr && !generic->is_boolean()) {
+    b.error(b.pathOf("generic"), "expected a boolean (true: compile once for the arch's generic family), found " +
+                                     describeFound(*generic));
+  }
   b.finish();
 }
 
@@ -267,6 +271,21 @@ std::optional<KernelSource> parseSource(const V& value, const std::string& file,
       }
     }
     src.signature = readSignature(r);
+    // Feature variants of one object (gfx90a:xnack+, gfx90a:xnack-): the digest of
+    // the entry filed under each target ID.
+    if (const V* targets = r.object("targets", false)) {
+      for (auto it = targets->begin(); it != targets->end(); ++it) {
+        const std::string key(it.key());
+        const std::string where = jsonPathKey(r.pathOf("targets"), key);
+        if (const std::string why = targetIdProblem(key); !why.empty()) {
+          r.error(where, "expected a target ID such as gfx90a:xnack+, found '" + key + "': " + why);
+        } else if (!it.value().is_string() || !isSha256Hex(it.value().template get<std::string>())) {
+          r.error(where, "expected 64 lowercase hex digits, found " + describeFound(it.value()));
+        } else {
+          src.targets[key] = it.value().template get<std::string>();
+        }
+      }
+    }
   } else if (const SourceKindInfo* known = sourceKind(k); known != nullptr && !known->launchable) {
     std::vector<std::string> launchable;
     for (const SourceKindInfo& info : sourceKinds())

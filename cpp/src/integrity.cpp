@@ -211,8 +211,33 @@ Result<std::vector<std::uint8_t>> loadLaunchCode(const Kernel& kernel, const fs:
     return fail("ARCHIVE_INVALID", libPath, "cannot read archive '" + src->library + "': " + archive.error().str());
   }
   const KpackArchive& ar = *archive.value();
-  std::string useArch = bareArch(arch);
-  if (useArch.empty()) {
+  // The entry is filed under the target ID its object was built for: the device's
+  // own, one with fewer features ("any"), or its generic family's. The most specific
+  // one the archive holds wins (exact features over "any", exact arch over generic).
+  std::string useArch;
+  for (const std::string& candidate : compatibleTargets(arch)) {
+    if (ar.find(src->tocKey, candidate) != nullptr) {
+      useArch = candidate;
+      break;
+    }
+  }
+  if (useArch.empty() && !arch.empty()) {
+    // Held for the device's arch (or its family) but not its feature settings: say so,
+    // naming both; held for other arches only is a missing entry (below).
+    std::string held;
+    bool sameArch = false;
+    for (const std::string& a : ar.arches()) {
+      if (ar.find(src->tocKey, a) == nullptr) continue;
+      held += (held.empty() ? "" : ", ") + a;
+      sameArch = sameArch || targetRunsOn(a, bareArch(arch));
+    }
+    if (sameArch) {
+      return fail("TARGET_MISMATCH", jsonPathKey(path, "toc_key"),
+                  "no code object for toc key '" + src->tocKey + "' in archive '" + src->library +
+                      "' runs on the device's target " + arch + ": the archive holds it for " + held);
+    }
+  }
+  if (useArch.empty() && arch.empty()) {
     std::vector<std::string> holding;
     for (const std::string& a : ar.arches())
       if (ar.find(src->tocKey, a) != nullptr) holding.push_back(a);
@@ -230,13 +255,25 @@ Result<std::vector<std::uint8_t>> loadLaunchCode(const Kernel& kernel, const fs:
     for (const std::string& a : ar.arches()) listed += (listed.empty() ? "" : ", ") + a;
     return fail("TOC_MISSING", jsonPathKey(path, "toc_key"),
                 "archive '" + src->library + "' has no entry for toc key '" + src->tocKey + "'" +
-                    (useArch.empty() ? std::string() : " and arch " + useArch) + " (it holds arches " +
+                    (arch.empty() ? std::string() : " and arch " + arch) + " (it holds arches " +
                     (listed.empty() ? std::string("none") : listed) + ")");
   }
-  // 4. the digest binds the bytes to the descriptor; nothing uses them before.
+  // 4. the digest binds the bytes to the descriptor; nothing uses them before. A
+  // launch with feature variants records one digest per target ID.
+  std::string expected = src->sha256;
+  if (!src->targets.empty()) {
+    const auto it = src->targets.find(useArch);
+    if (it == src->targets.end()) {
+      return fail("DIGEST_MISMATCH", jsonPathKey(path, "targets"),
+                  "the archive files toc key '" + src->tocKey + "' under " + useArch +
+                      ", for which the descriptor records no digest; the archive does not hold what this kernel "
+                      "was packed with");
+    }
+    expected = it->second;
+  }
   // Bytes this cache verified against the same digest are those bytes again.
   const std::string entry = where.path.string() + '\n' + src->tocKey + '\n' + useArch;
-  std::shared_ptr<const std::vector<std::uint8_t>> code = cache.verified(entry, src->sha256);
+  std::shared_ptr<const std::vector<std::uint8_t>> code = cache.verified(entry, expected);
   if (!code) {
     // The budget is charged before the work, by the size the TOC gives (the
     // reader holds the frame to it): the load stops before decompressing more.
@@ -258,10 +295,10 @@ Result<std::vector<std::uint8_t>> loadLaunchCode(const Kernel& kernel, const fs:
                       "': " + bytes.error().str());
     }
     const std::string digest = sha256Hex(bytes.value());
-    if (digest != src->sha256) {
-      return fail("DIGEST_MISMATCH", jsonPathKey(path, "sha256"),
+    if (digest != expected) {
+      return fail("DIGEST_MISMATCH", src->targets.empty() ? jsonPathKey(path, "sha256") : jsonPathKey(jsonPathKey(path, "targets"), useArch),
                   "the code object for " + useArch + " (toc key '" + src->tocKey + "' in " + src->library +
-                      ") has sha256 " + digest + ", the descriptor says " + src->sha256 +
+                      ") has sha256 " + digest + ", the descriptor says " + expected +
                       "; the archive does not hold what this kernel was packed with");
     }
     code = std::make_shared<const std::vector<std::uint8_t>>(std::move(bytes).value());
@@ -287,6 +324,15 @@ Result<std::vector<std::uint8_t>> loadLaunchCode(const Kernel& kernel, const fs:
   }
   if (!options.keepBytes) return R::success({});  // checked: a copy would go unused
   return R::success(std::vector<std::uint8_t>(*code));
+}
+
+std::vector<std::string> checkDevices(const KernelSource& source, const std::string& arch) {
+  if (source.targets.empty() || arch.empty()) return {arch};
+  std::vector<std::string> out;
+  for (const auto& [target, digest] : source.targets) {
+    out.push_back(bareArch(arch) + target.substr(bareArch(target).size()));
+  }
+  return out;
 }
 
 Result<std::vector<std::uint8_t>> loadLaunchCode(const DescriptorSet& set, const std::string& kernelId,

@@ -655,8 +655,9 @@ void Loader::resolvePacks() {
       bool ok = true;
       if (!p.arch.empty() && m.kernel.arch && !m.kernel.arch->empty()) {
         std::string extra;
-        for (const std::string& a : *m.kernel.arch)
-          if (std::find(p.arch.begin(), p.arch.end(), a) == p.arch.end()) extra += (extra.empty() ? "'" : ", '") + a + "'";
+        for (const std::string& a : *m.kernel.arch)  // a generic family covers its members
+          if (std::none_of(p.arch.begin(), p.arch.end(), [&](const std::string& pa) { return targetRunsOn(a, pa); }))
+            extra += (extra.empty() ? "'" : ", '") + a + "'";
         if (!extra.empty()) {
           std::string listed;
           for (const std::string& a : p.arch) listed += (listed.empty() ? "" : ", ") + a;

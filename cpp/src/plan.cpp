@@ -147,7 +147,10 @@ Result<DevicePlan> DevicePlan::create(const StateManager& manager, const std::st
   if (!backend) {
     return R::failure(makeError("PLAN_NO_BACKEND", k.file, k.jsonPath, kernelLabel(k) + ": no device backend given"));
   }
-  const std::string useArch = bareArch(arch.empty() ? backend->arch() : arch);
+  // The device's full target ID (gfx90a:sramecc+:xnack-) picks among feature variants;
+  // whether the kernel runs at all is a matter of the bare arch.
+  const std::string device = arch.empty() ? backend->arch() : arch;
+  const std::string useArch = bareArch(device);
   if (!kernelRunsOn(*def.pack, k, useArch)) {
     std::string built;
     for (const std::string& a : kernelArches(*def.pack, k)) built += (built.empty() ? "" : ", ") + a;
@@ -171,7 +174,7 @@ Result<DevicePlan> DevicePlan::create(const StateManager& manager, const std::st
     l.tocKey = l.source->tocKey;
     l.sha256 = l.source->sha256;
     const std::string where = launchLabel(k, name);
-    auto code = manager.loadLaunchCode(k.id, name.empty() ? std::nullopt : std::optional<std::string>(name), useArch);
+    auto code = manager.loadLaunchCode(k.id, name.empty() ? std::nullopt : std::optional<std::string>(name), device);
     if (!code) return R::failure(code.error());
     auto known = moduleOf.find(l.sha256);
     if (known == moduleOf.end()) {

@@ -6,6 +6,8 @@
 #include <tuple>
 #include <utility>
 
+#include "ukdpack/arch.hpp"
+
 namespace ukdpack {
 
 namespace {
@@ -198,8 +200,9 @@ void packedTocKeys(const DescriptorSet& set, std::vector<Diagnostic>& out) {
 bool inShard(const Pack& pack, const Kernel& kernel, const std::string& arch) {
   const bool kernelNames = kernel.arch && !kernel.arch->empty();
   if (arch.empty()) return pack.arch.empty() && !kernelNames;
+  // A generic family named in an arch list ships to the shard of each member.
   const auto has = [&](const std::vector<std::string>& list) {
-    return std::find(list.begin(), list.end(), arch) != list.end();
+    return std::any_of(list.begin(), list.end(), [&](const std::string& a) { return targetRunsOn(a, arch); });
   };
   return (pack.arch.empty() || has(pack.arch)) && (!kernelNames || has(*kernel.arch));
 }

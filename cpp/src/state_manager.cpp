@@ -234,6 +234,8 @@ std::vector<std::optional<Diagnostic>> StateManager::checkLaunchCodes(
   // own (loadLaunchCode words its failure).
   std::vector<std::vector<std::size_t>> groups;
   std::unordered_map<std::string, std::size_t> groupOf;
+  // Each launch is loaded as each device it may run on would (every feature variant).
+  std::vector<std::vector<std::string>> devices(launches.size(), std::vector<std::string>{arch});
   for (std::size_t i = 0; i < launches.size(); ++i) {
     std::string key;
     if (const KernelDefinition* def = find(launches[i].first)) {
@@ -243,8 +245,10 @@ std::vector<std::optional<Diagnostic>> StateManager::checkLaunchCodes(
         const auto it = k.sources.find(*launches[i].second);
         if (it != k.sources.end()) src = &it->second;
       }
-      if (src != nullptr && src->kind == "kpack")
+      if (src != nullptr && src->kind == "kpack") {
         key = (k.baseDir / src->library).lexically_normal().string() + '\n' + src->tocKey;
+        devices[i] = checkDevices(*src, arch.empty() ? arch_ : arch);
+      }
     }
     if (key.empty()) key = "\n" + std::to_string(i);  // no path starts with a newline
     const auto [it, added] = groupOf.emplace(key, groups.size());
@@ -261,8 +265,13 @@ std::vector<std::optional<Diagnostic>> StateManager::checkLaunchCodes(
     try {
       for (std::size_t g = next++; g < groups.size(); g = next++) {
         for (const std::size_t i : groups[g]) {
-          auto code = loadLaunchCode(launches[i].first, launches[i].second, arch, false);
-          if (!code) out[i] = code.error();
+          for (const std::string& device : devices[i]) {
+            auto code = loadLaunchCode(launches[i].first, launches[i].second, device, false);
+            if (!code) {
+              out[i] = code.error();
+              break;
+            }
+          }
         }
       }
     } catch (...) {

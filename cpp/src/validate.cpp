@@ -189,12 +189,21 @@ ValidationReport validateRoots(const std::vector<std::filesystem::path>& roots, 
       std::vector<std::optional<std::string>> launches(names.begin(), names.end());
       if (launches.empty()) launches.push_back(std::nullopt);
       for (const auto& launch : launches) {
-        auto code = manager.loadLaunchCode(def.kernel->id, launch, arch);
-        if (code) {
-          ++report.launchesChecked;
-        } else {
-          note(code.error(), arch);
+        // A launch with feature variants is checked once per variant, as a device of
+        // that setting would load it (the arch's bare name reaches only an "any" one).
+        const KernelSource* src = launch ? &def.kernel->sources.at(*launch) : singleLaunchSource(*def.kernel);
+        const std::vector<std::string> devices = src != nullptr ? checkDevices(*src, arch)
+                                                                : std::vector<std::string>{arch};
+        bool ok = true;
+        for (const std::string& device : devices) {
+          auto code = manager.loadLaunchCode(def.kernel->id, launch, device);
+          if (!code) {
+            note(code.error(), arch);
+            ok = false;
+            break;
+          }
         }
+        if (ok) ++report.launchesChecked;
       }
     }
   }

@@ -79,7 +79,14 @@ def cmd_validate(args: argparse.Namespace) -> int:
 
 def cmd_pack(args: argparse.Namespace) -> int:
     from ukdpack.progress import Reporter
-    from ukdpack.shard.pack import PackOptions, default_jobs, normalize_arches, pack, pack_report
+    from ukdpack.shard.pack import (
+        PackOptions,
+        arch_variants,
+        default_jobs,
+        normalize_arches,
+        pack,
+        pack_report,
+    )
 
     for flag, value in (("--source-root", args.source_root), ("--out-root", args.out_root),
                         ("--handlers", args.handlers), ("--cache-dir", args.cache_dir),
@@ -101,7 +108,8 @@ def cmd_pack(args: argparse.Namespace) -> int:
         raise UsageError("--arch: expected at least one GPU arch such as gfx90a or sm_90")
     opts = PackOptions(
         source_root=Path(args.source_root), out_root=Path(args.out_root),
-        arches=tuple(normalize_arches(arches)), group=args.group,
+        arches=tuple(normalize_arches(arches)), variants=arch_variants(arches),
+        group=args.group,
         jobs=args.jobs or default_jobs(), hipcc=args.hipcc, nvcc=args.nvcc,
         handlers=Path(args.handlers) if args.handlers is not None else None,
         cache_dir=Path(args.cache_dir) if args.cache_dir is not None else None,

@@ -30,13 +30,14 @@ def test_status_pull_and_verify(workspace: Path) -> None:
     root = workspace / "descriptors"
     st = dvc.status(root)
     assert st.repo == workspace.resolve()
-    assert sorted(s.output.path.name for s in st.missing) == ["gfx1030", "gfx90a", "gfx940"]
+    assert sorted(s.output.path.name for s in st.missing) == ["gfx10-3-generic", "gfx1030",
+                                                               "gfx90a", "gfx940"]
     lines = dvc.describe_missing(st)
     assert any("prebuilt/objects/gfx90a: missing; run in" in ln and
                "dvc pull descriptors/prebuilt/objects/gfx90a.dvc" in ln for ln in lines)
 
     r = _cli("dvc-status", str(root), "--require")
-    assert r.returncode == 1 and "3 of 3 DVC outputs not present" in r.stdout
+    assert r.returncode == 1 and "4 of 4 DVC outputs not present" in r.stdout
     assert _cli("dvc-status", str(root)).returncode == 0  # a report, not a gate
 
     r = _cli("dvc-pull", str(root))
@@ -66,8 +67,9 @@ def test_incomplete_folder_and_json(workspace: Path) -> None:
     by_name = {Path(o["path"]).name: o for o in doc["outputs"]}
     assert by_name["gfx90a"]["state"] == "incomplete"
     assert by_name["gfx90a"]["detail"] == "holds 1 of 2 files"
-    assert doc["missing"] == 3
-    assert doc["pull"] == ["dvc pull descriptors/prebuilt/objects/gfx1030.dvc "
+    assert doc["missing"] == 4
+    assert doc["pull"] == ["dvc pull descriptors/prebuilt/objects/gfx10-3-generic.dvc "
+                           "descriptors/prebuilt/objects/gfx1030.dvc "
                            "descriptors/prebuilt/objects/gfx90a.dvc "
                            "descriptors/prebuilt/objects/gfx940.dvc"]
 
@@ -77,7 +79,8 @@ def test_outputs_are_grouped_by_their_remote(workspace: Path) -> None:
     sidecar = root / "prebuilt" / "objects" / "gfx940.dvc"
     sidecar.write_text(sidecar.read_text().replace("  path: gfx940", "  path: gfx940\n  remote: other"))
     groups = dvc.pull_groups(dvc.status(root))
-    assert groups == {None: ["descriptors/prebuilt/objects/gfx1030.dvc",
+    assert groups == {None: ["descriptors/prebuilt/objects/gfx10-3-generic.dvc",
+                             "descriptors/prebuilt/objects/gfx1030.dvc",
                              "descriptors/prebuilt/objects/gfx90a.dvc"],
                       "other": ["descriptors/prebuilt/objects/gfx940.dvc"]}
 

@@ -92,6 +92,9 @@ struct KernelSource {
   std::string symbol;
   std::string sha256;
   Signature signature;
+  // Several objects for one launch, one per target ID the archive files it under
+  // (feature variants): target ID -> sha256. Empty: the one object of `sha256`.
+  std::map<std::string, std::string> targets;
 };
 
 // What ukdpack knows of each kernel-source kind, in one table: the fields an

@@ -111,6 +111,11 @@ std::optional<Diagnostic> libraryFileMissing(const LibraryLocation& where, const
 // DECOMPRESS_BUDGET (the cache's budget of decompressed bytes is spent),
 // DIGEST_MISMATCH, SYMBOL_MISSING, CODE_OBJECT_INVALID, NOT_PACKED,
 // NO_SUCH_LAUNCH.
+// The device target IDs a check of one packed launch loads it for on `arch`: the arch
+// itself, or, for a launch with feature variants (`targets`), the arch with each
+// variant's settings, so every object is checked as a device of its kind loads it.
+std::vector<std::string> checkDevices(const KernelSource& source, const std::string& arch);
+
 Result<std::vector<std::uint8_t>> loadLaunchCode(const Kernel& kernel,
                                                  const std::filesystem::path& shardRoot,
                                                  const std::optional<std::string>& launch,

@@ -24,8 +24,11 @@ Producer = Literal["compile", "prebuilt", "builder", "none", "packed"]
 def normalized_build(build: Mapping[str, Any] | None) -> dict[str, Any]:
     """``{}`` and ``{"defines": {}, "flags": []}`` are the same compile."""
     build = build or {}
-    return {"defines": dict(sorted((build.get("defines") or {}).items())),
-            "flags": list(build.get("flags") or [])}
+    out: dict[str, Any] = {"defines": dict(sorted((build.get("defines") or {}).items())),
+                           "flags": list(build.get("flags") or [])}
+    if build.get("generic") is True:  # only when asked: other builds keep their toc keys
+        out["generic"] = True
+    return out
 
 
 def _compiled_identity(kind: str, fields: Mapping[str, Any], rel: str | None) -> dict[str, Any]:

@@ -319,6 +319,23 @@ def target_arch_of(meta: Metadata) -> str:
     return str(_runtime.bare_arch(processor))
 
 
+def target_id(data: bytes) -> str:
+    """The target ID the object is built for, features in name order (``gfx90a:xnack+``,
+    ``gfx11-generic``); an object that leaves a feature "any" names none of it."""
+    return target_id_of(metadata(data))
+
+
+def target_id_of(meta: Metadata) -> str:
+    """``target_id`` of an object whose metadata is ``meta``."""
+    full = _target_of(meta)
+    named = full.rpartition("--")[2] if "--" in full else full.rpartition("-")[2]
+    canonical = _runtime.canonical_target_id(named)
+    if canonical is None:
+        raise CodeObjectError(f"amdhsa.target {full!r} names no target ID: "
+                              f"{_runtime.target_id_problem(named)}")
+    return str(canonical)
+
+
 def read_signature(data: bytes, symbol: str) -> list[dict[str, Any]]:
     """The explicit arguments of kernel ``symbol``: ``{kind, size, offset[, name]}`` in order."""
     return signature_of(metadata(data), symbol)

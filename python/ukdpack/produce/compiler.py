@@ -78,6 +78,20 @@ class Compiler:
     version: str  # the version text the compiler printed (first lines; for provenance)
     identity: str  # digest of everything that decides its objects (module docstring)
 
+    @property
+    def driver(self) -> str:
+        """How it is called: ``hipcc``, ``clang`` (a clang driver named by ``--hipcc``) or
+        ``nvcc``."""
+        return driver_of(self.kind, self.version)
+
+
+def driver_of(kind: str, version: str) -> str:
+    """``clang`` when a hip compiler's version text is a plain clang's (no ``HIP
+    version`` line: hipcc prints one), else the kind's own driver."""
+    if kind == "hip" and "HIP version" not in version and "clang version" in version:
+        return "clang"
+    return PROGRAM[kind]
+
 
 class CompilerRecords(Protocol):
     """Where fingerprints are remembered between packs (the compile cache)."""
@@ -127,7 +141,7 @@ def _fingerprint(kind: str, path: str, env: Mapping[str, str], chosen: Mapping[s
     version = version_text(path, timeout)
     driver = ""
     if kind == "hip":
-        driver, tools = _probe_hip(path, env, timeout)
+        driver, tools = _probe_hip(path, env, timeout, driver_of(kind, version))
         files += tools + _compiler_libraries(tools, timeout)
     whole = kind != "hip" or bool(driver)
     watched: dict[str, list[int]] = {}
@@ -150,7 +164,8 @@ def _fingerprint(kind: str, path: str, env: Mapping[str, str], chosen: Mapping[s
     return version, identity, watched, whole
 
 
-def _probe_hip(path: str, env: Mapping[str, str], timeout: float) -> tuple[str, list[str]]:
+def _probe_hip(path: str, env: Mapping[str, str], timeout: float,
+               how: str = "hipcc") -> tuple[str, list[str]]:
     """The command hipcc runs for a device compile (``hipcc-cmd:``, with the flags it
     adds) and the files clang's ``-###`` names (cc1, lld, bundler, bitcode libraries).
     Empty when the probe fails: the identity then rests on the rest."""
@@ -158,6 +173,8 @@ def _probe_hip(path: str, env: Mapping[str, str], timeout: float) -> tuple[str, 
     # wrappers counting compiles do not count the probe.
     argv = [path, "-c", "--cuda-device-only", f"--offload-arch={PROBE_ARCH}", "-###",
             "-x", "hip", os.devnull, "-o", os.devnull]
+    if how == "clang":  # as compiles call it: no ROCm device libraries to look for
+        argv[1:1] = list(CLANG_DEVICE_FLAGS)
     try:
         _, out, err = _run_tool(argv, {**env, "HIPCC_VERBOSE": "1"}, timeout)
     except (OSError, subprocess.TimeoutExpired):
@@ -175,6 +192,8 @@ def _probe_hip(path: str, env: Mapping[str, str], timeout: float) -> tuple[str, 
         if line.startswith(' "'):  # one command of -### (the version lines are not)
             files += [os.path.realpath(w) for w in _split(line)
                       if os.path.isabs(w) and os.path.isfile(w)]
+    if how == "clang" and files:  # a clang runs no hipcc-cmd: its own commands tell it
+        driver = f"clang {os.path.realpath(path)}"
     return driver, files
 
 
@@ -268,24 +287,34 @@ def _define(name: str, value: Any) -> str:
     return f"-D{name}={value}"
 
 
-def _pinned(kind: str, arch: str) -> list[str]:
+#: How a plain clang driver (``--hipcc clang++-19``) makes one device code object, as
+#: hipcc's ``--genco`` does: no host side, no offload bundle, no ROCm device libraries
+#: (a kernel uses compiler builtins), code object v6 (the one generic targets need).
+CLANG_DEVICE_FLAGS = ("-x", "hip", "--cuda-device-only", "--no-gpu-bundle-output",
+                      "-nogpulib", "-mcode-object-version=6")
+
+
+def _pinned(kind: str, arch: str, driver: str = "") -> list[str]:
     if kind == "cuda":
         return ["-cubin", f"-arch={arch}", "-O3"]
+    if driver == "clang":
+        return ["-c", *CLANG_DEVICE_FLAGS, f"--offload-arch={arch}", "-O3", "-fuse-cuid=none"]
     return ["--genco", f"--offload-arch={arch}", "-O3", "-fuse-cuid=none"]
 
 
-def key_argv(kind: str, build: Mapping[str, Any], arch: str) -> list[str]:
-    """What of the command line determines the object, without any path in it."""
+def key_argv(kind: str, build: Mapping[str, Any], arch: str, driver: str = "") -> list[str]:
+    """What of the command line determines the object, without any path in it.
+    ``arch`` is the compile's target ID (an arch, a generic family, ``gfx90a:xnack+``)."""
     defines = [_define(k, v) for k, v in sorted((build.get("defines") or {}).items())]
     flags: Sequence[str] = build.get("flags") or []
-    return [*_pinned(kind, arch), *defines, *flags]
+    return [*_pinned(kind, arch, driver), *defines, *flags]
 
 
 def compile_argv(compiler: Compiler, source: Path, build: Mapping[str, Any], arch: str,
                  output: Path, depfile: Path, root: Path) -> list[str]:
-    """The device-only compile of one translation unit for one arch."""
-    return rerun_argv(compiler, key_argv(compiler.kind, build, arch), source, output,
-                      depfile, root)
+    """The device-only compile of one translation unit for one target."""
+    return rerun_argv(compiler, key_argv(compiler.kind, build, arch, compiler.driver), source,
+                      output, depfile, root)
 
 
 def rerun_argv(compiler: Compiler, keyed: Sequence[str], source: Path, output: Path,
@@ -294,7 +323,7 @@ def rerun_argv(compiler: Compiler, keyed: Sequence[str], source: Path, output: P
     records it so ``ukdpack cache verify`` can run the compile again)."""
     argv = [compiler.path, *keyed]
     if compiler.kind == "hip":
-        argv.insert(len(_pinned("hip", "")) + 1, f"-ffile-prefix-map={root}=.")
+        argv.insert(len(_pinned("hip", "", compiler.driver)) + 1, f"-ffile-prefix-map={root}=.")
     return [*argv, "-MD", "-MF", str(depfile), "-o", str(output), str(source)]
 
 

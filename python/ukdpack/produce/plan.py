@@ -8,10 +8,11 @@ or a builder call share one job, one code object and one toc key.
 from __future__ import annotations
 
 import functools
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from ukdpack import _runtime
 from ukdpack.authored.kinds import COMPILED, kind, normalized_build
 from ukdpack.authored.load import Member, Tree
 from ukdpack.authored.model import Source, Ukd
@@ -40,10 +41,17 @@ class Job:
     rel: str | None  # root-relative source (hip, cuda) or object (hsaco) file
     fields: Mapping[str, Any] = field(compare=False, hash=False)
     users: tuple[User, ...] = field(compare=False, hash=False, default=())
+    #: what a compile builds for when not the bare arch: a generic family
+    #: (``gfx11-generic``) or a target ID with features (``gfx90a:xnack+``)
+    target: str = ""
 
     @property
     def key(self) -> tuple[str, str, str]:
-        return (self.kind, self.toc_key, self.arch)
+        return (self.kind, self.toc_key, f"{self.arch}={self.target}" if self.target else self.arch)
+
+    @property
+    def compile_target(self) -> str:
+        return self.target or self.arch
 
     def what(self) -> str:
         """``kernels/a.hip [N=4] for gfx90a`` for messages and progress."""
@@ -52,7 +60,7 @@ class Job:
         build = normalized_build(self.fields.get("build"))
         parts = [f"{k}={v}" for k, v in build["defines"].items()] + build["flags"]
         shown = f" [{' '.join(parts)}]" if parts else ""
-        return f"{self.rel}{shown} for {self.arch}"
+        return f"{self.rel}{shown} for {self.compile_target}"
 
 
 @dataclass(frozen=True)
@@ -63,6 +71,8 @@ class Launch:
     name: str | None  # None for a single-launch kernel
     source: Source
     job_key: tuple[str, str, str] | None  # None for kinds without a code object
+    #: every job of the launch, one per target (feature variants); job_key is the first
+    job_keys: tuple[tuple[str, str, str], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -84,9 +94,28 @@ class ArchPlan:
         return self._by_kernel.get(ukd.key, [])
 
 
-def plan_arch(tree: Tree, arch: str) -> ArchPlan:
-    """The kernels in the shard of ``arch`` and the jobs that build their objects.
-    The tree has passed every rule, so every path stays inside the root."""
+def compile_targets(src: Source, arch: str, variants: Sequence[str]) -> list[str]:
+    """What a compiled (hip, cuda) source is built for in the shard of ``arch``: each
+    requested target ID of the arch (``variants``; none: the arch itself), or, for a
+    build asking for ``generic``, the arch's generic family with the features of each
+    variant the family supports. ``""`` stands for the bare arch."""
+    wanted = list(variants) or [arch]
+    if src.kind == "hip" and (src.fields.get("build") or {}).get("generic") is True:
+        family = str(_runtime.generic_family_of(arch))
+        if family:
+            supported = set(_runtime.supported_features(family))
+            wanted = [":".join([family, *(f"{n}{v}" for n, v in
+                                          _runtime.target_features(t).items()
+                                          if n in supported)]) for t in wanted]
+    out = list(dict.fromkeys(wanted))
+    return ["" if t == arch else t for t in out]
+
+
+def plan_arch(tree: Tree, arch: str, variants: Sequence[str] = ()) -> ArchPlan:
+    """The kernels in the shard of ``arch`` and the jobs that build their objects:
+    one per compiled source and target (``variants``: the target IDs with features
+    asked for the arch, e.g. ``gfx90a:xnack+``; see compile_targets). The tree has
+    passed every rule, so every path stays inside the root."""
     members = tuple(tree.members_on(arch))
     jobs: dict[tuple[str, str, str], Job] = {}
     launches: list[Launch] = []
@@ -97,10 +126,15 @@ def plan_arch(tree: Tree, arch: str) -> ArchPlan:
                 continue
             rel = m.ukd.file_of(src)
             key = launch_toc_key(tree, m.ukd, src)
-            job = Job(src.kind, arch, key, rel, src.fields)
             user = User(m.ukd.name, m.ukd.file, src.json_path)
-            known = jobs.get(job.key)
-            jobs[job.key] = Job(job.kind, arch, key, rel, src.fields,
-                                (known.users if known else ()) + (user,))
-            launches.append(Launch(m, name, src, job.key))
+            targets = (compile_targets(src, arch, variants) if kind(src.kind).producer ==
+                       "compile" else [""])
+            keys: list[tuple[str, str, str]] = []
+            for target in targets:
+                job = Job(src.kind, arch, key, rel, src.fields, target=target)
+                known = jobs.get(job.key)
+                jobs[job.key] = Job(job.kind, arch, key, rel, src.fields,
+                                    (known.users if known else ()) + (user,), target)
+                keys.append(job.key)
+            launches.append(Launch(m, name, src, keys[0], tuple(keys)))
     return ArchPlan(arch, members, tuple(launches), tuple(jobs.values()))

@@ -22,7 +22,7 @@ import signal
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -45,6 +45,13 @@ class ObjectInfo:
 
     target: str  # bare arch (or generic target) the object was built for
     signatures: Mapping[str, list[dict[str, Any]]]
+    #: its full target ID (``gfx90a:xnack+``, ``gfx11-generic``): the key its archive
+    #: entry is filed under
+    target_id: str = ""
+
+    @property
+    def entry_target(self) -> str:
+        return self.target_id or self.target
 
     @property
     def kernels(self) -> list[str]:
@@ -89,13 +96,30 @@ def object_info(elf: bytes, sha: str, cache: CompileCache | None) -> ObjectInfo:
     """Target and signatures of every kernel of ``elf`` (whose sha256 is ``sha``; cached
     by that digest)."""
     found = cache.get_info(sha) if cache is not None else None
-    if found is not None:
-        return ObjectInfo(found["target"], found["signatures"])
+    if found is not None and "target_id" in found:  # a record of an older ukdpack lacks it
+        return ObjectInfo(found["target"], found["signatures"], found["target_id"])
     signatures = {k: codeobject.read_signature(elf, k) for k in codeobject.kernels(elf)}
-    info = ObjectInfo(codeobject.target_arch(elf), signatures)
+    info = ObjectInfo(codeobject.target_arch(elf), signatures, _target_id(elf))
     if cache is not None:
-        cache.put_info(sha, {"target": info.target, "signatures": signatures})
+        cache.put_info(sha, {"target": info.target, "signatures": signatures,
+                             "target_id": info.target_id})
     return info
+
+
+def _target_id(elf: bytes) -> str:
+    """The object's target ID; a CUDA object's target is its bare arch."""
+    try:
+        return codeobject.target_id(elf)
+    except codeobject.CodeObjectError:
+        return codeobject.target_arch(elf)
+
+
+def _target_id_of(meta: codeobject.Metadata) -> str:
+    """``_target_id`` from an object's metadata."""
+    try:
+        return codeobject.target_id_of(meta)
+    except codeobject.CodeObjectError:
+        return codeobject.target_arch_of(meta)
 
 
 @functools.lru_cache(maxsize=256)
@@ -105,7 +129,7 @@ def _note_info(note: bytes) -> ObjectInfo:
     its copies share it, and nothing changes an ObjectInfo)."""
     meta = codeobject.note_metadata(note)
     signatures = {k: codeobject.signature_of(meta, k) for k in codeobject.kernels_of(meta)}
-    return ObjectInfo(codeobject.target_arch_of(meta), signatures)
+    return ObjectInfo(codeobject.target_arch_of(meta), signatures, _target_id_of(meta))
 
 
 #: Kinds whose objects a compiler makes, through the cache.
@@ -209,10 +233,20 @@ class Producer:
                 self.failed += outcome == "failed"
             if done and not self._stopping.is_set():
                 done(job, time.monotonic() - start, outcome)
+                for other in followers.get(job.key, ()):  # they share this job's object
+                    done(other, 0.0, "failed" if outcome == "failed" else "reused")
             return True
 
+        # A generic family's object is compiled once for all its members: one job per
+        # (kind, toc key, target) runs; the others share its product.
+        shared: dict[tuple[str, str, str], list[Job]] = {}
+        for job in jobs:
+            shared.setdefault((job.kind, job.toc_key, job.compile_target)
+                              if job.target else job.key, []).append(job)
+        first = [group[0] for group in shared.values()]
+        followers = {group[0].key: group[1:] for group in shared.values()}
         # Longest first: compiles before reads, so the pool stays busy to the end.
-        order = sorted(jobs, key=lambda j: (j.kind not in COMPILED_KINDS, j.toc_key, j.arch))
+        order = sorted(first, key=lambda j: (j.kind not in COMPILED_KINDS, j.toc_key, j.arch))
         # Prebuilt objects are read in batches by the runtime (threads of its own, the GIL
         # released) in this thread, while the pool runs the other jobs.
         prebuilt = [j for j in order if j.kind == "hsaco"]
@@ -221,7 +255,7 @@ class Producer:
             for job in rest:  # in this thread: an interrupt reaches the compile itself
                 one(job)
             self._run_prebuilt(prebuilt, one)
-            return results
+            return _share(results, shared.values())
         pool = ThreadPoolExecutor(max_workers=self.jobs, thread_name_prefix="ukdpack-job")
         try:
             # Cache lookups run in this thread, each miss handed to the pool as it is
@@ -242,7 +276,7 @@ class Producer:
             self._abandon(pool)
             raise
         pool.shutdown()
-        return results
+        return _share(results, shared.values())
 
     def _run_prebuilt(self, jobs: Sequence[Job], one: Callable[[Job], bool]) -> None:
         """Run the prebuilt jobs, their files read a batch at a time."""
@@ -322,7 +356,7 @@ class Producer:
             source_digest = sha256_hex(read_regular(source))
         except OSError as e:
             raise _fail(job, f"cannot read source {job.rel}: {e.strerror}") from None
-        keyed = compiler.key_argv(job.kind, build, job.arch)
+        keyed = compiler.key_argv(job.kind, build, job.compile_target, comp.driver)
         key = base_key({"compiler": comp.identity, "argv": keyed, "source": job.rel,
                         "source_sha256": source_digest})
         rerun = {"kind": job.kind, "argv": keyed, "source": job.rel,
@@ -343,7 +377,8 @@ class Producer:
             self.remote.miss()
         with tempfile.TemporaryDirectory(prefix="ukdpack-cc-") as tmp:
             out, dep = Path(tmp) / "out.o", Path(tmp) / "out.d"
-            argv = compiler.compile_argv(comp, source, build, job.arch, out, dep, self.root)
+            argv = compiler.compile_argv(comp, source, build, job.compile_target, out, dep,
+                                         self.root)
             with self._lock:
                 if self._stopping.is_set():  # start no compile once the pack is ending
                     raise _fail(job, "the pack was interrupted")
@@ -420,6 +455,20 @@ class Producer:
         deps = (module.__file__,) if getattr(module, "__file__", None) else ()
         return self._finish(job, bytes(result), tuple(str(d) for d in deps), False,
                             f"the object {label} built")
+
+
+def _share(results: dict[tuple[str, str, str], Product | Problem],
+           groups: Iterable[Sequence[Job]]) -> dict[tuple[str, str, str], Product | Problem]:
+    """The product (or problem) of each group's first job, given to the other members'
+    jobs too (the same object in each member arch's shard)."""
+    for group in groups:
+        got = results.get(group[0].key)
+        if got is None:
+            continue
+        for other in group[1:]:
+            results[other.key] = (dataclasses.replace(got, job=other)
+                                  if isinstance(got, Product) else got)
+    return results
 
 
 #: Seconds an interrupted pack waits for its running jobs to end once their compiles are

@@ -44,15 +44,31 @@ DEFAULT_GROUP = "kernels"
 
 
 def normalize_arches(names: Sequence[str]) -> list[str]:
-    """Feature suffixes stripped, duplicates dropped, order kept; refuses non-arches."""
+    """The shards: bare arches (feature suffixes stripped), duplicates dropped, order
+    kept; refuses non-arches and target IDs with features the arch does not support."""
     out: list[str] = []
     for name in names:
         bare = _runtime.bare_arch(name.strip())
         if not _runtime.is_arch_name(bare):
             raise UsageError(f"--arch {name}: expected a GPU arch such as gfx90a or sm_90")
+        if why := _runtime.target_id_problem(name.strip()):
+            raise UsageError(f"--arch {name}: {why}")
         if bare not in out:
             out.append(bare)
     return out
+
+
+def arch_variants(names: Sequence[str]) -> dict[str, tuple[str, ...]]:
+    """The target IDs asked for each bare arch, canonical (``--arch gfx90a:xnack+ --arch
+    gfx90a:xnack-``: both variants in the gfx90a shard); an arch named bare too keeps a
+    variant without features. Arches named only bare have none (one object each)."""
+    out: dict[str, list[str]] = {}
+    for name in names:
+        target = str(_runtime.canonical_target_id(name.strip()) or name.strip())
+        bare = str(_runtime.bare_arch(target))
+        if target not in out.setdefault(bare, []):
+            out[bare].append(target)
+    return {a: tuple(ts) for a, ts in out.items() if ts != [a]}
 
 
 def default_jobs() -> int:
@@ -80,6 +96,9 @@ class PackOptions:
     lock_timeout: float = 600.0
     job_timeout: float = DEFAULT_JOB_TIMEOUT
     remote: RemoteConfig | None = None  # the shared cache tier (docs/remote-cache.md)
+    #: target IDs with features per bare arch (arch_variants); an arch not here builds
+    #: one object per source, for the bare arch
+    variants: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
 
 
 @dataclass
@@ -133,6 +152,15 @@ def _symbol_of(launch: Launch, product: Product) -> str | Problem:
     return symbol
 
 
+def _same_target(launch: Launch, products: Sequence[Product]) -> Problem:
+    """Two targets asked of one launch made objects for one target ID (a compiler that
+    ignores a feature): the shard could not tell them apart."""
+    made = ", ".join(f"{p.job.compile_target} -> {p.info.entry_target}" for p in products)
+    return Problem(launch.member.ukd.file, launch.source.json_path,
+                   f"the objects built for this launch do not differ by target ({made}); "
+                   "each requested target ID needs an object built for it")
+
+
 def _identity(ukd: Ukd, launch: Launch) -> dict[str, Any]:
     """The authored identity of one launch, root-relative, for provenance: each authored
     field of its kind, the file named root-relative and the build normalized."""
@@ -174,20 +202,37 @@ class _Assembler:
         problems = list(dict.fromkeys(p for job in self.plan.jobs
                                       if isinstance(p := self.products[job.key], Problem)))
         launches: dict[tuple[str, str | None], packed.PackedLaunch] = {}
-        used: dict[str, Product] = {}
+        used: dict[tuple[str, str], Product] = {}  # by (toc key, target ID filed under)
         if not problems:
             for ln in self.plan.launches:
                 if ln.job_key is None:
                     continue
-                product = self.products[ln.job_key]
-                assert isinstance(product, Product)
-                symbol = _symbol_of(ln, product)
-                if isinstance(symbol, Problem):
-                    problems.append(symbol)
+                variants = [self.products[k] for k in (ln.job_keys or (ln.job_key,))]
+                symbols = []
+                for product in variants:
+                    assert isinstance(product, Product)
+                    symbols.append(_symbol_of(ln, product))
+                if bad := [s for s in symbols if isinstance(s, Problem)]:
+                    problems.append(bad[0])
                     continue
-                used[product.job.toc_key] = product
+                products = [p for p in variants if isinstance(p, Product)]
+                symbol = str(symbols[0])
+                by_target = {p.info.entry_target: p for p in products}
+                if len(by_target) < len(products):  # two targets made the same one
+                    problems.append(_same_target(ln, products))
+                    continue
+                for target, product in by_target.items():
+                    used[(product.job.toc_key, target)] = product
+                # The default digest is the most general variant's (fewest features).
+                main = min(products, key=lambda p: (p.info.entry_target.count(":"),
+                                                    p.info.entry_target))
                 launches[(ln.member.ukd.key, ln.name)] = packed.PackedLaunch(
-                    product.job.toc_key, symbol, product.sha256, product.info.signatures[symbol])
+                    main.job.toc_key, symbol, main.sha256, main.info.signatures[symbol],
+                    # Recorded for several variants, or one with feature settings (which
+                    # a device named by its bare arch would not reach): the checks load
+                    # each as a device of its setting.
+                    {t: p.sha256 for t, p in sorted(by_target.items())}
+                    if len(by_target) > 1 or ":" in next(iter(by_target)) else {})
         if not problems:  # read before staging: an unreadable artifact fails the arch
             files = self._descriptor_files(launches, problems)
         if problems:
@@ -222,9 +267,10 @@ class _Assembler:
         result.seconds = time.monotonic() - start
         return result
 
-    def _write_archive(self, staging: Path, used: Mapping[str, Product]
+    def _write_archive(self, staging: Path, used: Mapping[tuple[str, str], Product]
                        ) -> tuple[int, threading.Thread | None]:
-        """Write the archive; its size and the thread that has started fsyncing it."""
+        """Write the archive; its size and the thread that has started fsyncing it.
+        ``used`` holds each object by (toc key, the target ID it is filed under)."""
         if not used:
             return 0, None
         order = sorted(used)
@@ -235,10 +281,13 @@ class _Assembler:
             made = dict(zip(todo, pool.map(lambda k: kpack.compress_frame(_data(used[k])), todo),
                             strict=True))
         frames = [made[k] if k in made else used[k].frame for k in order]
-        writer = kpack.ArchiveWriter(self.opts.group, [self.arch])
-        for key, frame in zip(order, frames, strict=True):
-            writer.add(key, self.arch, used[key].data, frame=frame,
-                       entry_type=kind(used[key].job.kind).entry_type)
+        # Each entry is filed under its object's own target ID (gfx11-generic,
+        # gfx90a:xnack+), as rocm-kpack files them; the archive's family is the shard arch.
+        targets = sorted({target for _, target in used})
+        writer = kpack.ArchiveWriter(self.opts.group, targets, family=self.arch)
+        for (key, target), frame in zip(order, frames, strict=True):
+            writer.add(key, target, used[(key, target)].data, frame=frame,
+                       entry_type=kind(used[(key, target)].job.kind).entry_type)
         path = staging / packed.ARCHIVE_FOLDER / self.archive_name
         # Not fsynced in the write: its fsync starts now, beside the runtime check, and
         # publishing fsyncs the staged shard's files and folders in one batch.
@@ -431,7 +480,7 @@ def pack(opts: PackOptions, reporter: Reporter) -> PackReport:
                     say(f"{arch}: removed the stale shard {out_root / arch}")
         return report
 
-    plans = [plan_arch(tree, arch) for arch in opts.arches]
+    plans = [plan_arch(tree, arch, opts.variants.get(arch, ())) for arch in opts.arches]
     if not any(p.members for p in plans):
         report.dormant = True
         what = f"no kernels for {', '.join(opts.arches)}"

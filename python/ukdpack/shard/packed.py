@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import PurePosixPath
 from typing import Any
 
@@ -33,11 +33,16 @@ class PackedLaunch:
     symbol: str
     sha256: str
     signature: Sequence[Mapping[str, Any]]
+    #: feature variants: target ID -> sha256 of the object filed under it (empty: one object)
+    targets: Mapping[str, str] = field(default_factory=dict)
 
     def entry(self, library: str) -> dict[str, Any]:
-        return {"kind": "kpack", "library": library, "toc_key": self.toc_key,
-                "symbol": self.symbol, "sha256": self.sha256,
-                "signature": [signature_arg(a) for a in self.signature]}
+        out: dict[str, Any] = {"kind": "kpack", "library": library, "toc_key": self.toc_key,
+                               "symbol": self.symbol, "sha256": self.sha256,
+                               "signature": [signature_arg(a) for a in self.signature]}
+        if self.targets:
+            out["targets"] = dict(self.targets)
+        return out
 
 
 def signature_arg(arg: Mapping[str, Any]) -> dict[str, Any]:

@@ -59,7 +59,8 @@ def _archive_problems(shard: Shard) -> list[Problem]:
                                     f"{ln.label()}: {opened.error}"))
             continue
         named.add(opened.rel)
-        for arch in shard.arches_of(ln.member):
+        for arch in (t for a in shard.arches_of(ln.member)
+                     for t in shard.entry_targets(ln, opened.archive, a)):
             claimed.add((opened.rel, ln.toc_key, arch))
             if (ln.toc_key, arch) not in opened.archive:
                 held = sorted(a for a in opened.archive.arches()

@@ -42,7 +42,8 @@ def _launch(shard: Shard, ln: ShardLaunch) -> dict[str, Any]:
     opened = shard.archive_of(ln)
     size = None
     if opened.archive is not None:
-        for arch in shard.arches_of(ln.member):
+        for arch in (t for a in shard.arches_of(ln.member)
+                     for t in shard.entry_targets(ln, opened.archive, a)):
             entry = opened.archive.entry(ln.toc_key, arch)
             if entry is not None:
                 size = int(entry["original_size"])
@@ -91,9 +92,11 @@ def _archives(shard: Shard) -> tuple[list[dict[str, Any]], list[Problem]]:
             refused.setdefault(library, f"{ln.label()}: {why}")
             continue
         named.add(rel)
-        if shard.open_archive(rel).archive is None:
+        archive = shard.open_archive(rel).archive
+        if archive is None:
             continue
-        for arch in shard.arches_of(ln.member):
+        for arch in (t for a in shard.arches_of(ln.member)
+                     for t in shard.entry_targets(ln, archive, a)):
             label = ln.ukd.name + (f"/{ln.name}" if ln.name else "")
             users.setdefault((rel, ln.toc_key, arch), []).append(label)
     out: list[dict[str, Any]] = []

@@ -171,6 +171,19 @@ class Shard:
             return (self.arch,)
         return tuple(member.ukd.arch or member.kdp.arch)
 
+    def entry_targets(self, launch: ShardLaunch, archive: Any, arch: str) -> tuple[str, ...]:
+        """The target IDs a launch's entries are filed under for ``arch``: each feature
+        variant its ``targets`` records, else the first of the runtime's candidates
+        (the arch, with fewer features, its generic family) the archive holds; the arch
+        itself when none is held (for the message that says so)."""
+        targets = launch.source.get("targets")
+        if isinstance(targets, dict) and targets:
+            return tuple(sorted(str(t) for t in targets))
+        for target in _runtime.compatible_targets(arch):
+            if (launch.toc_key, target) in archive:
+                return (str(target),)
+        return (arch,)
+
     def kdps(self) -> list[Kdp]:
         return self.tree.of_type(Kdp)
 

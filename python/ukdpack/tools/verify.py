@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ukdpack import jsonpath
+from ukdpack import _runtime, jsonpath
 from ukdpack.authored.kinds import kind
 from ukdpack.authored.load import Member, Tree, load_tree
 from ukdpack.authored.model import GENERIC_TYPES, Descriptor, Kdp, Uhd, id_key
@@ -261,13 +261,17 @@ class _Checker:
         if opened.archive is None:
             self.error(file, jsonpath.key(path, "library"), f"{label}: {opened.error}")
             return None
-        if (got.toc_key, self.arch) not in opened.archive:
+        # The entry is filed under its object's target ID: the arch's own, one with
+        # features, or its generic family's (the runtime's candidates, in its order).
+        filed = next((t for t in _filed_targets(self.arch, opened.archive.arches())
+                      if (got.toc_key, t) in opened.archive), None)
+        if filed is None:
             self.error(file, jsonpath.key(path, "toc_key"), f"{label}: the archive "
                        f"{opened.rel} holds no entry for toc key '{got.toc_key}' and arch "
                        f"{self.arch}")
             return None
         try:
-            return opened.archive.get(got.toc_key, self.arch)
+            return opened.archive.get(got.toc_key, filed)
         except ValueError as e:  # KpackError: a corrupt frame, a size that lies
             self.error(file, jsonpath.key(path, "toc_key"), f"{label}: {e}")
             return None
@@ -297,7 +301,7 @@ class _Checker:
             self.error(file, jsonpath.key(path, "symbol"), f"{label}: the archive entry "
                        f"'{got.toc_key}': {e}")
             return
-        if target != self.arch:
+        if not _runtime.target_runs_on(target, self.arch):
             self.error(file, jsonpath.key(path, "toc_key"), f"{label}: the archive entry "
                        f"'{got.toc_key}' is built for {target}, not {self.arch}")
         recorded = [packed.signature_arg(a) for a in got.signature]
@@ -305,6 +309,14 @@ class _Checker:
             self.error(file, jsonpath.key(path, "signature"), f"{label}: signature "
                        f"{describe_signature(recorded)} differs from the one read from the "
                        f"code object for '{got.symbol}', {describe_signature(signature)}")
+
+
+def _filed_targets(arch: str, held: Sequence[str]) -> list[str]:
+    """The target IDs an entry for ``arch`` may be filed under: the arch's own and its
+    generic family's, then any feature variant of them the archive holds."""
+    mine = list(_runtime.compatible_targets(arch))
+    return mine + [t for t in held if t not in mine
+                   and _runtime.target_runs_on(str(_runtime.bare_arch(t)), arch)]
 
 
 #: A sidecar holds a few kilobytes of JSON; one that inflates past this is refused

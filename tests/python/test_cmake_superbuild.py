@@ -274,7 +274,7 @@ def test_pull_step_reruns_for_a_missing_output_and_clean_spares_it(superbuild: S
     `clean` removes the shards and leaves the pulled objects in the source tree."""
     sb = superbuild
     outputs = [o.path for o in dvc.tracked_outputs(sb.tree)]
-    assert len(outputs) == 3
+    assert len(outputs) == len(list(sb.tree.rglob("*.dvc"))) >= 3
     shutil.rmtree(outputs[0])
     r = _run(["cmake", "--build", str(sb.build), "--target", "ukd_dvc_example"])
     assert "dvc pull for" in r.stdout

@@ -21,6 +21,7 @@
 #include "json_tape.hpp"
 #include "paths.hpp"
 #include "utf8.hpp"
+#include "worker_threads.hpp"
 #include "ukdpack/arch.hpp"
 
 namespace ukdpack {
@@ -235,25 +236,10 @@ void Loader::loadRoot(const fs::path& given, std::size_t index) {
   std::size_t threads = options_.threads;
   if (threads == 0) threads = std::min(std::thread::hardware_concurrency(), kMaxDefaultThreads);
   threads = std::min<std::size_t>(std::max<std::size_t>(threads, 1), walked.size());
-  if (threads <= 1) {
-    for (std::size_t i = 0; i < walked.size(); ++i) work(i);
-  } else {
-    std::atomic<std::size_t> next{0};
-    const auto worker = [&] {
-      for (std::size_t i = next++; i < walked.size(); i = next++) work(i);
-    };
-    std::vector<std::thread> pool;
-    pool.reserve(threads - 1);
-    for (std::size_t t = 1; t < threads; ++t) {
-      try {
-        pool.emplace_back(worker);
-      } catch (const std::system_error&) {
-        break;  // no more threads to be had: those started (and this one) do the rest
-      }
-    }
-    worker();
-    for (std::thread& t : pool) t.join();
-  }
+  std::atomic<std::size_t> next{0};
+  detail::runOnThreads(threads, walked.size(), [&] {
+    for (std::size_t i = next++; i < walked.size(); i = next++) work(i);
+  });
   for (std::size_t i = 0; i < walked.size(); ++i) {
     set_.files.push_back(DescriptorSet::Walked{walked[i].rel, walked[i].type, index});
     commitFile(walked[i], std::move(reads[i]), index);

@@ -16,6 +16,7 @@
 #include <zstd.h>
 
 #include "files.hpp"
+#include "worker_threads.hpp"
 #include "ukdpack/codeobject.hpp"
 #include "ukdpack/sha256.hpp"
 
@@ -154,19 +155,7 @@ std::vector<PrebuiltObject> readPrebuiltObjects(const std::vector<std::string>& 
     for (std::size_t i = next++; i < paths.size(); i = next++)
       out[i] = readOne(paths[i], cctx.get(), zstdLevel, buffer);
   };
-  if (threads == 0) threads = std::max(1u, std::thread::hardware_concurrency());
-  const std::size_t extra = std::min<std::size_t>(threads, paths.size()) - (paths.empty() ? 0 : 1);
-  std::vector<std::thread> pool;
-  pool.reserve(extra);
-  for (std::size_t t = 0; t < extra; ++t) {
-    try {
-      pool.emplace_back(work);
-    } catch (const std::system_error&) {
-      break;  // no more threads to be had: the ones started (and this one) do the work
-    }
-  }
-  work();
-  for (std::thread& t : pool) t.join();
+  detail::runOnThreads(threads, paths.size(), work);
   return out;
 }
 

@@ -9,6 +9,7 @@
 #include <utility>
 
 #include "ukdpack/arch.hpp"
+#include "worker_threads.hpp"
 
 namespace ukdpack {
 
@@ -280,19 +281,7 @@ std::vector<std::optional<Diagnostic>> StateManager::checkLaunchCodes(
       if (!thrown) thrown = std::current_exception();
     }
   };
-  if (threads == 0) threads = std::max(1u, std::thread::hardware_concurrency());
-  const std::size_t extra = std::min<std::size_t>(threads, groups.size()) - (groups.empty() ? 0 : 1);
-  std::vector<std::thread> pool;
-  pool.reserve(extra);
-  for (std::size_t t = 0; t < extra; ++t) {
-    try {
-      pool.emplace_back(work);
-    } catch (const std::system_error&) {
-      break;  // no more threads to be had: the ones started (and this one) do the work
-    }
-  }
-  work();
-  for (std::thread& t : pool) t.join();
+  detail::runOnThreads(threads, groups.size(), work);
   if (thrown) std::rethrow_exception(thrown);
   return out;
 }

@@ -119,12 +119,13 @@ void bindKpack(py::module_& m) {
       "offload bundle. Raises ValueError naming what the bytes are instead.");
   m.def(
       "read_prebuilt_objects",
-      [](const std::vector<std::string>& paths, unsigned threads, int zstdLevel) {
+      [](const std::vector<std::string>& paths, unsigned threads, int zstdLevel, int spoolFd) {
         std::vector<PrebuiltObject> found;
         {
           py::gil_scoped_release unlocked;
-          found = readPrebuiltObjects(paths, threads, zstdLevel);
+          found = readPrebuiltObjects(paths, threads, zstdLevel, spoolFd);
         }
+        const bool spooled = zstdLevel > 0 && spoolFd >= 0;
         py::list out;
         for (PrebuiltObject& o : found) {
           if (!o.ok) {
@@ -132,7 +133,9 @@ void bindKpack(py::module_& m) {
             continue;
           }
           // With a frame, the image itself stays here: the archive stores the frame.
-          py::object frame = zstdLevel > 0 ? py::object(py::bytes(o.frame)) : py::object(py::none());
+          py::object frame = spooled ? py::object(py::make_tuple(o.spoolOffset, o.spoolSize, o.elfSize))
+                             : zstdLevel > 0 ? py::object(py::bytes(o.frame))
+                                             : py::object(py::none());
           py::object elf = zstdLevel > 0 ? py::object(py::none())
                                          : py::object(py::bytes(o.bytes.data() + o.elfOffset, o.elfSize));
           out.append(py::make_tuple(elf, o.sha256, py::bytes(o.bytes.data() + o.noteOffset, o.noteSize), frame));
@@ -141,12 +144,14 @@ void bindKpack(py::module_& m) {
         }
         return out;
       },
-      py::arg("paths"), py::arg("threads") = 0, py::arg("zstd_level") = 0,
+      py::arg("paths"), py::arg("threads") = 0, py::arg("zstd_level") = 0, py::arg("spool_fd") = -1,
       "Prebuilt code objects read in one batch on `threads` threads (0: one per core), the GIL released: "
       "per path (the ELF image, or None when `zstd_level` > 0; its sha256 hex; the AMDGPU metadata note's "
       "msgpack descriptor; the image as one zstd frame of `zstd_level`, or None when 0), or None when "
       "the file is not one the batch takes as it expects (unreadable, no AMDGPU ELF with a metadata note, "
-      "malformed): read that one on the packer's own path, which words the problem.");
+      "malformed): read that one on the packer's own path, which words the problem. With `spool_fd` (a "
+      "writable file) and `zstd_level` > 0, each frame is appended to that file as an archive record (u32 "
+      "length, then the frame) and the last item is (record offset, record size, image size) instead.");
   m.def(
       "code_object_kernels",
       [](const py::bytes& data) {

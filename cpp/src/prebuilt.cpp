@@ -11,6 +11,7 @@
 #include <system_error>
 #include <thread>
 
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <zstd.h>
@@ -39,14 +40,37 @@ std::uint64_t align4(std::uint64_t n) { return (n + 3) / 4 * 4; }
 using CompressContext = std::unique_ptr<ZSTD_CCtx, decltype(&ZSTD_freeCCtx)>;
 
 // One frame of `data` as ZSTD_compress writes it (content size in the header, no
-// checksum); empty when zstd fails.
-std::string compressFrame(ZSTD_CCtx* cctx, std::string_view data, int level) {
-  std::string out(ZSTD_compressBound(data.size()), '\0');
-  const std::size_t n = ZSTD_compressCCtx(cctx, out.data(), out.size(), data.data(), data.size(), level);
-  if (ZSTD_isError(n)) return {};
-  out.resize(n);
-  return out;
+// checksum) into `out` after `reserve` bytes left for the caller; the frame's
+// size, or 0 when zstd fails. `out` is reused from object to object: it only
+// grows, so its pages are not faulted in (nor zeroed) afresh for each.
+std::size_t compressFrame(ZSTD_CCtx* cctx, std::string_view data, int level, std::string& out,
+                          std::size_t reserve) {
+  const std::size_t bound = reserve + ZSTD_compressBound(data.size());
+  if (out.size() < bound) out.resize(bound);
+  const std::size_t n =
+      ZSTD_compressCCtx(cctx, out.data() + reserve, out.size() - reserve, data.data(), data.size(), level);
+  return ZSTD_isError(n) ? 0 : n;
 }
+
+// Writes all of `data` at `offset` of `fd`; false on any failure.
+bool writeAt(int fd, std::string_view data, std::uint64_t offset) {
+  std::size_t done = 0;
+  while (done < data.size()) {
+    const ssize_t n = ::pwrite(fd, data.data() + done, data.size() - done, off_t(offset + done));
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return false;
+    done += static_cast<std::size_t>(n);
+  }
+  return true;
+}
+
+// Where a batch appends its archive records: the spool's end, advanced by each
+// thread as it reserves room for a record (the records' order is the threads'; the
+// archive writer copies them into the archive's own order).
+struct Spool {
+  int fd = -1;
+  std::atomic<std::uint64_t> end{0};
+};
 
 // The whole regular file at `path` into `buffer` (reused from file to file, so
 // its pages are not faulted in afresh for each); the bytes read, or nullopt.
@@ -66,7 +90,8 @@ std::optional<std::string_view> readInto(const std::string& path, std::string& b
   return std::string_view(buffer.data(), done);
 }
 
-PrebuiltObject readOne(const std::string& path, ZSTD_CCtx* cctx, int level, std::string& buffer) {
+PrebuiltObject readOne(const std::string& path, ZSTD_CCtx* cctx, int level, std::string& buffer,
+                       std::string& frameBuffer, Spool& spool) {
   PrebuiltObject out;
   if (detail::nonRegularKind(path)) return out;  // stat first: a device is not even opened
   const auto read = readInto(path, buffer);
@@ -83,14 +108,27 @@ PrebuiltObject readOne(const std::string& path, ZSTD_CCtx* cctx, int level, std:
   out.elfSize = elf.size();
   out.noteOffset = static_cast<std::size_t>(note->data() - all.data());
   out.noteSize = note->size();
-  if (level > 0) {
-    out.frame = compressFrame(cctx, elf, level);
-    if (out.frame.empty()) return PrebuiltObject{};
-    out.bytes.assign(note->data(), note->size());  // the image itself is in the frame
-    out.noteOffset = 0;
-    out.elfOffset = out.elfSize = 0;
-  } else {
+  if (level <= 0) {
     out.bytes.assign(all.data(), all.size());
+    out.ok = true;
+    return out;
+  }
+  const bool spooled = spool.fd >= 0;
+  const std::size_t reserve = spooled ? 4 : 0;  // the record's length field
+  const std::size_t n = compressFrame(cctx, elf, level, frameBuffer, reserve);
+  if (n == 0 || n > 0xFFFFFFFFu) return PrebuiltObject{};
+  out.bytes.assign(note->data(), note->size());  // the image itself is in the frame
+  out.noteOffset = 0;
+  out.elfOffset = 0;
+  if (spooled) {
+    for (int i = 0; i < 4; ++i) frameBuffer[std::size_t(i)] = char((n >> (8 * i)) & 0xFF);
+    const std::string_view record(frameBuffer.data(), n + 4);
+    out.spoolSize = record.size();
+    out.spoolOffset = spool.end.fetch_add(record.size());
+    if (!writeAt(spool.fd, record, out.spoolOffset)) return PrebuiltObject{};
+  } else {
+    out.frame.assign(frameBuffer.data(), n);
+    out.elfSize = 0;
   }
   out.ok = true;
   return out;
@@ -145,15 +183,22 @@ std::optional<std::string_view> amdgpuMetadataNote(std::string_view image) {
 }
 
 std::vector<PrebuiltObject> readPrebuiltObjects(const std::vector<std::string>& paths, unsigned threads,
-                                                int zstdLevel) {
+                                                int zstdLevel, int spoolFd) {
   std::vector<PrebuiltObject> out(paths.size());
+  Spool spool;
+  if (spoolFd >= 0 && zstdLevel > 0) {
+    struct stat st {};
+    if (::fstat(spoolFd, &st) != 0) return out;  // every object left to the packer's path
+    spool.fd = spoolFd;
+    spool.end = std::uint64_t(st.st_size);
+  }
   std::atomic<std::size_t> next{0};
   auto work = [&] {
     const CompressContext cctx(zstdLevel > 0 ? ZSTD_createCCtx() : nullptr, &ZSTD_freeCCtx);
     if (zstdLevel > 0 && !cctx) return;  // no memory: every object left to the packer's path
-    std::string buffer;
+    std::string buffer, frameBuffer;
     for (std::size_t i = next++; i < paths.size(); i = next++)
-      out[i] = readOne(paths[i], cctx.get(), zstdLevel, buffer);
+      out[i] = readOne(paths[i], cctx.get(), zstdLevel, buffer, frameBuffer, spool);
   };
   detail::runOnThreads(threads, paths.size(), work);
   return out;

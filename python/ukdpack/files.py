@@ -10,24 +10,101 @@ import os
 import stat
 import tempfile
 from collections.abc import Iterable
+from dataclasses import dataclass
 from pathlib import Path
 
 
-def write_atomic(path: Path, data: bytes | Iterable[bytes], *, mode: int = 0o644,
+@dataclass(frozen=True)
+class FileRange:
+    """``size`` bytes at ``offset`` of the open file ``fd``: a chunk that ``write_atomic``
+    copies from file to file (inside the kernel where it can), never through memory."""
+
+    fd: int
+    offset: int
+    size: int
+
+
+def read_range(r: FileRange) -> bytes:
+    """The bytes of ``r``; OSError when its file ends first."""
+    out = bytearray()
+    while len(out) < r.size:
+        got = os.pread(r.fd, r.size - len(out), r.offset + len(out))
+        if not got:
+            raise OSError(errno.EIO, f"a file range ends {r.size - len(out)} bytes early")
+        out += got
+    return bytes(out)
+
+
+def _write_all(fd: int, data: bytes | bytearray | memoryview) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view):]
+
+
+def _copy_range(r: FileRange, dst: int) -> None:
+    """Appends ``r`` to ``dst`` at its offset: copy_file_range, else read and write."""
+    offset, left = r.offset, r.size
+    while left:
+        try:
+            n = os.copy_file_range(r.fd, dst, left, offset)
+        except OSError as e:  # across file systems, or a kernel without it
+            if e.errno not in (errno.EXDEV, errno.ENOSYS, errno.EINVAL, errno.EOPNOTSUPP):
+                raise
+            n = 0
+        if n == 0:
+            chunk = read_range(FileRange(r.fd, offset, min(left, 1 << 22)))
+            _write_all(dst, chunk)
+            n = len(chunk)
+        offset += n
+        left -= n
+
+
+def _write_chunks(fd: int, chunks: Iterable[bytes | FileRange]) -> None:
+    """Writes ``chunks`` in order: small ones gathered, adjacent ranges of one file
+    copied as one."""
+    pending = bytearray()
+    ranged: FileRange | None = None
+    for chunk in chunks:
+        if isinstance(chunk, FileRange):
+            if ranged is not None and ranged.fd == chunk.fd and \
+                    ranged.offset + ranged.size == chunk.offset:
+                ranged = FileRange(chunk.fd, ranged.offset, ranged.size + chunk.size)
+                continue
+            if ranged is not None:
+                _copy_range(ranged, fd)
+            _write_all(fd, pending)
+            pending.clear()
+            ranged = chunk
+            continue
+        if ranged is not None:
+            _copy_range(ranged, fd)
+            ranged = None
+        if len(chunk) >= 1 << 16:
+            _write_all(fd, pending)
+            pending.clear()
+            _write_all(fd, chunk)
+        else:
+            pending += chunk
+    if ranged is not None:
+        _copy_range(ranged, fd)
+    _write_all(fd, pending)
+
+
+def write_atomic(path: Path, data: bytes | Iterable[bytes | FileRange], *, mode: int = 0o644,
                  durable: bool = False) -> None:
-    """Write ``data`` (bytes, or chunks of them) to ``path`` through a temporary file in the
-    same folder, renamed over it. ``mode`` replaces mkstemp's 0600 (shipped files are
-    read by others); ``durable`` also fsyncs the file and its folder, for what must
-    survive a power cut (archives), not for caches."""
+    """Write ``data`` (bytes, or chunks of bytes and file ranges) to ``path`` through a
+    temporary file in the same folder, renamed over it. ``mode`` replaces mkstemp's 0600
+    (shipped files are read by others); ``durable`` also fsyncs the file and its folder,
+    for what must survive a power cut (archives), not for caches."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
-        with os.fdopen(fd, "wb") as f:
-            for chunk in [data] if isinstance(data, bytes) else data:
-                f.write(chunk)
+        try:
+            _write_chunks(fd, [data] if isinstance(data, bytes) else data)
             if durable:
-                f.flush()
-                os.fsync(f.fileno())
+                os.fsync(fd)
+        finally:
+            os.close(fd)
         os.chmod(tmp, mode)
         os.replace(tmp, path)
     except BaseException:

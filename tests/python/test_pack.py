@@ -149,6 +149,23 @@ def test_copy_in_another_folder_packs_byte_identical(example_pack: tuple[Path, P
         assert shard_files(tmp_path / "out" / arch) == shard_files(out / arch)
 
 
+def test_prebuilt_records_spool_without_a_trace(tmp_path: Path) -> None:
+    """Prebuilt objects' frames go through an unnamed spool file (in the system's
+    temporary folder on a first pack, beside the shards after): the archives are the
+    same either way, and the out root holds nothing the pack did not publish."""
+    tree = copy_example(tmp_path / "tree")
+    out, cache = tmp_path / "out", tmp_path / "cache"
+    r = run_pack(tree, out, ARCHES, cache=cache)
+    assert r.returncode == 0, r.stderr
+    first = {a: shard_files(out / a) for a in ARCHES}
+    listing = sorted(str(p.relative_to(out)) for p in out.rglob("*"))
+    assert any(p.endswith(".kpack") for p in listing)
+    r = run_pack(tree, out, ARCHES, cache=cache)  # the out root is there: spooled in it
+    assert r.returncode == 0, r.stderr
+    assert {a: shard_files(out / a) for a in ARCHES} == first
+    assert sorted(str(p.relative_to(out)) for p in out.rglob("*")) == listing
+
+
 def test_warm_cache_runs_no_compiler_and_one_edit_one_compile(tmp_path: Path) -> None:
     tree = copy_example(tmp_path / "tree")
     hipcc, log = counting_compiler(tmp_path)

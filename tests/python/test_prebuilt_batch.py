@@ -7,6 +7,7 @@ sha256 and a metadata note that parses to the same metadata."""
 from __future__ import annotations
 
 import hashlib
+import itertools
 import os
 from pathlib import Path
 
@@ -117,3 +118,79 @@ def test_frames_hold_the_image_the_archive_stores(tmp_path: Path) -> None:
         assert frame is not None and zstandard.frame_content_size(frame) == len(a[0] or b"")
         assert zstandard.ZstdDecompressor().decompress(frame) == a[0]
         assert (sha, note) == (a[1], a[2])
+
+
+def test_spooled_records_are_the_frames_the_archive_stores(tmp_path: Path) -> None:
+    """With a spool, each object's archive record (u32 length, then the frame) is in the
+    spool at the offset it names, the records do not overlap, and nothing is returned
+    in memory but the note."""
+    import struct
+
+    import zstandard
+
+    paths = []
+    for i in range(9):
+        name = ("split_kv.gfx90a.hsaco", "split_kv.gfx1030.bundle.hsaco")[i % 2]
+        path = tmp_path / f"{i}.hsaco"
+        path.write_bytes((OBJECTS / name).read_bytes())
+        paths.append(str(path))
+    plain = _runtime.read_prebuilt_objects(paths, 1)
+    spool = tmp_path / "spool"
+    with spool.open("w+b") as f:
+        f.write(b"earlier")  # records go after what the spool holds
+        f.flush()
+        spooled = _runtime.read_prebuilt_objects(paths, 3, 3, f.fileno())
+    data = spool.read_bytes()
+    spans = []
+    for a, b in zip(plain, spooled, strict=True):
+        assert a is not None and b is not None and a[0] is not None
+        elf, sha, note, where = b
+        assert elf is None and isinstance(where, tuple)
+        offset, size, content = where
+        assert offset >= len(b"earlier") and content == len(a[0])
+        (length,) = struct.unpack_from("<I", data, offset)
+        assert length == size - 4
+        frame = data[offset + 4:offset + size]
+        assert zstandard.ZstdDecompressor().decompress(frame) == a[0]
+        assert (sha, note) == (a[1], a[2])
+        spans.append((offset, offset + size))
+    spans.sort()
+    assert all(end <= start for (_, end), (start, _) in itertools.pairwise(spans))
+    assert data[:7] == b"earlier" and spans[-1][1] == len(data)
+
+
+def test_a_spooled_archive_is_the_archive_of_frames_in_memory(tmp_path: Path) -> None:
+    """The archive written from spooled records is byte for byte the one written from
+    the same frames in memory, across adjacent, reordered and mixed entries."""
+    from ukdpack.files import FileRange
+    from ukdpack.shard.archive import ArchiveWriter, SpooledRecord
+
+    paths = []
+    for i, name in enumerate(("split_kv.gfx90a.hsaco", "split_kv.gfx90a.bundle.hsaco",
+                              "split_kv.gfx90a.hsaco")):
+        path = tmp_path / f"{i}.hsaco"
+        path.write_bytes((OBJECTS / name).read_bytes())
+        paths.append(str(path))
+    framed = _runtime.read_prebuilt_objects(paths, 1, 3)
+    spool = tmp_path / "spool"
+    with spool.open("w+b") as f:
+        spooled = _runtime.read_prebuilt_objects(paths, 1, 3, f.fileno())
+        plain, ranged = ArchiveWriter("g", ["gfx90a"]), ArchiveWriter("g", ["gfx90a"])
+        extra = codeobject.elf_image((OBJECTS / "split_kv.gfx90a.hsaco").read_bytes())
+        # Entries in an order other than the spool's, one compressed by the writer.
+        for key, i in (("k2", 2), ("k0", 0), ("k1", 1)):
+            a, b = framed[i], spooled[i]
+            assert a is not None and b is not None and isinstance(b[3], tuple)
+            assert isinstance(a[3], bytes)
+            plain.add(key, "gfx90a", None, frame=a[3])
+            offset, size, content = b[3]
+            ranged.add(key, "gfx90a", None,
+                       frame=SpooledRecord(FileRange(f.fileno(), offset, size), content))
+        plain.add("k3", "gfx90a", extra)
+        ranged.add("k3", "gfx90a", extra)
+        plain.write(tmp_path / "plain.kpack")
+        ranged.write(tmp_path / "ranged.kpack")
+        assert ranged.to_bytes() == plain.to_bytes()
+    assert (tmp_path / "ranged.kpack").read_bytes() == (tmp_path / "plain.kpack").read_bytes()
+    archive = _runtime.KpackArchive(str(tmp_path / "ranged.kpack"))
+    assert archive.get("k1", "gfx90a") == codeobject.elf_image(Path(paths[1]).read_bytes())

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -20,6 +21,9 @@ struct PrebuiltObject {
   std::string sha256;       // lower-case hex of the ELF image
   std::size_t noteOffset = 0, noteSize = 0;  // the metadata note's descriptor (msgpack) inside `bytes`
   std::string frame;        // the ELF image as one zstd frame (content size recorded), when asked
+  // With a spool: where the archive record (u32 little-endian frame length, then the
+  // frame) was written in it; `frame` stays empty and the image's size is in elfSize.
+  std::uint64_t spoolOffset = 0, spoolSize = 0;
 };
 
 // The descriptor of the first note with owner "AMDGPU" and type 32 in the
@@ -31,8 +35,11 @@ std::optional<std::string_view> amdgpuMetadataNote(std::string_view elf);
 // Every file of `paths`, read as described above on `threads` threads (0: one
 // per core); the result has one entry per path, in order. `zstdLevel` > 0 also
 // compresses each ELF image into the frame an archive stores, while it is in
-// the cache of the thread that read it.
+// the cache of the thread that read it. With `spoolFd` (an open, writable
+// file) the frames are not returned but appended to that file as archive
+// records, each at the offset the object names: the batch then holds no image
+// in memory, and the archive writer copies the records from the file.
 std::vector<PrebuiltObject> readPrebuiltObjects(const std::vector<std::string>& paths, unsigned threads,
-                                                int zstdLevel = 0);
+                                                int zstdLevel = 0, int spoolFd = -1);
 
 }  // namespace ukdpack

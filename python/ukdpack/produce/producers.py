@@ -31,12 +31,13 @@ from typing import Any, Literal
 from ukdpack import _runtime
 from ukdpack.digest import sha256_hex
 from ukdpack.errors import Problem, UkdError
-from ukdpack.files import read_regular
+from ukdpack.files import FileRange, read_regular
 from ukdpack.produce import codeobject, compiler, dvc
 from ukdpack.produce.cache import CompileCache, base_key
 from ukdpack.produce.plan import Job
 from ukdpack.produce.remote import RemoteTier
 from ukdpack.shard.archive import DEFAULT_LEVEL as ARCHIVE_LEVEL
+from ukdpack.shard.archive import SpooledRecord
 
 
 @dataclass(frozen=True)
@@ -66,7 +67,8 @@ class Product:
     info: ObjectInfo
     deps: tuple[str, ...]  # files read to make it (for the depfile)
     compiled: bool  # the compiler ran for it in this pack
-    frame: bytes | None = None  # ``data`` as the archive's zstd frame, when made already
+    #: ``data`` as the archive's zstd frame, when made already: in memory, or spooled
+    frame: bytes | SpooledRecord | None = None
 
 
 class JobFailed(UkdError):
@@ -158,8 +160,12 @@ class Producer:
     def __init__(self, root: Path, cache: CompileCache, jobs: int,
                  compilers: Mapping[str, str | None] | None = None,
                  timeout: float = compiler.DEFAULT_JOB_TIMEOUT,
-                 remote: RemoteTier | None = None) -> None:
+                 remote: RemoteTier | None = None, spool_dir: Path | None = None) -> None:
         self.root = root
+        # Prebuilt objects' archive records go to an unnamed file in ``spool_dir`` (the
+        # out root: the archive is copied from it on the same file system), not memory.
+        self._spool_dir = spool_dir
+        self._spool: int | None = None  # the spool's descriptor, opened at the first batch
         self.remote = remote  # the shared tier behind the cache (remote.py), if any
         self.timeout = timeout
         self.cache = cache
@@ -177,7 +183,22 @@ class Producer:
         self._missing: dict[str, Problem] = {}  # kind -> why its compiler is not there
         # Prebuilt objects the batch reader took: path -> (ELF or None, sha256, metadata
         # note, the ELF as the archive's zstd frame).
-        self._prefetched: dict[str, tuple[bytes | None, str, bytes, bytes | None]] = {}
+        self._prefetched: dict[str, tuple[bytes | None, str, bytes, bytes | SpooledRecord | None]] = {}
+
+    def close(self) -> None:
+        """Drop the spool (its records are in the archives once they are written)."""
+        if self._spool is not None:
+            os.close(self._spool)
+            self._spool = None
+
+    def _spool_fd(self) -> int:
+        """The spool's descriptor, opened now if need be; -1 for no spool."""
+        if self._spool is None and self._spool_dir is not None:
+            try:
+                self._spool = _unnamed_file(self._spool_dir)
+            except OSError:
+                self._spool_dir = None  # frames in memory, as without a spool
+        return -1 if self._spool is None else self._spool
 
     def compiler(self, kind: str) -> compiler.Compiler:
         """The compiler of ``kind``, identified (recorded in the cache: a warm pack runs
@@ -285,10 +306,15 @@ class Producer:
                 return
             chunk = jobs[start:start + PREFETCH_CHUNK]
             paths = list(dict.fromkeys(str(self.root / j.rel) for j in chunk if j.rel))
-            got_all = _runtime.read_prebuilt_objects(paths, self.jobs, FRAME_LEVEL)
+            spool = self._spool_fd()
+            got_all = _runtime.read_prebuilt_objects(paths, self.jobs, FRAME_LEVEL, spool)
             for path, got in zip(paths, got_all, strict=True):
-                if got is not None:
-                    self._prefetched[path] = got
+                if got is None:
+                    continue
+                elf, sha, note, made = got
+                frame = made if not isinstance(made, tuple) else SpooledRecord(
+                    FileRange(spool, made[0], made[1]), made[2])
+                self._prefetched[path] = (elf, sha, note, frame)
             for job in chunk:
                 one(job)
             self._prefetched.clear()
@@ -333,7 +359,7 @@ class Producer:
 
     def _checked(self, job: Job, elf: bytes | None, sha: str, info: ObjectInfo,
                  deps: tuple[str, ...], compiled: bool, what: str,
-                 frame: bytes | None = None) -> Product:
+                 frame: bytes | SpooledRecord | None = None) -> Product:
         """The product, once its object is known to run on the job's arch."""
         if not _runtime.target_runs_on(info.target, job.arch):
             raise _fail(job, f"{what} targets {info.target}, not {job.arch}; the shard of "
@@ -455,6 +481,17 @@ class Producer:
         deps = (module.__file__,) if getattr(module, "__file__", None) else ()
         return self._finish(job, bytes(result), tuple(str(d) for d in deps), False,
                             f"the object {label} built")
+
+
+def _unnamed_file(folder: Path) -> int:
+    """A new read-write file in ``folder`` that has no name: O_TMPFILE where the file
+    system has it (a kill leaves nothing behind), else created and unlinked at once."""
+    flags = os.O_RDWR | os.O_CLOEXEC
+    with contextlib.suppress(OSError, AttributeError):
+        return os.open(folder, flags | os.O_TMPFILE, 0o600)
+    fd, name = tempfile.mkstemp(dir=folder, prefix=".ukdpack-spool.")
+    os.unlink(name)
+    return fd
 
 
 def _share(results: dict[tuple[str, str, str], Product | Problem],

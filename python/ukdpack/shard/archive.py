@@ -23,7 +23,7 @@ import msgpack  # type: ignore[import-untyped]
 import zstandard
 
 from ukdpack.errors import UkdError
-from ukdpack.files import write_atomic
+from ukdpack.files import FileRange, read_range, write_atomic
 
 MAGIC = b"KPAK"
 FORMAT_VERSION = 1
@@ -94,6 +94,15 @@ def compress_frame(data: bytes, level: int = DEFAULT_LEVEL) -> bytes:
 # Writer
 
 
+@dataclass(frozen=True)
+class SpooledRecord:
+    """An archive record (u32 frame length, then the zstd frame) that the prebuilt batch
+    reader already wrote to a spool file: the writer copies it from there."""
+
+    where: FileRange
+    content_size: int  # the image's size, as the frame's header records it
+
+
 @dataclass
 class _Pending:
     toc_key: str
@@ -101,7 +110,7 @@ class _Pending:
     entry_type: str
     size: int
     metadata: Mapping[str, Any] | None
-    payload: bytes  # the frame (zstd) or the data itself (none)
+    payload: bytes | SpooledRecord  # the frame (zstd), its spooled record, or the data (none)
 
 
 class ArchiveWriter:
@@ -135,12 +144,12 @@ class ArchiveWriter:
 
     def add(self, toc_key: str, arch: str, data: bytes | None,
             metadata: Mapping[str, Any] | None = None,
-            *, entry_type: str = "hsaco", frame: bytes | None = None) -> int:
+            *, entry_type: str = "hsaco", frame: bytes | SpooledRecord | None = None) -> int:
         """Adds one entry and returns its ordinal.
 
         ``frame``, when given, is ``compress_frame(data)`` computed beforehand (e.g. in a
-        thread pool) and is stored as is; ``data`` may then be None (the entry's size is
-        the content size the frame's header records).
+        thread pool), or its record already in a spool file, and is stored as is; ``data``
+        may then be None (the entry's size is the content size the frame records).
         """
         if arch not in self.arches:
             raise ArchiveError(
@@ -156,6 +165,7 @@ class ArchiveWriter:
             raise ArchiveError(f"entry {toc_key!r}/{arch}: metadata {why}")
         if data is None and frame is None:
             raise ArchiveError(f"entry {toc_key!r}/{arch}: neither data nor a frame was given")
+        payload: bytes | SpooledRecord
         if self.compression == "none":
             if frame is not None or data is None:
                 raise ArchiveError("a precompressed frame was given to an archive "
@@ -166,6 +176,12 @@ class ArchiveWriter:
             assert data is not None
             size = len(data)
             payload = compress_frame(data, self.level)
+        elif isinstance(frame, SpooledRecord):
+            size = frame.content_size
+            if data is not None and size != len(data):
+                raise ArchiveError(f"entry {toc_key!r}/{arch}: the spooled frame holds {size} "
+                                   f"bytes but the data has {len(data)}")
+            payload = frame
         else:
             try:
                 size = zstandard.frame_content_size(frame)
@@ -198,14 +214,17 @@ class ArchiveWriter:
                 "gfx_arches": [a for a in self.arches if a in used], "toc": toc,
                 "compression_scheme": self.compression, **scheme_fields}
 
-    def chunks(self) -> Iterator[bytes]:
-        """The archive's bytes, piece by piece, in file order."""
+    def chunks(self) -> Iterator[bytes | FileRange]:
+        """The archive's bytes, piece by piece, in file order: a spooled record as the
+        range of its spool file."""
         if self.compression == "zstd-per-kernel":
-            size = 4 + sum(4 + len(e.payload) for e in self._entries)
+            size = 4 + sum(e.payload.where.size if isinstance(e.payload, SpooledRecord)
+                           else 4 + len(e.payload) for e in self._entries)
             fields: dict[str, Any] = {"zstd_offset": DATA_OFFSET, "zstd_size": size}
         else:
             blobs, pos = [], DATA_OFFSET
             for e in self._entries:
+                assert isinstance(e.payload, bytes)  # add() spools only zstd frames
                 blobs.append({"offset": pos, "size": len(e.payload)})
                 pos += len(e.payload)
             size = pos - DATA_OFFSET
@@ -215,6 +234,9 @@ class ArchiveWriter:
         if self.compression == "zstd-per-kernel":
             yield _U32.pack(len(self._entries))
             for e in self._entries:
+                if isinstance(e.payload, SpooledRecord):
+                    yield e.payload.where
+                    continue
                 if len(e.payload) > 0xFFFFFFFF:
                     raise ArchiveError(f"entry {e.toc_key!r}/{e.arch}: a frame of "
                                        f"{len(e.payload)} bytes does not fit a u32 length")
@@ -222,12 +244,13 @@ class ArchiveWriter:
                 yield e.payload
         else:
             for e in self._entries:
+                assert isinstance(e.payload, bytes)
                 yield e.payload
         yield toc
 
     def to_bytes(self) -> bytes:
         """The whole archive in memory."""
-        return b"".join(self.chunks())
+        return b"".join(c if isinstance(c, bytes) else read_range(c) for c in self.chunks())
 
     def write(self, path: str | os.PathLike[str], *, durable: bool = True) -> None:
         """Writes the archive atomically: a temporary file beside ``path``, fsync (unless

@@ -13,6 +13,7 @@ import dataclasses
 import functools
 import os
 import re
+import tempfile
 import threading
 import time
 from collections.abc import Mapping, Sequence
@@ -500,14 +501,30 @@ def pack(opts: PackOptions, reporter: Reporter) -> PackReport:
 
     cache = CompileCache(opts.cache_dir or default_cache_dir())
     remote = RemoteTier(opts.remote) if opts.remote is not None else None
+    # Prebuilt objects are spooled beside the shards when the out root is there (it is
+    # from the second pack on), else in the system's temporary folder.
+    spool_dir = out_root if out_root.is_dir() else Path(tempfile.gettempdir())
     producer = Producer(root, cache, opts.jobs, {"hip": opts.hipcc, "cuda": opts.nvcc},
-                        opts.job_timeout, remote)
+                        opts.job_timeout, remote, spool_dir=spool_dir)
+    try:
+        return _produce_and_publish(opts, reporter, report, tree, plans, handlers, producer,
+                                    remote)
+    finally:
+        producer.close()
+
+
+def _produce_and_publish(opts: PackOptions, reporter: Reporter, report: PackReport, tree: Tree,
+                         plans: Sequence[ArchPlan], handlers: HandlerManifest | None,
+                         producer: Producer, remote: RemoteTier | None) -> PackReport:
+    """Run every job, then build, check and publish each arch's shard."""
+    root, out_root = opts.source_root, opts.out_root
+    say = functools.partial(_say, reporter)
     jobs: list[Job] = [j for p in plans for j in p.jobs]
     reporter.batch_started(len(jobs), f"producing for {', '.join(opts.arches)}")
     products = producer.run(
         jobs, lambda job, s, outcome: reporter.job_done(escape_controls(job.what()), s, outcome))
     report.compiles, report.failed_jobs = producer.compiles, producer.failed
-    cache.save_digests()
+    producer.cache.save_digests()
     reused = len(jobs) - producer.compiles - producer.failed
     reporter.batch_finished(f"{len(jobs)} code objects: {producer.compiles} compiled, "
                             f"{reused} from cache or prebuilt"

@@ -300,24 +300,39 @@ class Producer:
         return _share(results, shared.values())
 
     def _run_prebuilt(self, jobs: Sequence[Job], one: Callable[[Job], bool]) -> None:
-        """Run the prebuilt jobs, their files read a batch at a time."""
-        for start in range(0, len(jobs), PREFETCH_CHUNK):
-            if self._stopping.is_set():
-                return
-            chunk = jobs[start:start + PREFETCH_CHUNK]
-            paths = list(dict.fromkeys(str(self.root / j.rel) for j in chunk if j.rel))
-            spool = self._spool_fd()
-            got_all = _runtime.read_prebuilt_objects(paths, self.jobs, FRAME_LEVEL, spool)
-            for path, got in zip(paths, got_all, strict=True):
-                if got is None:
-                    continue
-                elf, sha, note, made = got
-                frame = made if not isinstance(made, tuple) else SpooledRecord(
-                    FileRange(spool, made[0], made[1]), made[2])
-                self._prefetched[path] = (elf, sha, note, frame)
-            for job in chunk:
-                one(job)
-            self._prefetched.clear()
+        """Run the prebuilt jobs, their files read a batch at a time: the next batch is
+        read (the GIL released) while this thread finishes the jobs of the last one."""
+        chunks = [jobs[i:i + PREFETCH_CHUNK] for i in range(0, len(jobs), PREFETCH_CHUNK)]
+        if not chunks:
+            return
+        spool = self._spool_fd()
+        with ThreadPoolExecutor(max_workers=1, thread_name_prefix="ukdpack-read") as reader:
+            ahead = reader.submit(self._read_batch, chunks[0], spool)
+            for k, chunk in enumerate(chunks):
+                got = ahead.result()
+                if self._stopping.is_set():
+                    return
+                if k + 1 < len(chunks):
+                    ahead = reader.submit(self._read_batch, chunks[k + 1], spool)
+                self._prefetched = got
+                for job in chunk:
+                    one(job)
+                self._prefetched = {}
+
+    def _read_batch(self, chunk: Sequence[Job], spool: int
+                    ) -> dict[str, tuple[bytes | None, str, bytes, bytes | SpooledRecord | None]]:
+        """What the runtime's batch reader takes of the files of ``chunk``, by path."""
+        paths = list(dict.fromkeys(str(self.root / j.rel) for j in chunk if j.rel))
+        out = {}
+        got_all = _runtime.read_prebuilt_objects(paths, self.jobs, FRAME_LEVEL, spool)
+        for path, got in zip(paths, got_all, strict=True):
+            if got is None:
+                continue
+            elf, sha, note, made = got
+            frame = made if not isinstance(made, tuple) else SpooledRecord(
+                FileRange(spool, made[0], made[1]), made[2])
+            out[path] = (elf, sha, note, frame)
+        return out
 
     def _abandon(self, pool: ThreadPoolExecutor) -> None:
         """Stop the jobs of a pack that is ending (Ctrl-C lands in this, the main thread,

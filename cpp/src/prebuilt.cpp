@@ -64,14 +64,6 @@ bool writeAt(int fd, std::string_view data, std::uint64_t offset) {
   return true;
 }
 
-// Where a batch appends its archive records: the spool's end, advanced by each
-// thread as it reserves room for a record (the records' order is the threads'; the
-// archive writer copies them into the archive's own order).
-struct Spool {
-  int fd = -1;
-  std::atomic<std::uint64_t> end{0};
-};
-
 // The whole regular file at `path` into `buffer` (reused from file to file, so
 // its pages are not faulted in afresh for each); the bytes read, or nullopt.
 std::optional<std::string_view> readInto(const std::string& path, std::string& buffer) {
@@ -90,8 +82,9 @@ std::optional<std::string_view> readInto(const std::string& path, std::string& b
   return std::string_view(buffer.data(), done);
 }
 
-PrebuiltObject readOne(const std::string& path, ZSTD_CCtx* cctx, int level, std::string& buffer,
-                       std::string& frameBuffer, Spool& spool) {
+// `record` asks for the frame as an archive record: its u32 length first.
+PrebuiltObject readOne(const std::string& path, ZSTD_CCtx* cctx, int level, bool record, std::string& buffer,
+                       std::string& frameBuffer) {
   PrebuiltObject out;
   if (detail::nonRegularKind(path)) return out;  // stat first: a device is not even opened
   const auto read = readInto(path, buffer);
@@ -113,23 +106,15 @@ PrebuiltObject readOne(const std::string& path, ZSTD_CCtx* cctx, int level, std:
     out.ok = true;
     return out;
   }
-  const bool spooled = spool.fd >= 0;
-  const std::size_t reserve = spooled ? 4 : 0;  // the record's length field
+  const std::size_t reserve = record ? 4 : 0;
   const std::size_t n = compressFrame(cctx, elf, level, frameBuffer, reserve);
   if (n == 0 || n > 0xFFFFFFFFu) return PrebuiltObject{};
+  for (std::size_t i = 0; i < reserve; ++i) frameBuffer[i] = char((n >> (8 * i)) & 0xFF);
+  out.frame.assign(frameBuffer.data(), reserve + n);
   out.bytes.assign(note->data(), note->size());  // the image itself is in the frame
   out.noteOffset = 0;
   out.elfOffset = 0;
-  if (spooled) {
-    for (int i = 0; i < 4; ++i) frameBuffer[std::size_t(i)] = char((n >> (8 * i)) & 0xFF);
-    const std::string_view record(frameBuffer.data(), n + 4);
-    out.spoolSize = record.size();
-    out.spoolOffset = spool.end.fetch_add(record.size());
-    if (!writeAt(spool.fd, record, out.spoolOffset)) return PrebuiltObject{};
-  } else {
-    out.frame.assign(frameBuffer.data(), n);
-    out.elfSize = 0;
-  }
+  if (!record) out.elfSize = 0;  // kept with a record: the size its frame decompresses to
   out.ok = true;
   return out;
 }
@@ -185,12 +170,12 @@ std::optional<std::string_view> amdgpuMetadataNote(std::string_view image) {
 std::vector<PrebuiltObject> readPrebuiltObjects(const std::vector<std::string>& paths, unsigned threads,
                                                 int zstdLevel, int spoolFd) {
   std::vector<PrebuiltObject> out(paths.size());
-  Spool spool;
-  if (spoolFd >= 0 && zstdLevel > 0) {
+  std::uint64_t end = 0;
+  const bool spooled = spoolFd >= 0 && zstdLevel > 0;
+  if (spooled) {
     struct stat st {};
     if (::fstat(spoolFd, &st) != 0) return out;  // every object left to the packer's path
-    spool.fd = spoolFd;
-    spool.end = std::uint64_t(st.st_size);
+    end = std::uint64_t(st.st_size);
   }
   std::atomic<std::size_t> next{0};
   auto work = [&] {
@@ -198,9 +183,30 @@ std::vector<PrebuiltObject> readPrebuiltObjects(const std::vector<std::string>& 
     if (zstdLevel > 0 && !cctx) return;  // no memory: every object left to the packer's path
     std::string buffer, frameBuffer;
     for (std::size_t i = next++; i < paths.size(); i = next++)
-      out[i] = readOne(paths[i], cctx.get(), zstdLevel, buffer, frameBuffer, spool);
+      out[i] = readOne(paths[i], cctx.get(), zstdLevel, spooled, buffer, frameBuffer);
   };
   detail::runOnThreads(threads, paths.size(), work);
+  if (!spooled) return out;
+  // The records follow one another in the order of `paths` (so a spool of one
+  // arch's objects, read in the archive's order, is that archive's data as it
+  // stands), each written by a thread at the place the ones before leave it.
+  for (PrebuiltObject& o : out) {
+    if (!o.ok) continue;
+    o.spoolOffset = end;
+    o.spoolSize = o.frame.size();
+    end += o.spoolSize;
+  }
+  next = 0;
+  auto write = [&] {
+    for (std::size_t i = next++; i < out.size(); i = next++) {
+      PrebuiltObject& o = out[i];
+      if (!o.ok) continue;
+      // A record that cannot be written leaves a hole the archive writer never copies.
+      if (!writeAt(spoolFd, o.frame, o.spoolOffset)) o = PrebuiltObject{};
+      std::string().swap(o.frame);
+    }
+  };
+  detail::runOnThreads(threads, out.size(), write);
   return out;
 }
 

@@ -90,6 +90,42 @@ def _write_chunks(fd: int, chunks: Iterable[bytes | FileRange]) -> None:
     _write_all(fd, pending)
 
 
+def pwrite_all(fd: int, data: bytes, offset: int) -> None:
+    """Writes all of ``data`` at ``offset`` of ``fd``."""
+    view = memoryview(data)
+    while view:
+        n = os.pwrite(fd, view, offset)
+        view, offset = view[n:], offset + n
+
+
+def link_unnamed(fd: int, path: Path, *, mode: int = 0o644) -> bool:
+    """Gives the unnamed (O_TMPFILE) file ``fd`` the name ``path``: linked under a
+    temporary name in the same folder, then renamed over ``path``. False, and nothing
+    changed, where it cannot be (another file system, a file that had a name)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.parent / f".{path.name}.{os.getpid()}.{os.urandom(4).hex()}.tmp"
+    try:
+        # linkat(AT_SYMLINK_FOLLOW) of /proc/self/fd/N, the one way to name such a file
+        # without privileges; Python uses linkat only when given a folder descriptor.
+        fds = os.open("/proc/self/fd", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    except OSError:
+        return False
+    try:
+        os.link(str(fd), tmp, src_dir_fd=fds, follow_symlinks=True)
+    except OSError:
+        return False
+    finally:
+        os.close(fds)
+    try:
+        os.chmod(tmp, mode)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+    return True
+
+
 def write_atomic(path: Path, data: bytes | Iterable[bytes | FileRange], *, mode: int = 0o644,
                  durable: bool = False) -> None:
     """Write ``data`` (bytes, or chunks of bytes and file ranges) to ``path`` through a

@@ -150,20 +150,25 @@ def test_copy_in_another_folder_packs_byte_identical(example_pack: tuple[Path, P
 
 
 def test_prebuilt_records_spool_without_a_trace(tmp_path: Path) -> None:
-    """Prebuilt objects' frames go through an unnamed spool file (in the system's
-    temporary folder on a first pack, beside the shards after): the archives are the
-    same either way, and the out root holds nothing the pack did not publish."""
-    tree = copy_example(tmp_path / "tree")
-    out, cache = tmp_path / "out", tmp_path / "cache"
-    r = run_pack(tree, out, ARCHES, cache=cache)
+    """Prebuilt objects' frames go through an unnamed spool file in the out root. Packed
+    alone, an arch's spool holds its archive's records alone and becomes its archive;
+    packed with another arch, the records interleave and the archive copies them. The
+    shard is the same either way, and the out root holds nothing the pack did not
+    publish."""
+    tree = tmp_path / "tree"
+    shutil.copytree(copy_example(tmp_path / "example") / "prebuilt", tree)
+    alone, both = tmp_path / "alone", tmp_path / "both"
+    r = run_pack(tree, alone, ["gfx90a"], cache=tmp_path / "cache")
     assert r.returncode == 0, r.stderr
-    first = {a: shard_files(out / a) for a in ARCHES}
-    listing = sorted(str(p.relative_to(out)) for p in out.rglob("*"))
-    assert any(p.endswith(".kpack") for p in listing)
-    r = run_pack(tree, out, ARCHES, cache=cache)  # the out root is there: spooled in it
+    r = run_pack(tree, both, ["gfx90a", "gfx940"], cache=tmp_path / "cache")
     assert r.returncode == 0, r.stderr
-    assert {a: shard_files(out / a) for a in ARCHES} == first
-    assert sorted(str(p.relative_to(out)) for p in out.rglob("*")) == listing
+    assert shard_files(alone / "gfx90a") == shard_files(both / "gfx90a")
+    assert Archive.open(alone / "gfx90a" / "kpack" / "kernels_gfx90a.kpack").arches == ["gfx90a"]
+    assert sorted(p.name for p in alone.iterdir()) == [".gfx90a.lock", "gfx90a"]
+    listing = sorted(str(p.relative_to(alone)) for p in alone.rglob("*"))
+    r = run_pack(tree, alone, ["gfx90a"], cache=tmp_path / "cache")  # into its own shard
+    assert r.returncode == 0, r.stderr
+    assert sorted(str(p.relative_to(alone)) for p in alone.rglob("*")) == listing
 
 
 def test_warm_cache_runs_no_compiler_and_one_edit_one_compile(tmp_path: Path) -> None:

@@ -122,8 +122,8 @@ def test_frames_hold_the_image_the_archive_stores(tmp_path: Path) -> None:
 
 def test_spooled_records_are_the_frames_the_archive_stores(tmp_path: Path) -> None:
     """With a spool, each object's archive record (u32 length, then the frame) is in the
-    spool at the offset it names, the records do not overlap, and nothing is returned
-    in memory but the note."""
+    spool at the offset it names, the records follow one another in the order of the
+    paths, and nothing is returned in memory but the note."""
     import struct
 
     import zstandard
@@ -154,8 +154,9 @@ def test_spooled_records_are_the_frames_the_archive_stores(tmp_path: Path) -> No
         assert zstandard.ZstdDecompressor().decompress(frame) == a[0]
         assert (sha, note) == (a[1], a[2])
         spans.append((offset, offset + size))
-    spans.sort()
-    assert all(end <= start for (_, end), (start, _) in itertools.pairwise(spans))
+    # One after another in the order of the paths, from the end of what was there.
+    assert spans[0][0] == len(b"earlier")
+    assert all(end == start for (_, end), (start, _) in itertools.pairwise(spans))
     assert data[:7] == b"earlier" and spans[-1][1] == len(data)
 
 
@@ -194,3 +195,46 @@ def test_a_spooled_archive_is_the_archive_of_frames_in_memory(tmp_path: Path) ->
     assert (tmp_path / "ranged.kpack").read_bytes() == (tmp_path / "plain.kpack").read_bytes()
     archive = _runtime.KpackArchive(str(tmp_path / "ranged.kpack"))
     assert archive.get("k1", "gfx90a") == codeobject.elf_image(Path(paths[1]).read_bytes())
+
+
+@pytest.mark.parametrize("unnamed", [True, False])
+def test_a_spool_of_one_archive_becomes_that_archive(tmp_path: Path, unnamed: bool) -> None:
+    """A spool holding exactly one archive's records, in order, after room for its
+    header is made that archive (the same inode, nothing copied) when it has no name;
+    a spool that had a name is copied. The bytes are the same either way."""
+    from ukdpack.files import FileRange
+    from ukdpack.shard.archive import RECORDS_OFFSET, ArchiveWriter, SpooledRecord
+
+    paths = []
+    for i, name in enumerate(("split_kv.gfx90a.hsaco", "split_kv.gfx90a.bundle.hsaco")):
+        path = tmp_path / f"{i}.hsaco"
+        path.write_bytes((OBJECTS / name).read_bytes())
+        paths.append(str(path))
+    framed = _runtime.read_prebuilt_objects(paths, 1, 3)
+    plain = ArchiveWriter("g", ["gfx90a"])
+    for i, got in enumerate(framed):
+        assert got is not None and isinstance(got[3], bytes)
+        plain.add(f"k{i}", "gfx90a", None, frame=got[3])
+    plain.write(tmp_path / "plain.kpack")
+    if unnamed:
+        fd = os.open(tmp_path, os.O_RDWR | os.O_TMPFILE, 0o600)
+    else:
+        fd = os.open(tmp_path / "spool", os.O_RDWR | os.O_CREAT, 0o600)
+        os.unlink(tmp_path / "spool")
+    try:
+        os.truncate(fd, RECORDS_OFFSET)
+        spooled = _runtime.read_prebuilt_objects(paths, 2, 3, fd)
+        ranged = ArchiveWriter("g", ["gfx90a"])
+        for i, got in enumerate(spooled):
+            assert got is not None and isinstance(got[3], tuple)
+            offset, size, content = got[3]
+            ranged.add(f"k{i}", "gfx90a", None,
+                       frame=SpooledRecord(FileRange(fd, offset, size), content))
+        ranged.write(tmp_path / "out" / "g.kpack")  # its folder made as it is named
+        became = os.stat(tmp_path / "out" / "g.kpack").st_ino == os.fstat(fd).st_ino
+    finally:
+        os.close(fd)
+    assert became == unnamed
+    assert (tmp_path / "out" / "g.kpack").read_bytes() == (tmp_path / "plain.kpack").read_bytes()
+    assert os.stat(tmp_path / "out" / "g.kpack").st_mode & 0o777 == 0o644
+    assert sorted(os.listdir(tmp_path / "out")) == ["g.kpack"]  # no temporary name left

@@ -37,8 +37,10 @@ std::optional<std::string_view> amdgpuMetadataNote(std::string_view elf);
 // compresses each ELF image into the frame an archive stores, while it is in
 // the cache of the thread that read it. With `spoolFd` (an open, writable
 // file) the frames are not returned but appended to that file as archive
-// records, each at the offset the object names: the batch then holds no image
-// in memory, and the archive writer copies the records from the file.
+// records, one after another in the order of `paths`, each at the offset the
+// object names: the batch then holds no image in memory, and the archive
+// writer copies the records from the file (or, when they are all of it, makes
+// the file the archive).
 std::vector<PrebuiltObject> readPrebuiltObjects(const std::vector<std::string>& paths, unsigned threads,
                                                 int zstdLevel = 0, int spoolFd = -1);
 

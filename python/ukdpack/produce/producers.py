@@ -37,7 +37,7 @@ from ukdpack.produce.cache import CompileCache, base_key
 from ukdpack.produce.plan import Job
 from ukdpack.produce.remote import RemoteTier
 from ukdpack.shard.archive import DEFAULT_LEVEL as ARCHIVE_LEVEL
-from ukdpack.shard.archive import SpooledRecord
+from ukdpack.shard.archive import RECORDS_OFFSET, SpooledRecord
 
 
 @dataclass(frozen=True)
@@ -196,6 +196,9 @@ class Producer:
         if self._spool is None and self._spool_dir is not None:
             try:
                 self._spool = _unnamed_file(self._spool_dir)
+                # Room for an archive's header before the records: a spool holding one
+                # archive's records alone becomes that archive (ArchiveWriter.write).
+                os.truncate(self._spool, RECORDS_OFFSET)
             except OSError:
                 self._spool_dir = None  # frames in memory, as without a spool
         return -1 if self._spool is None else self._spool

@@ -23,12 +23,16 @@ import msgpack  # type: ignore[import-untyped]
 import zstandard
 
 from ukdpack.errors import UkdError
-from ukdpack.files import FileRange, read_range, write_atomic
+from ukdpack.files import FileRange, link_unnamed, pwrite_all, read_range, write_atomic
 
 MAGIC = b"KPAK"
 FORMAT_VERSION = 1
 HEADER_SIZE = 16
 DATA_OFFSET = 64
+#: Where the first record (u32 frame length, then the frame) of a zstd archive starts:
+#: after the header, its padding and the u32 frame count. A spool whose records start
+#: here can become the archive itself.
+RECORDS_OFFSET = DATA_OFFSET + 4
 SCHEMES = ("zstd-per-kernel", "none")
 ENTRY_TYPES = ("hsaco", "cubin")
 DEFAULT_LEVEL = 3  # zstd level of a pack's archives
@@ -214,13 +218,14 @@ class ArchiveWriter:
                 "gfx_arches": [a for a in self.arches if a in used], "toc": toc,
                 "compression_scheme": self.compression, **scheme_fields}
 
-    def chunks(self) -> Iterator[bytes | FileRange]:
-        """The archive's bytes, piece by piece, in file order: a spooled record as the
-        range of its spool file."""
+    def _framing(self) -> tuple[bytes, bytes]:
+        """The bytes before the entries' data (header, padding and, for zstd, the frame
+        count) and the TOC after it."""
         if self.compression == "zstd-per-kernel":
             size = 4 + sum(e.payload.where.size if isinstance(e.payload, SpooledRecord)
                            else 4 + len(e.payload) for e in self._entries)
             fields: dict[str, Any] = {"zstd_offset": DATA_OFFSET, "zstd_size": size}
+            count = _U32.pack(len(self._entries))
         else:
             blobs, pos = [], DATA_OFFSET
             for e in self._entries:
@@ -229,22 +234,26 @@ class ArchiveWriter:
                 pos += len(e.payload)
             size = pos - DATA_OFFSET
             fields = {"blobs": blobs}
+            count = b""
         toc = msgpack.packb(self._toc(fields), use_bin_type=True)
-        yield _HEADER.pack(MAGIC, FORMAT_VERSION, DATA_OFFSET + size).ljust(DATA_OFFSET, b"\0")
-        if self.compression == "zstd-per-kernel":
-            yield _U32.pack(len(self._entries))
-            for e in self._entries:
-                if isinstance(e.payload, SpooledRecord):
-                    yield e.payload.where
-                    continue
+        head = _HEADER.pack(MAGIC, FORMAT_VERSION, DATA_OFFSET + size).ljust(DATA_OFFSET, b"\0")
+        return head + count, toc
+
+    def chunks(self) -> Iterator[bytes | FileRange]:
+        """The archive's bytes, piece by piece, in file order: a spooled record as the
+        range of its spool file."""
+        head, toc = self._framing()
+        yield head
+        for e in self._entries:
+            if isinstance(e.payload, SpooledRecord):
+                yield e.payload.where
+            elif self.compression == "zstd-per-kernel":
                 if len(e.payload) > 0xFFFFFFFF:
                     raise ArchiveError(f"entry {e.toc_key!r}/{e.arch}: a frame of "
                                        f"{len(e.payload)} bytes does not fit a u32 length")
                 yield _U32.pack(len(e.payload))
                 yield e.payload
-        else:
-            for e in self._entries:
-                assert isinstance(e.payload, bytes)
+            else:
                 yield e.payload
         yield toc
 
@@ -254,8 +263,42 @@ class ArchiveWriter:
 
     def write(self, path: str | os.PathLike[str], *, durable: bool = True) -> None:
         """Writes the archive atomically: a temporary file beside ``path``, fsync (unless
-        ``durable`` is False: the caller fsyncs it, as publishing a shard does), rename."""
+        ``durable`` is False: the caller fsyncs it, as publishing a shard does), rename.
+        When every entry is a spooled record and together, in order, they are all their
+        spool holds after RECORDS_OFFSET, the spool itself becomes the archive: nothing
+        is copied."""
+        spool = self._whole_spool()
+        if spool is not None and self._finish_spool(spool, Path(path), durable):
+            return
         write_atomic(Path(path), self.chunks(), durable=durable)
+
+    def _whole_spool(self) -> int | None:
+        """The spool whose records are this archive's data, as above, or None."""
+        if self.compression != "zstd-per-kernel" or not self._entries:
+            return None
+        fd, pos = -1, RECORDS_OFFSET
+        for e in self._entries:
+            if not isinstance(e.payload, SpooledRecord):
+                return None
+            where = e.payload.where
+            if (fd != -1 and where.fd != fd) or where.offset != pos:
+                return None
+            fd, pos = where.fd, pos + where.size
+        try:
+            return fd if os.fstat(fd).st_size == pos else None
+        except OSError:
+            return None
+
+    def _finish_spool(self, fd: int, path: Path, durable: bool) -> bool:
+        """Writes the framing around the records of the spool ``fd`` and names it
+        ``path``; False when it cannot be named there (the records are left as they
+        were, for the copy)."""
+        head, toc = self._framing()
+        pwrite_all(fd, head, 0)
+        pwrite_all(fd, toc, _HEADER.unpack_from(head)[2])  # the TOC offset it records
+        if durable:
+            os.fsync(fd)
+        return link_unnamed(fd, path)
 
 
 MAX_METADATA_DEPTH = 512

@@ -9,6 +9,7 @@ publish. A failing arch leaves no shard and does not stop the others.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
 import os
@@ -501,8 +502,11 @@ def pack(opts: PackOptions, reporter: Reporter) -> PackReport:
 
     cache = CompileCache(opts.cache_dir or default_cache_dir())
     remote = RemoteTier(opts.remote) if opts.remote is not None else None
-    # Prebuilt objects are spooled beside the shards when the out root is there (it is
-    # from the second pack on), else in the system's temporary folder.
+    # Prebuilt objects are spooled in the out root (made now: each arch's lock makes it
+    # anyway), where one arch's archive can be the spool itself (ArchiveWriter.write);
+    # else in the system's temporary folder, from which the archives copy them.
+    with contextlib.suppress(OSError):
+        out_root.mkdir(parents=True, exist_ok=True)
     spool_dir = out_root if out_root.is_dir() else Path(tempfile.gettempdir())
     producer = Producer(root, cache, opts.jobs, {"hip": opts.hipcc, "cuda": opts.nvcc},
                         opts.job_timeout, remote, spool_dir=spool_dir)

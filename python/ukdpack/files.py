@@ -116,6 +116,13 @@ def link_unnamed(fd: int, path: Path, *, mode: int = 0o644) -> bool:
         return False
     finally:
         os.close(fds)
+    _rename_into_place(tmp, path, mode)
+    return True
+
+
+def _rename_into_place(tmp: str | Path, path: Path, mode: int) -> None:
+    """Gives the written temporary file ``tmp`` its ``mode`` and renames it over
+    ``path``; removes it when either fails."""
     try:
         os.chmod(tmp, mode)
         os.replace(tmp, path)
@@ -123,7 +130,6 @@ def link_unnamed(fd: int, path: Path, *, mode: int = 0o644) -> bool:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
         raise
-    return True
 
 
 def write_atomic(path: Path, data: bytes | Iterable[bytes | FileRange], *, mode: int = 0o644,
@@ -141,12 +147,11 @@ def write_atomic(path: Path, data: bytes | Iterable[bytes | FileRange], *, mode:
                 os.fsync(fd)
         finally:
             os.close(fd)
-        os.chmod(tmp, mode)
-        os.replace(tmp, path)
     except BaseException:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
         raise
+    _rename_into_place(tmp, path, mode)
     if durable:
         fsync_dir(path.parent)
 

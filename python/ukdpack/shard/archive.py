@@ -23,7 +23,14 @@ import msgpack  # type: ignore[import-untyped]
 import zstandard
 
 from ukdpack.errors import UkdError
-from ukdpack.files import FileRange, link_unnamed, pwrite_all, read_range, write_atomic
+from ukdpack.files import (
+    FileRange,
+    fsync_dir,
+    link_unnamed,
+    pwrite_all,
+    read_range,
+    write_atomic,
+)
 
 MAGIC = b"KPAK"
 FORMAT_VERSION = 1
@@ -298,7 +305,11 @@ class ArchiveWriter:
         pwrite_all(fd, toc, _HEADER.unpack_from(head)[2])  # the TOC offset it records
         if durable:
             os.fsync(fd)
-        return link_unnamed(fd, path)
+        if not link_unnamed(fd, path):
+            return False
+        if durable:
+            fsync_dir(path.parent)
+        return True
 
 
 MAX_METADATA_DEPTH = 512

@@ -745,6 +745,20 @@ void bindRuntime(py::module_& m) {
              for (const KernelDefinition& d : s.manager->kept()) out.append(keptDict(d, s.manager->descriptors()));
              return out;
            })
+      .def(
+          "packed_launches",
+          [](const PyStateManager& s) {
+            py::list out;
+            for (const KernelDefinition& d : s.manager->kept()) {
+              if (!isPacked(*d.kernel)) continue;
+              const std::vector<std::string> launches = sortedLaunches(*d.kernel);
+              if (launches.empty()) out.append(py::make_tuple(d.kernel->id, py::none()));
+              for (const std::string& launch : launches) out.append(py::make_tuple(d.kernel->id, launch));
+            }
+            return out;
+          },
+          "(kernel_id, launch) of every launch of the kept kernels that ship code (launch None for a "
+          "single-launch kernel), in kept() order: what check_launch_codes takes, without kept()'s dicts.")
       .def("dropped",
            [](const PyStateManager& s) {
              py::list out;

@@ -316,12 +316,12 @@ def cmd_migrate(args: argparse.Namespace) -> int:
 def _remote_config(args: argparse.Namespace) -> RemoteConfig | None:
     """The remote cache tier the flags (else $UKDPACK_REMOTE_CACHE*) ask for; None when no
     URL is given (an empty one, as a build passes an unset variable, included)."""
-    from ukdpack.produce import remote
-
     url = args.remote_cache if args.remote_cache is not None else \
         os.environ.get("UKDPACK_REMOTE_CACHE", "")
     if not url:
         return None
+    from ukdpack.produce import remote  # only here: a pack without the tier never needs it
+
     remote.check_url(url)
     mode = args.remote_cache_mode or os.environ.get("UKDPACK_REMOTE_CACHE_MODE") or \
         "read-write"

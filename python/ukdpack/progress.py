@@ -65,6 +65,12 @@ class Reporter:
         else:
             self.info(f"{what}: {total} code object{'s' if total != 1 else ''}")
 
+    def names(self, outcome: str) -> bool:
+        """Whether ``job_done`` shows the job's name for ``outcome``: a live bar names
+        every job, plain lines only those that ran a compiler or failed (a pack of
+        thousands of prebuilt objects need not name each)."""
+        return self.live or outcome != "reused"
+
     def job_done(self, what: str, seconds: float, outcome: str) -> None:
         """One job ended: ``compiled``, ``reused`` (cache, prebuilt, builder) or
         ``failed``. Plain lines name the jobs that ran a compiler or failed; a failed job

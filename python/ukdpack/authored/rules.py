@@ -75,6 +75,8 @@ def _toc_keys(tree: Tree) -> list[Problem]:
 
 
 def _with_dvc_hints(tree: Tree, missing_prebuilt: MissingPrebuilt) -> list[Problem]:
+    if not any(p.code == PREBUILT_MISSING for p in tree.problems):
+        return list(tree.problems)  # the common case: no launch need be looked up
     sources = {(m.ukd.file, src.json_path): (m.ukd, src)
                for m in tree.members for _, src in m.ukd.launches}
     outputs: list[dvc.Output] | None = None

@@ -25,6 +25,7 @@ compiling without writing to it.
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import json
 import os
@@ -148,6 +149,17 @@ class FileDigests:
             self._latest[path] = digest
             self._taken[path] = [*now, taken, digest]
         return digest
+
+    def all_match(self, wanted: Mapping[str, str]) -> bool:
+        """Whether every file has the digest given, as ``digest(path, recheck=False)``
+        tells, asked in order up to the first that differs. A lookup checks a few hundred
+        headers, most of them taken already this run: those are read under one lock."""
+        with self._lock:
+            seen = [self._latest.get(path) for path in wanted]
+        for (path, digest), known in zip(wanted.items(), seen, strict=True):
+            if (known or self.digest(path, recheck=False)) != digest:
+                return False
+        return True
 
     def save(self, write: Callable[[Path, bytes], bool]) -> None:
         """Write the manifest through ``write`` (atomic) when this run took a digest it
@@ -289,7 +301,7 @@ class CompileCache:
         """A cached compile whose every input still has its recorded digest."""
         for entry in reversed(self._manifest(base_key)):
             deps = _absolute(entry["deps"], root)
-            if all(self.digests.digest(p, recheck=False) == d for p, d in deps.items()):
+            if self.digests.all_match(deps):
                 data = self.get_object(entry["object"])
                 if data is not None:
                     return Hit(data, tuple(deps))
@@ -406,7 +418,14 @@ def _portable(path: str, root: Path) -> str:
 
 
 def _absolute(deps: Mapping[str, str], root: Path) -> dict[str, str]:
-    return {(str(root / p[5:]) if p.startswith("root:") else p): d for p, d in deps.items()}
+    return {(_under(root, p[5:]) if p.startswith("root:") else p): d for p, d in deps.items()}
+
+
+@functools.lru_cache(maxsize=4096)
+def _under(root: Path, rel: str) -> str:
+    """``rel`` under ``root``, as a path string: the manifests of a tree name the same
+    few sources, each joined once."""
+    return str(root / rel)
 
 
 def base_key(parts: Mapping[str, Any]) -> str:

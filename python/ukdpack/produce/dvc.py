@@ -31,14 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path, PureWindowsPath
 from typing import Any, Literal
 
-import yaml
-
 from ukdpack.errors import Problem, UkdError
-
-try:  # the C loader is much faster where libyaml is there
-    from yaml import CSafeLoader as _Loader
-except ImportError:  # pragma: no cover - depends on how pyyaml was built
-    from yaml import SafeLoader as _Loader  # type: ignore[assignment]
 
 State = Literal["present", "missing", "empty", "incomplete", "modified", "unverified"]
 
@@ -149,12 +142,16 @@ def _place(sidecar: Path, raw: str, repo: Path) -> tuple[Path, Path | str]:
 
 def _read_sidecar(path: Path, root: Path
                   ) -> tuple[list[Output], list[Refused], list[Problem]]:
+    import yaml  # here: a pack that reads no sidecar does not pay for importing it
+
     rel = _rel(path, root)
+    # The C loader is much faster where libyaml is there.
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
     try:
         # Not a FIFO or device: reading one could wait forever.
         if not stat.S_ISREG(os.stat(path).st_mode):
             return [], [], [Problem(rel, "", "cannot read DVC sidecar: not a regular file")]
-        doc = yaml.load(path.read_bytes(), Loader=_Loader)
+        doc = yaml.load(path.read_bytes(), Loader=loader)
     except (OSError, yaml.YAMLError) as e:
         return [], [], [Problem(rel, "", f"cannot read DVC sidecar: {e}")]
     outs = doc.get("outs") if isinstance(doc, dict) else None

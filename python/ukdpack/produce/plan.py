@@ -117,7 +117,10 @@ def plan_arch(tree: Tree, arch: str, variants: Sequence[str] = ()) -> ArchPlan:
     asked for the arch, e.g. ``gfx90a:xnack+``; see compile_targets). The tree has
     passed every rule, so every path stays inside the root."""
     members = tuple(tree.members_on(arch))
-    jobs: dict[tuple[str, str, str], Job] = {}
+    # Each job made once, at the end, with all its users; as before, its fields are
+    # those of its last launch (launches of one job differ only outside its identity).
+    made: dict[tuple[str, str, str], tuple[str, str, str | None, Mapping[str, Any], str]] = {}
+    users: dict[tuple[str, str, str], list[User]] = {}
     launches: list[Launch] = []
     for m in members:
         for name, src in m.ukd.launches:
@@ -131,10 +134,11 @@ def plan_arch(tree: Tree, arch: str, variants: Sequence[str] = ()) -> ArchPlan:
                        "compile" else [""])
             keys: list[tuple[str, str, str]] = []
             for target in targets:
-                job = Job(src.kind, arch, key, rel, src.fields, target=target)
-                known = jobs.get(job.key)
-                jobs[job.key] = Job(job.kind, arch, key, rel, src.fields,
-                                    (known.users if known else ()) + (user,), target)
-                keys.append(job.key)
+                job_key = (src.kind, key, f"{arch}={target}" if target else arch)  # Job.key
+                made[job_key] = (src.kind, key, rel, src.fields, target)
+                users.setdefault(job_key, []).append(user)
+                keys.append(job_key)
             launches.append(Launch(m, name, src, keys[0], tuple(keys)))
-    return ArchPlan(arch, members, tuple(launches), tuple(jobs.values()))
+    jobs = tuple(Job(k, arch, key, rel, fields, tuple(users[job_key]), target)
+                 for job_key, (k, key, rel, fields, target) in made.items())
+    return ArchPlan(arch, members, tuple(launches), jobs)

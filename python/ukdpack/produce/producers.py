@@ -26,7 +26,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from ukdpack import _runtime
 from ukdpack.digest import sha256_hex
@@ -35,9 +35,11 @@ from ukdpack.files import FileRange, read_regular
 from ukdpack.produce import codeobject, compiler, dvc
 from ukdpack.produce.cache import CompileCache, base_key
 from ukdpack.produce.plan import Job
-from ukdpack.produce.remote import RemoteTier
 from ukdpack.shard.archive import DEFAULT_LEVEL as ARCHIVE_LEVEL
 from ukdpack.shard.archive import RECORDS_OFFSET, SpooledRecord
+
+if TYPE_CHECKING:
+    from ukdpack.produce.remote import RemoteTier
 
 
 @dataclass(frozen=True)

@@ -14,6 +14,8 @@ from ukdpack.digest import canonical_json, sha256_hex
 
 __all__ = ["identity", "key_of", "normalized_build", "stem_of", "toc_key"]
 
+_NOT_STEM = re.compile(r"[^A-Za-z0-9_.-]")
+
 
 def identity(kind_name: str, fields: Mapping[str, Any], rel: str | None) -> dict[str, Any]:
     """What determines a source's code object; ``rel`` is its root-relative file."""
@@ -27,7 +29,7 @@ def stem_of(kind_name: str, fields: Mapping[str, Any], rel: str | None) -> str:
     k = kind(kind_name)
     base = (posixpath.splitext(posixpath.basename(rel or ""))[0] if k.stem_field == k.file_field
             else str(fields[k.stem_field]))
-    return re.sub(r"[^A-Za-z0-9_.-]", "_", base) or "object"
+    return _NOT_STEM.sub("_", base) or "object"
 
 
 def toc_key(kind_name: str, fields: Mapping[str, Any], rel: str | None) -> str:

@@ -21,7 +21,7 @@ from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ukdpack import _runtime, reports
 from ukdpack.authored.kinds import kind, normalized_build
@@ -34,13 +34,15 @@ from ukdpack.produce.cache import CompileCache, default_cache_dir
 from ukdpack.produce.compiler import DEFAULT_JOB_TIMEOUT
 from ukdpack.produce.plan import ArchPlan, Job, Launch, plan_arch
 from ukdpack.produce.producers import Producer, Product
-from ukdpack.produce.remote import RemoteConfig, RemoteStats, RemoteTier
 from ukdpack.progress import Reporter
 from ukdpack.reports import problem_doc
 from ukdpack.shard import archive as kpack
 from ukdpack.shard import packed, provenance, publish
 from ukdpack.shard.depfile import write_depfile
 from ukdpack.shard.runtime_check import HandlerManifest, check_shard, load_handler_manifest
+
+if TYPE_CHECKING:
+    from ukdpack.produce.remote import RemoteConfig, RemoteStats, RemoteTier
 
 DEFAULT_GROUP = "kernels"
 
@@ -190,10 +192,13 @@ class _Assembler:
     def __init__(self, tree: Tree, opts: PackOptions, plan: ArchPlan,
                  products: Mapping[tuple[str, str, str], Product | Problem],
                  versions: Mapping[str, str], handlers: HandlerManifest | None,
-                 reporter: Reporter) -> None:
+                 reporter: Reporter,
+                 provenances: dict[tuple[str, str], dict[str, Any]] | None = None) -> None:
         self.tree, self.opts, self.plan = tree, opts, plan
         self.products, self.versions = products, versions
         self.handlers, self.reporter = handlers, reporter
+        #: each kernel's sidecar provenance by (file, JSON path), shared by the arches
+        self.provenances = {} if provenances is None else provenances
         self.arch = plan.arch
         self.archive_name = kpack.archive_name(opts.group, self.arch)
 
@@ -205,6 +210,8 @@ class _Assembler:
                                       if isinstance(p := self.products[job.key], Problem)))
         launches: dict[tuple[str, str | None], packed.PackedLaunch] = {}
         used: dict[tuple[str, str], Product] = {}  # by (toc key, target ID filed under)
+        # Each object's kernel signatures in shard form, made once: many launches share one.
+        signatures: dict[tuple[str, str], list[dict[str, Any]]] = {}  # (sha256, symbol)
         if not problems:
             for ln in self.plan.launches:
                 if ln.job_key is None:
@@ -226,10 +233,14 @@ class _Assembler:
                 for target, product in by_target.items():
                     used[(product.job.toc_key, target)] = product
                 # The default digest is the most general variant's (fewest features).
-                main = min(products, key=lambda p: (p.info.entry_target.count(":"),
-                                                    p.info.entry_target))
+                main = products[0] if len(products) == 1 else min(
+                    products, key=lambda p: (p.info.entry_target.count(":"), p.info.entry_target))
+                signature = signatures.get((main.sha256, symbol))
+                if signature is None:
+                    signature = signatures[(main.sha256, symbol)] = packed.signature_doc(
+                        main.info.signatures[symbol])
                 launches[(ln.member.ukd.key, ln.name)] = packed.PackedLaunch(
-                    main.job.toc_key, symbol, main.sha256, main.info.signatures[symbol],
+                    main.job.toc_key, symbol, main.sha256, signature,
                     # Recorded for several variants, or one with feature settings (which
                     # a device named by its bare arch would not reach): the checks load
                     # each as a device of its setting.
@@ -301,10 +312,19 @@ class _Assembler:
                        ) -> tuple[dict[str, Any], dict[str, Any]]:
         """The packed UKD object and its sidecar entry."""
         own = self.plan.launches_of(m.ukd)
-        mine = {ln.name: launches[(m.ukd.key, ln.name)] for ln in own
-                if (m.ukd.key, ln.name) in launches}
+        key = m.ukd.key
+        mine = {ln.name: launches[(key, ln.name)] for ln in own if (key, ln.name) in launches}
         library = packed.library_path(library_from, self.archive_name)
         doc = packed.packed_ukd(m.ukd.raw, self.arch, mine, library)
+        return doc, {"sha256": provenance.binding(doc), "provenance": self._provenance(m, own)}
+
+    def _provenance(self, m: Member, own: Sequence[Launch]) -> dict[str, Any]:
+        """The sidecar's provenance of one kernel: the same in every arch's shard (its
+        launches and the compiler versions are), so made once per pack."""
+        where = (m.ukd.file, m.ukd.json_path)
+        found = self.provenances.get(where)
+        if found is not None:
+            return found
         kinds = sorted({ln.source.kind for ln in own})
         prov: dict[str, Any] = {"origin_kind": kinds[0]}
         if m.ukd.kernel_source is not None:
@@ -315,7 +335,8 @@ class _Assembler:
             prov["compiler"] = {"kind": kinds[0], "version": self.versions[kinds[0]]}
         if "provenance" in m.ukd.raw:
             prov["authored"] = m.ukd.raw["provenance"]
-        return doc, {"sha256": provenance.binding(doc), "provenance": prov}
+        self.provenances[where] = prov
+        return prov
 
     def _descriptor_files(self, launches: Mapping[tuple[str, str | None], packed.PackedLaunch],
                           problems: list[Problem]) -> dict[str, bytes]:
@@ -501,7 +522,11 @@ def pack(opts: PackOptions, reporter: Reporter) -> PackReport:
         return report
 
     cache = CompileCache(opts.cache_dir or default_cache_dir())
-    remote = RemoteTier(opts.remote) if opts.remote is not None else None
+    remote = None
+    if opts.remote is not None:  # imported only for a pack that uses the tier
+        from ukdpack.produce.remote import RemoteTier
+
+        remote = RemoteTier(opts.remote)
     # Prebuilt objects are spooled in the out root (made now: each arch's lock makes it
     # anyway), where one arch's archive can be the spool itself (ArchiveWriter.write);
     # else in the system's temporary folder, from which the archives copy them.
@@ -525,8 +550,8 @@ def _produce_and_publish(opts: PackOptions, reporter: Reporter, report: PackRepo
     say = functools.partial(_say, reporter)
     jobs: list[Job] = [j for p in plans for j in p.jobs]
     reporter.batch_started(len(jobs), f"producing for {', '.join(opts.arches)}")
-    products = producer.run(
-        jobs, lambda job, s, outcome: reporter.job_done(escape_controls(job.what()), s, outcome))
+    products = producer.run(jobs, lambda job, s, outcome: reporter.job_done(
+        escape_controls(job.what()) if reporter.names(outcome) else "", s, outcome))
     report.compiles, report.failed_jobs = producer.compiles, producer.failed
     producer.cache.save_digests()
     reused = len(jobs) - producer.compiles - producer.failed
@@ -535,6 +560,7 @@ def _produce_and_publish(opts: PackOptions, reporter: Reporter, report: PackRepo
                             + (f", {producer.failed} failed" if producer.failed else ""))
     versions = producer.versions()
     told: set[Problem] = set()  # a problem several arches share (no compiler) is told once
+    provenances: dict[tuple[str, str], dict[str, Any]] = {}
 
     for plan in plans:
         arch = plan.arch
@@ -546,7 +572,8 @@ def _produce_and_publish(opts: PackOptions, reporter: Reporter, report: PackRepo
                 reporter.info(f"{arch}: no kernels for this arch; no shard")
                 report.arches.append(ArchResult(arch, ok=True))
                 continue
-            result = _Assembler(tree, opts, plan, products, versions, handlers, reporter).run()
+            result = _Assembler(tree, opts, plan, products, versions, handlers, reporter,
+                                provenances).run()
             if not result.ok and publish.remove_shard(out_root, arch):
                 say(f"{arch}: removed the stale shard {out_root / arch}")
         report.arches.append(result)

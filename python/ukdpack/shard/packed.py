@@ -13,6 +13,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -32,17 +33,22 @@ class PackedLaunch:
     toc_key: str
     symbol: str
     sha256: str
-    signature: Sequence[Mapping[str, Any]]
+    signature: Sequence[Mapping[str, Any]]  # in shard form (signature_doc)
     #: feature variants: target ID -> sha256 of the object filed under it (empty: one object)
     targets: Mapping[str, str] = field(default_factory=dict)
 
     def entry(self, library: str) -> dict[str, Any]:
         out: dict[str, Any] = {"kind": "kpack", "library": library, "toc_key": self.toc_key,
                                "symbol": self.symbol, "sha256": self.sha256,
-                               "signature": [signature_arg(a) for a in self.signature]}
+                               "signature": list(self.signature)}
         if self.targets:
             out["targets"] = dict(self.targets)
         return out
+
+
+def signature_doc(args: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """A kernel's signature as shards record it: each argument's keys in one order."""
+    return [signature_arg(a) for a in args]
 
 
 def signature_arg(arg: Mapping[str, Any]) -> dict[str, Any]:
@@ -53,15 +59,21 @@ def signature_arg(arg: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
+@functools.lru_cache(maxsize=4096)
 def library_path(descriptor_rel: str, archive_name: str) -> str:
-    """``../`` once per folder level below the shard root, then ``kpack/<archive>``."""
+    """``../`` once per folder level below the shard root, then ``kpack/<archive>``.
+    Every kernel of a file asks the same: each file's is worked out once."""
     depth = len(PurePosixPath(descriptor_rel).parent.parts)
     return "../" * depth + f"{ARCHIVE_FOLDER}/{archive_name}"
 
 
+#: One encoder for every descriptor (``json.dumps`` with options makes one per call).
+_COMPACT = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False)
+
+
 def compact(doc: Any) -> bytes:
     """The packed JSON text of a descriptor."""
-    return json.dumps(doc, separators=(",", ":"), ensure_ascii=False).encode("utf-8") + b"\n"
+    return _COMPACT.encode(doc).encode("utf-8") + b"\n"
 
 
 def packed_ukd(doc: Mapping[str, Any], arch: str,

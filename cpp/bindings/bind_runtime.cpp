@@ -73,7 +73,9 @@ std::vector<std::string> kindsOf(const Kernel& k) {
   return std::vector<std::string>(kinds.begin(), kinds.end());
 }
 
-py::dict kernelDict(const DescriptorSet& set, const Pack& pack, const PackMember& m) {
+// lean: only what the packer's models read (DescriptorSet.model_packs), the derived
+// views left out.
+py::dict kernelDict(const DescriptorSet& set, const Pack& pack, const PackMember& m, bool lean = false) {
   const Kernel& k = m.kernel;
   py::dict out;
   out["id"] = k.id;
@@ -81,16 +83,20 @@ py::dict kernelDict(const DescriptorSet& set, const Pack& pack, const PackMember
   out["version"] = k.version.str();
   out["priority"] = k.priority;
   out["arch"] = optionalList(k.arch);
-  out["arches"] = kernelArches(pack, k);  // its own, else its pack's; [] = every arch
-  out["launches"] = sortedLaunches(k);
-  out["packed"] = isPacked(k);
-  out["kinds"] = kindsOf(k);
+  if (!lean) {
+    out["arches"] = kernelArches(pack, k);  // its own, else its pack's; [] = every arch
+    out["launches"] = sortedLaunches(k);
+    out["packed"] = isPacked(k);
+    out["kinds"] = kindsOf(k);
+  }
   out["metadata"] = fromJson(k.metadata);
-  out["completed_metadata"] = fromJson(m.completedMetadata);
+  if (!lean) out["completed_metadata"] = fromJson(m.completedMetadata);
   out["file"] = k.file;
   out["path"] = k.jsonPath;
-  out["base_dir"] = k.baseDir.string();
-  out["root"] = set.rootOf(m).string();
+  if (!lean) {
+    out["base_dir"] = k.baseDir.string();
+    out["root"] = set.rootOf(m).string();
+  }
   out["ref"] = m.ref.empty() ? py::object(py::none()) : py::object(py::str(m.ref));
   out["ref_path"] = jsonPathIndex("$.kernelDescriptors", m.index);  // where the KDP holds it
   if (const KernelSource* single = singleLaunchSource(k)) {
@@ -106,23 +112,25 @@ py::dict kernelDict(const DescriptorSet& set, const Pack& pack, const PackMember
   return out;
 }
 
-py::dict packDict(const DescriptorSet& set, const Pack& p) {
+py::dict packDict(const DescriptorSet& set, const Pack& p, bool lean = false) {
   py::dict out;
   out["id"] = p.id;
   out["name"] = p.name;
   out["version"] = p.version.str();
   out["file"] = p.file;
-  out["root"] = set.rootOf(p).string();
+  if (!lean) out["root"] = set.rootOf(p).string();
   out["arch"] = p.arch;
   out["matchers"] = p.matchers;
   out["engine"] = p.engine ? py::object(py::str(*p.engine)) : py::object(py::none());
-  const Engine* engine = set.engineOf(p);
-  out["engine_name"] = engine ? py::object(py::str(engine->name)) : py::object(py::none());
   out["dispatch"] = p.dispatch ? py::object(py::str(*p.dispatch)) : py::object(py::none());
-  const Dispatch* dispatch = set.dispatchOf(p);
-  out["dispatch_symbol"] = dispatch ? py::object(py::str(dispatch->dispatchSymbol)) : py::object(py::none());
+  if (!lean) {
+    const Engine* engine = set.engineOf(p);
+    out["engine_name"] = engine ? py::object(py::str(engine->name)) : py::object(py::none());
+    const Dispatch* dispatch = set.dispatchOf(p);
+    out["dispatch_symbol"] = dispatch ? py::object(py::str(dispatch->dispatchSymbol)) : py::object(py::none());
+  }
   py::list kernels;
-  for (const PackMember& m : p.members) kernels.append(kernelDict(set, p, m));
+  for (const PackMember& m : p.members) kernels.append(kernelDict(set, p, m, lean));
   out["kernels"] = kernels;
   out["raw"] = fromJson(p.raw);  // the KDP as written without kernelDescriptors
   return out;
@@ -477,6 +485,15 @@ void bindRuntime(py::module_& m) {
                                for (const Pack& p : s.set->packs) out.append(packDict(*s.set, p));
                                return out;
                              })
+      .def(
+          "model_packs",
+          [](const PySet& s) {
+            py::list out;
+            for (const Pack& p : s.set->packs) out.append(packDict(*s.set, p, /*lean=*/true));
+            return out;
+          },
+          "packs, less the views the packer's models do not read (root, engine_name, dispatch_symbol; per "
+          "kernel arches, launches, packed, kinds, completed_metadata, base_dir, root).")
       .def_property_readonly("diagnostics", [](const PySet& s) { return diagnosticList(s.set->diagnostics); })
       .def_property_readonly("roots",
                              [](const PySet& s) {

@@ -757,6 +757,24 @@ def test_an_interrupted_removal_leaves_no_half_shard(shards: Path,
     assert calls[0] == shards / f".{ARCH}.staging"
 
 
+def test_removing_a_shard_follows_no_link_out_of_it(tmp_path: Path) -> None:
+    """A shard's files go in one concurrent batch before its folders: a link in it (to a
+    file or a folder outside) is removed, never what it points at."""
+    from ukdpack.shard import publish
+
+    outside = tmp_path / "outside"
+    (outside / "deep").mkdir(parents=True)
+    (outside / "deep" / "keep.bin").write_bytes(b"keep")
+    shard = tmp_path / "out" / ARCH
+    for i in range(40):
+        publish.write_file(shard, f"e{i % 3}/k{i}.kdp.json", b"{}\n")
+    (shard / "to-folder").symlink_to(outside, target_is_directory=True)
+    (shard / "e0" / "to-file").symlink_to(outside / "deep" / "keep.bin")
+    publish._rmtree(shard)
+    assert not os.path.lexists(shard)
+    assert (outside / "deep" / "keep.bin").read_bytes() == b"keep"
+
+
 def test_problem_lines_quote_names_with_control_characters() -> None:
     from ukdpack.errors import Problem
 

@@ -110,6 +110,23 @@ def test_load_shard_exposes_packs_kernels_and_launches(shard: Shard) -> None:
     assert dset.kernel("UKD-404") is None
 
 
+def test_model_packs_are_packs_less_the_derived_views(shard: Shard) -> None:
+    """The packer's models read model_packs(): the same packs and values, without the views
+    they never read."""
+    dset = shard.load()
+    full, lean = dset.packs, dset.model_packs()
+    assert [p["id"] for p in lean] == [p["id"] for p in full]
+    for f, m in zip(full, lean, strict=True):
+        assert {k: v for k, v in f.items() if k != "kernels"} == {
+            **{k: v for k, v in m.items() if k != "kernels"},
+            **{k: f[k] for k in ("root", "engine_name", "dispatch_symbol")}}
+        for fk, mk in zip(f["kernels"], m["kernels"], strict=True):
+            dropped = {"arches", "launches", "packed", "kinds", "completed_metadata", "base_dir",
+                       "root"}
+            assert set(mk) == set(fk) - dropped
+            assert all(mk[k] == fk[k] for k in mk)
+
+
 def test_older_ukd_reader_skips_newer_kernels(shard: Shard) -> None:
     dset = _runtime.load_shard(str(shard.root), max_ukd_version="1.0")
     assert [p["id"] for p in dset.packs] == ["kdp-one"]
@@ -155,6 +172,12 @@ def test_state_manager_drops_kernels_whose_launch_set_differs(shard: Shard) -> N
     assert kept["ukd-split"]["handler_launches"] == ["produce", "consume"]
     assert kept["ukd-split"]["packed"] is True and kept["ukd-split"]["kinds"] == ["kpack"]
     assert agreeing.execution_plan("ukd-split")["launches"] == ["produce", "consume"]
+    # The launches with code, as the runtime check asks for them: kept() order, names sorted.
+    assert agreeing.packed_launches() == [
+        (k["kernel_id"], launch) for k in agreeing.kept() if k["packed"]
+        for launch in k["launches"] or [None]]
+    assert sorted(agreeing.packed_launches(), key=str) == [
+        ("ukd-one", None), ("ukd-split", "consume"), ("ukd-split", "produce")]
 
     # No handler for a symbol: that pack is dropped, the other stays.
     partial = _runtime.StateManager(dset, handlers={"example_single_dispatch": []})

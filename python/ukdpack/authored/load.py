@@ -177,7 +177,7 @@ def _load(root: Path, exclude_folders: Iterable[str], authored: bool, asked: lis
     problems = [from_runtime(d) for d in dset.diagnostics if d["code"] != "SKIPPED"]
     problems += [from_runtime(d) for d in _runtime.check_set_rules(dset, asked)]
     descriptors: list[Descriptor] = []
-    for p in dset.packs:
+    for p in dset.model_packs():  # the keys the models read, no more
         kdp, standalone = kdp_from_runtime(p)
         descriptors.append(kdp)
         descriptors += standalone

@@ -305,24 +305,16 @@ class Producer:
         return _share(results, shared.values())
 
     def _run_prebuilt(self, jobs: Sequence[Job], one: Callable[[Job], bool]) -> None:
-        """Run the prebuilt jobs, their files read a batch at a time: the next batch is
-        read (the GIL released) while this thread finishes the jobs of the last one."""
-        chunks = [jobs[i:i + PREFETCH_CHUNK] for i in range(0, len(jobs), PREFETCH_CHUNK)]
-        if not chunks:
-            return
+        """Run the prebuilt jobs, their files read a batch at a time."""
         spool = self._spool_fd()
-        with ThreadPoolExecutor(max_workers=1, thread_name_prefix="ukdpack-read") as reader:
-            ahead = reader.submit(self._read_batch, chunks[0], spool)
-            for k, chunk in enumerate(chunks):
-                got = ahead.result()
-                if self._stopping.is_set():
-                    return
-                if k + 1 < len(chunks):
-                    ahead = reader.submit(self._read_batch, chunks[k + 1], spool)
-                self._prefetched = got
-                for job in chunk:
-                    one(job)
-                self._prefetched = {}
+        for start in range(0, len(jobs), PREFETCH_CHUNK):
+            if self._stopping.is_set():
+                return
+            chunk = jobs[start:start + PREFETCH_CHUNK]
+            self._prefetched = self._read_batch(chunk, spool)
+            for job in chunk:
+                one(job)
+            self._prefetched = {}
 
     def _read_batch(self, chunk: Sequence[Job], spool: int
                     ) -> dict[str, tuple[bytes | None, str, bytes, bytes | SpooledRecord | None]]:

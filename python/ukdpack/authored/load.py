@@ -11,13 +11,12 @@ no descriptor JSON itself.
 from __future__ import annotations
 
 import functools
-import gc
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
-from ukdpack import _runtime
+from ukdpack import _runtime, collector
 from ukdpack.authored.model import (
     Descriptor,
     Kdp,
@@ -161,14 +160,8 @@ def load_tree(root: Path, exclude_folders: Iterable[str] = (), *, authored: bool
     # objects: the collector would walk them while they are made and again at every full
     # collection after (measured: a tenth of a warm pack of 10,000 kernels). It stays
     # off while they are made, and frozen they are left out of it.
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
+    with collector.paused(freeze=True):
         return _load(root, exclude_folders, authored, list(arches or ()))
-    finally:
-        gc.freeze()
-        if enabled:
-            gc.enable()
 
 
 def _load(root: Path, exclude_folders: Iterable[str], authored: bool, asked: list[str]) -> Tree:

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any
 
-from ukdpack import _runtime, reports
+from ukdpack import _runtime, collector, reports
 from ukdpack.authored.kinds import kind, normalized_build
 from ukdpack.authored.load import Member, Tree, load_tree
 from ukdpack.authored.model import Uhd, Ukd
@@ -482,6 +482,11 @@ def check_roots(root: Path, out_root: Path, arches: Sequence[str]) -> None:
 
 def pack(opts: PackOptions, reporter: Reporter) -> PackReport:
     """Pack every arch of ``opts``; problems go to ``reporter`` as they are found."""
+    with collector.paused():
+        return _pack(opts, reporter)
+
+
+def _pack(opts: PackOptions, reporter: Reporter) -> PackReport:
     report = PackReport()
     opts = dataclasses.replace(opts, source_root=opts.source_root.absolute(),
                                out_root=opts.out_root.absolute())

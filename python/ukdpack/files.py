@@ -98,6 +98,18 @@ def pwrite_all(fd: int, data: bytes, offset: int) -> None:
         view, offset = view[n:], offset + n
 
 
+def unnamed_file(folder: Path) -> int:
+    """A new read-write file in ``folder`` that has no name: O_TMPFILE where the file
+    system has it (a kill leaves nothing behind, and ``link_unnamed`` can name it), else
+    created and unlinked at once."""
+    flags = os.O_RDWR | os.O_CLOEXEC
+    with contextlib.suppress(OSError, AttributeError):
+        return os.open(folder, flags | os.O_TMPFILE, 0o600)
+    fd, name = tempfile.mkstemp(dir=folder, prefix=".ukdpack-spool.")
+    os.unlink(name)
+    return fd
+
+
 def link_unnamed(fd: int, path: Path, *, mode: int = 0o644) -> bool:
     """Gives the unnamed (O_TMPFILE) file ``fd`` the name ``path``: linked under a
     temporary name in the same folder, then renamed over ``path``. False, and nothing

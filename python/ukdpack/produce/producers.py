@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from ukdpack import _runtime
 from ukdpack.digest import sha256_hex
 from ukdpack.errors import Problem, UkdError
-from ukdpack.files import FileRange, read_regular
+from ukdpack.files import FileRange, read_regular, unnamed_file
 from ukdpack.produce import codeobject, compiler, dvc
 from ukdpack.produce.cache import CompileCache, base_key
 from ukdpack.produce.plan import Job
@@ -71,6 +71,11 @@ class Product:
     compiled: bool  # the compiler ran for it in this pack
     #: ``data`` as the archive's zstd frame, when made already: in memory, or spooled
     frame: bytes | SpooledRecord | None = None
+
+
+#: What the batch reader gives for one prebuilt file: the ELF (None when framed), its
+#: sha256, its metadata note, and the ELF as the archive's frame (in memory or spooled).
+_Prefetched = tuple[bytes | None, str, bytes, bytes | SpooledRecord | None]
 
 
 class JobFailed(UkdError):
@@ -165,7 +170,7 @@ class Producer:
                  remote: RemoteTier | None = None, spool_dir: Path | None = None) -> None:
         self.root = root
         # Prebuilt objects' archive records go to an unnamed file in ``spool_dir`` (the
-        # out root: the archive is copied from it on the same file system), not memory.
+        # out root, where an arch's archive can be that file or copy from it), not memory.
         self._spool_dir = spool_dir
         self._spool: int | None = None  # the spool's descriptor, opened at the first batch
         self.remote = remote  # the shared tier behind the cache (remote.py), if any
@@ -185,7 +190,7 @@ class Producer:
         self._missing: dict[str, Problem] = {}  # kind -> why its compiler is not there
         # Prebuilt objects the batch reader took: path -> (ELF or None, sha256, metadata
         # note, the ELF as the archive's zstd frame).
-        self._prefetched: dict[str, tuple[bytes | None, str, bytes, bytes | SpooledRecord | None]] = {}
+        self._prefetched: dict[str, _Prefetched] = {}
 
     def close(self) -> None:
         """Drop the spool (its records are in the archives once they are written)."""
@@ -197,7 +202,7 @@ class Producer:
         """The spool's descriptor, opened now if need be; -1 for no spool."""
         if self._spool is None and self._spool_dir is not None:
             try:
-                self._spool = _unnamed_file(self._spool_dir)
+                self._spool = unnamed_file(self._spool_dir)
                 # Room for an archive's header before the records: a spool holding one
                 # archive's records alone becomes that archive (ArchiveWriter.write).
                 os.truncate(self._spool, RECORDS_OFFSET)
@@ -316,8 +321,7 @@ class Producer:
                 one(job)
             self._prefetched = {}
 
-    def _read_batch(self, chunk: Sequence[Job], spool: int
-                    ) -> dict[str, tuple[bytes | None, str, bytes, bytes | SpooledRecord | None]]:
+    def _read_batch(self, chunk: Sequence[Job], spool: int) -> dict[str, _Prefetched]:
         """What the runtime's batch reader takes of the files of ``chunk``, by path."""
         paths = list(dict.fromkeys(str(self.root / j.rel) for j in chunk if j.rel))
         out = {}
@@ -493,17 +497,6 @@ class Producer:
         deps = (module.__file__,) if getattr(module, "__file__", None) else ()
         return self._finish(job, bytes(result), tuple(str(d) for d in deps), False,
                             f"the object {label} built")
-
-
-def _unnamed_file(folder: Path) -> int:
-    """A new read-write file in ``folder`` that has no name: O_TMPFILE where the file
-    system has it (a kill leaves nothing behind), else created and unlinked at once."""
-    flags = os.O_RDWR | os.O_CLOEXEC
-    with contextlib.suppress(OSError, AttributeError):
-        return os.open(folder, flags | os.O_TMPFILE, 0o600)
-    fd, name = tempfile.mkstemp(dir=folder, prefix=".ukdpack-spool.")
-    os.unlink(name)
-    return fd
 
 
 def _share(results: dict[tuple[str, str, str], Product | Problem],

@@ -233,8 +233,8 @@ class _Assembler:
                 for target, product in by_target.items():
                     used[(product.job.toc_key, target)] = product
                 # The default digest is the most general variant's (fewest features).
-                main = products[0] if len(products) == 1 else min(
-                    products, key=lambda p: (p.info.entry_target.count(":"), p.info.entry_target))
+                main = min(products, key=lambda p: (p.info.entry_target.count(":"),
+                                                    p.info.entry_target))
                 signature = signatures.get((main.sha256, symbol))
                 if signature is None:
                     signature = signatures[(main.sha256, symbol)] = packed.signature_doc(

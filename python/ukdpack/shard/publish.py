@@ -65,10 +65,7 @@ def _unlink_files(root: Path) -> None:
     deadline = time.monotonic() + UNLINK_ALONE_S
     for i, path in enumerate(files):
         if time.monotonic() > deadline:
-            rest = files[i:]
-            with ThreadPoolExecutor(max_workers=min(FSYNC_THREADS, len(rest)),
-                                    thread_name_prefix="ukdpack-unlink") as pool:
-                list(pool.map(_unlink_quietly, rest))
+            _concurrently(_unlink_quietly, files[i:], "ukdpack-unlink")
             return
         _unlink_quietly(path)
 
@@ -192,9 +189,15 @@ def _fsync_tree(root: Path) -> None:
         for path in paths:
             _fsync_path(path)
         return
+    _concurrently(_fsync_path, paths, "ukdpack-fsync")
+
+
+def _concurrently(call: Callable[[str], None], paths: list[str], name: str) -> None:
+    """``call`` on every path, FSYNC_THREADS at a time: file system calls that wait on
+    the disk (fsync, some unlinks) overlap rather than queue."""
     with ThreadPoolExecutor(max_workers=min(FSYNC_THREADS, len(paths)),
-                            thread_name_prefix="ukdpack-fsync") as pool:
-        list(pool.map(_fsync_path, paths))
+                            thread_name_prefix=name) as pool:
+        list(pool.map(call, paths))
 
 
 def publish(staging: Path, out_root: Path, arch: str) -> Path:

@@ -702,10 +702,32 @@ void bindRuntime(py::module_& m) {
       "The runtime's table of kernel-source kinds: name, file_field, file_what, launchable, entry_type, "
       "authored.");
 
+  py::class_<ArchiveCache, std::shared_ptr<ArchiveCache>>(
+      m, "ArchiveCache",
+      "Opened archives and what checking their entries found, with a budget of decompressed bytes; a "
+      "StateManager given one (archives=) loads launch code through it.")
+      .def(py::init([](std::uint64_t maxDecompressedBytes) {
+             return std::make_shared<ArchiveCache>(ArchiveCache::kDefaultMaxVerifiedBytes, maxDecompressedBytes);
+           }),
+           py::arg("max_decompressed_bytes") = kDefaultMaxDecompressedBytes)
+      .def(
+          "check_entries",
+          [](ArchiveCache& cache, const std::string& path, unsigned threads) {
+            py::gil_scoped_release unlocked;
+            checkArchiveEntries(cache, path, threads);
+          },
+          py::arg("path"), py::arg("threads") = 0u,
+          "Decompress and hash every entry of the archive at path on `threads` threads (0: one per core), the "
+          "GIL released, keeping the digests and kernel lists: check_launch_codes through this cache takes them "
+          "instead of doing the work again.")
+      .def_property_readonly("decompressed_bytes", &ArchiveCache::decompressedBytes,
+                             "Bytes charged to the budget so far.");
+
   py::class_<PyStateManager>(m, "StateManager",
                              "Which loaded kernels the given dispatch handlers serve on a device arch.")
       .def(py::init([](const PySet& dset, const std::optional<py::dict>& handlers, const std::string& arch,
-                       const py::object& matchers, const std::optional<std::vector<std::string>>& heuristics) {
+                       const py::object& matchers, const std::optional<std::vector<std::string>>& heuristics,
+                       std::shared_ptr<ArchiveCache> archives) {
              Registry registry;
              PyStateManager out;
              out.views = std::make_shared<PyKernelViews>();
@@ -745,17 +767,19 @@ void bindRuntime(py::module_& m) {
                for (const HeuristicDescriptor& h : dset.set->heuristics)
                  if (h.symbol) registry.addHeuristic(*h.symbol, heuristic);
              }
-             out.manager = std::make_unique<StateManager>(dset.set, registry, arch);
+             out.manager = std::make_unique<StateManager>(dset.set, registry, arch, std::move(archives));
              out.views->set = &out.manager->descriptors();
              return out;
            }),
            py::arg("dset"), py::arg("handlers") = py::none(), py::arg("arch") = "",
            py::arg("matchers") = py::none(), py::arg("heuristics") = py::none(),
+           py::arg("archives") = std::shared_ptr<ArchiveCache>(),
            "handlers: {dispatch_symbol: [launch names]} or {symbol: object with launch_names() and optionally "
            "expected_signature(launch) -> [{kind, size, offset, name?}] or None, workspace_size(kernel) -> int and "
            "launch(launch, workspace, args) -> (grid, block, shared, params)}. arch '' keeps every arch. "
            "matchers: registered symbols, or {match_symbol: callable(kernel, problem) -> bool}; heuristics: "
-           "registered symbols (default for both: every symbol the set names).")
+           "registered symbols (default for both: every symbol the set names). archives: the ArchiveCache its "
+           "launch code loads go through (default: its own, with the set's budget).")
       .def("kept",
            [](const PyStateManager& s) {
              py::list out;

@@ -1,11 +1,14 @@
 #include "ukdpack/integrity.hpp"
 
+#include <algorithm>
+#include <atomic>
 #include <cstdio>
 #include <system_error>
 #include <utility>
 
 #include "files.hpp"
 #include "paths.hpp"
+#include "worker_threads.hpp"
 #include "ukdpack/arch.hpp"
 #include "ukdpack/codeobject.hpp"
 #include "ukdpack/sha256.hpp"
@@ -54,6 +57,17 @@ void ArchiveCache::remember(const std::string& entry, const std::string& sha256,
   verified_.emplace(entry, Verified{sha256, std::move(bytes)});
 }
 
+std::shared_ptr<const EntryFindings> ArchiveCache::findings(const std::string& entry) const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  const auto it = findings_.find(entry);
+  return it == findings_.end() ? nullptr : it->second;
+}
+
+void ArchiveCache::rememberFindings(const std::string& entry, std::shared_ptr<const EntryFindings> findings) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  findings_.emplace(entry, std::move(findings));
+}
+
 bool ArchiveCache::charge(std::uint64_t bytes) {
   std::lock_guard<std::mutex> lock(mutex_);
   if (bytes > maxDecompressedBytes_ - decompressedBytes_) return false;  // never past the budget
@@ -77,6 +91,12 @@ std::string bytesText(std::uint64_t n) {
   char buf[32];
   std::snprintf(buf, sizeof buf, " (%.1f %s)", scaled, gib ? "GiB" : "MiB");
   return out + buf;
+}
+
+// The key of one archive entry in an ArchiveCache: the archive's path as
+// locateLibrary gives it, the toc key and the target ID it is filed under.
+std::string entryKey(const fs::path& archive, const std::string& tocKey, const std::string& target) {
+  return archive.string() + '\n' + tocKey + '\n' + target;
 }
 
 std::string argText(const SignatureArg& a) {
@@ -271,10 +291,21 @@ Result<std::vector<std::uint8_t>> loadLaunchCode(const Kernel& kernel, const fs:
     }
     expected = it->second;
   }
-  // Bytes this cache verified against the same digest are those bytes again.
-  const std::string entry = where.path.string() + '\n' + src->tocKey + '\n' + useArch;
+  auto mismatch = [&](const std::string& digest) {
+    return fail("DIGEST_MISMATCH",
+                src->targets.empty() ? jsonPathKey(path, "sha256") : jsonPathKey(jsonPathKey(path, "targets"), useArch),
+                "the code object for " + useArch + " (toc key '" + src->tocKey + "' in " + src->library +
+                    ") has sha256 " + digest + ", the descriptor says " + expected +
+                    "; the archive does not hold what this kernel was packed with");
+  };
+  // Bytes this cache verified against the same digest are those bytes again; a
+  // check that keeps no bytes takes what checkArchiveEntries found of the entry.
+  const std::string entry = entryKey(where.path, src->tocKey, useArch);
   std::shared_ptr<const std::vector<std::uint8_t>> code = cache.verified(entry, expected);
-  if (!code) {
+  const std::shared_ptr<const EntryFindings> found =
+      code || options.keepBytes ? nullptr : cache.findings(entry);
+  if (found && found->sha256 != expected) return mismatch(found->sha256);
+  if (!code && !found) {
     // The budget is charged before the work, by the size the TOC gives (the
     // reader holds the frame to it): the load stops before decompressing more.
     const std::uint64_t size = ar.find(src->tocKey, useArch)->originalSize;
@@ -295,35 +326,56 @@ Result<std::vector<std::uint8_t>> loadLaunchCode(const Kernel& kernel, const fs:
                       "': " + bytes.error().str());
     }
     const std::string digest = sha256Hex(bytes.value());
-    if (digest != expected) {
-      return fail("DIGEST_MISMATCH", src->targets.empty() ? jsonPathKey(path, "sha256") : jsonPathKey(jsonPathKey(path, "targets"), useArch),
-                  "the code object for " + useArch + " (toc key '" + src->tocKey + "' in " + src->library +
-                      ") has sha256 " + digest + ", the descriptor says " + expected +
-                      "; the archive does not hold what this kernel was packed with");
-    }
+    if (digest != expected) return mismatch(digest);
     code = std::make_shared<const std::vector<std::uint8_t>>(std::move(bytes).value());
     cache.remember(entry, digest, code);
   }
 
   // 5. the symbol is a kernel of the object.
-  const std::string_view view(reinterpret_cast<const char*>(code->data()), code->size());
-  auto has = codeObjectHasKernel(view, src->symbol);
-  if (!has) {
+  const Result<std::vector<std::string>> kernels =
+      found ? found->kernels
+            : codeObjectKernels(std::string_view(reinterpret_cast<const char*>(code->data()), code->size()));
+  if (!kernels) {
     return fail("CODE_OBJECT_INVALID", jsonPathKey(path, "toc_key"),
                 "the code object for " + useArch + " (toc key '" + src->tocKey + "') is not readable: " +
-                    has.error().message);
+                    kernels.error().message);
   }
-  if (!has.value()) {
+  if (!std::binary_search(kernels.value().begin(), kernels.value().end(), src->symbol)) {
     std::string held;
-    if (auto kernels = codeObjectKernels(view)) {
-      for (const std::string& k : kernels.value()) held += (held.empty() ? "" : ", ") + k;
-    }
+    for (const std::string& k : kernels.value()) held += (held.empty() ? "" : ", ") + k;
     return fail("SYMBOL_MISSING", jsonPathKey(path, "symbol"),
                 "symbol '" + src->symbol + "' is not a kernel of the code object for " + useArch +
                     " (toc key '" + src->tocKey + "'); it holds " + (held.empty() ? std::string("no kernel") : held));
   }
   if (!options.keepBytes) return R::success({});  // checked: a copy would go unused
   return R::success(std::vector<std::uint8_t>(*code));
+}
+
+void checkArchiveEntries(ArchiveCache& cache, const fs::path& path, unsigned threads) {
+  const fs::path at = path.lexically_normal();
+  auto archive = cache.open(at);
+  if (!archive) return;  // the launches that name it word why
+  const KpackArchive& ar = *archive.value();
+  std::vector<std::pair<std::string, std::string>> entries;  // (toc key, target ID)
+  for (const std::string& key : ar.keys()) {
+    for (const std::string& target : ar.arches())
+      if (ar.find(key, target) != nullptr) entries.emplace_back(key, target);
+  }
+  std::atomic<std::size_t> next{0};
+  detail::runOnThreads(threads, entries.size(), [&] {
+    for (std::size_t i = next++; i < entries.size(); i = next++) {
+      const auto& [key, target] = entries[i];
+      // Charged before the work, as a launch's load is; past the budget, the rest
+      // is left to the launches (and the budget's refusal to them).
+      if (!cache.charge(ar.find(key, target)->originalSize)) return;
+      auto bytes = ar.get(key, target);
+      if (!bytes) continue;
+      const std::vector<std::uint8_t>& code = bytes.value();
+      const std::string_view view(reinterpret_cast<const char*>(code.data()), code.size());
+      cache.rememberFindings(entryKey(at, key, target), std::make_shared<const EntryFindings>(EntryFindings{
+                                                            sha256Hex(code), codeObjectKernels(view)}));
+    }
+  });
 }
 
 std::vector<std::string> checkDevices(const KernelSource& source, const std::string& arch) {

@@ -188,6 +188,9 @@ class Loader {
   std::unordered_map<std::string, std::string> inlineIds_;  // id key -> KDP file
   std::unordered_map<std::string, Unloaded> unloaded_;      // id key -> why it is not there
   std::set<std::pair<std::string, std::size_t>> removed_;  // (type, index)
+  // The root being read, its links resolved once for every path its kernels name
+  // (empty: it did not resolve, and each check resolves it again).
+  fs::path realRoot_;
 };
 
 DescriptorInfo* Loader::info(const Slot& s) {
@@ -214,6 +217,8 @@ void Loader::loadRoot(const fs::path& given, std::size_t index) {
             (fs::exists(root, ec) ? "a file" : "nothing at that path")));
     return;
   }
+  realRoot_ = fs::weakly_canonical(root, ec);
+  if (ec) realRoot_.clear();
   const std::size_t before = set_.diagnostics.size();
   const std::vector<WalkedFile> walked = walkRoot(root, set_.diagnostics, options_.excludeFolders);
   for (std::size_t i = before; i < set_.diagnostics.size(); ++i) {
@@ -392,7 +397,8 @@ bool Loader::kernelSourcesOk(const Kernel& kernel, const fs::path& root, std::ve
     if (*info->fileField == '\0' || !(options_.authored || options_.sourceFiles)) return;
     if (!src.file) return;
     const std::string& given = *src.file;
-    const auto verdict = detail::checkContained(root, kernel.baseDir, given, false);
+    const auto verdict = detail::checkContained(root, kernel.baseDir, given, false,
+                                                realRoot_.empty() ? nullptr : &realRoot_);
     const std::string msg = detail::describeFileProblem(verdict, given, info->fileWhat, kernel.file);
     if (msg.empty()) return;
     const bool missing = verdict.problem == detail::PathProblem::None;

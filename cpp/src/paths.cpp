@@ -13,7 +13,7 @@ std::string relativeTo(const fs::path& root, const fs::path& p) {
 }
 
 PathVerdict checkContained(const fs::path& root, const fs::path& baseDir, const std::string& name,
-                           bool noSymlinkHop) {
+                           bool noSymlinkHop, const fs::path* realRoot) {
   PathVerdict v;
   std::string n = name;
   for (char& c : n)
@@ -47,11 +47,11 @@ PathVerdict checkContained(const fs::path& root, const fs::path& baseDir, const 
     }
     return v;
   }
-  const fs::path realRoot = fs::weakly_canonical(normRoot, ec);
+  const fs::path resolvedRoot = realRoot != nullptr ? *realRoot : fs::weakly_canonical(normRoot, ec);
   if (ec) return v;
   const fs::path real = fs::weakly_canonical(v.joined, ec);
   if (ec) return v;
-  const fs::path realRel = real.lexically_relative(realRoot);
+  const fs::path realRel = real.lexically_relative(resolvedRoot);
   if (realRel.empty() || *realRel.begin() == "..") v.problem = PathProblem::LinkEscapes;
   return v;
 }

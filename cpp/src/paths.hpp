@@ -20,8 +20,11 @@ struct PathVerdict {
 // existing component below the root is lstat'ed and none may be a link (the
 // runtime's `library` rule); otherwise links are allowed while the resolved
 // path stays inside the resolved root (the packer's rule for shipped files).
+// `realRoot`, when given, is the root with its links resolved (a caller checking many
+// paths of one root resolves it once).
 PathVerdict checkContained(const std::filesystem::path& root, const std::filesystem::path& baseDir,
-                           const std::string& name, bool noSymlinkHop);
+                           const std::string& name, bool noSymlinkHop,
+                           const std::filesystem::path* realRoot = nullptr);
 
 // Why a descriptor's path to a file (`what`: "source", "artifact", ...) is refused,
 // worded as the Python packer words it; empty when the file is there. `descriptorFile`

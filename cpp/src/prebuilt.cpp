@@ -8,6 +8,7 @@
 #include <cerrno>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <system_error>
 #include <thread>
 
@@ -110,7 +111,12 @@ PrebuiltObject readOne(const std::string& path, ZSTD_CCtx* cctx, int level, bool
   const std::size_t n = compressFrame(cctx, elf, level, frameBuffer, reserve);
   if (n == 0 || n > 0xFFFFFFFFu) return PrebuiltObject{};
   for (std::size_t i = 0; i < reserve; ++i) frameBuffer[i] = char((n >> (8 * i)) & 0xFF);
-  out.frame.assign(frameBuffer.data(), reserve + n);
+  // A record stays in `frameBuffer` (spoolSize long) for the caller to write from.
+  if (record) {
+    out.spoolSize = reserve + n;
+  } else {
+    out.frame.assign(frameBuffer.data(), n);
+  }
   out.bytes.assign(note->data(), note->size());  // the image itself is in the frame
   out.noteOffset = 0;
   out.elfOffset = 0;
@@ -177,36 +183,58 @@ std::vector<PrebuiltObject> readPrebuiltObjects(const std::vector<std::string>& 
     if (::fstat(spoolFd, &st) != 0) return out;  // every object left to the packer's path
     end = std::uint64_t(st.st_size);
   }
+  // The records follow one another in the order of `paths` (so a spool of one
+  // arch's objects, read in the archive's order, is that archive's data as it
+  // stands). Each is written as soon as the ones before it are: by one thread at
+  // a time (two writing one file contend for its lock), while the others compress.
+  std::mutex writeMutex;
+  std::vector<char> done(spooled ? paths.size() : 0);
+  std::size_t written = 0;  // the records before this one are in the spool
+  bool writing = false;     // a thread is writing: the others go on reading
+  // The thread whose record is next writes it from its own buffer; one that is not
+  // next copies its record aside for the writer, which takes every record that is
+  // ready in order.
+  auto spool = [&](std::size_t finished, const std::string& frameBuffer) {
+    std::unique_lock<std::mutex> lock(writeMutex);
+    const bool direct = !writing && finished == written;
+    if (!direct) {
+      lock.unlock();
+      PrebuiltObject& mine = out[finished];
+      if (mine.ok) mine.frame.assign(frameBuffer.data(), static_cast<std::size_t>(mine.spoolSize));
+      lock.lock();
+    }
+    done[finished] = 1;
+    if (writing) return;
+    writing = true;
+    while (written < out.size() && done[written] != 0) {
+      PrebuiltObject& o = out[written];
+      if (o.ok) {
+        const std::string_view record = direct && written == finished
+                                            ? std::string_view(frameBuffer.data(), std::size_t(o.spoolSize))
+                                            : std::string_view(o.frame);
+        o.spoolOffset = end;
+        end += o.spoolSize;
+        lock.unlock();
+        // A record that cannot be written leaves a hole the archive writer never copies.
+        if (!writeAt(spoolFd, record, o.spoolOffset)) o = PrebuiltObject{};
+        std::string().swap(o.frame);
+        lock.lock();
+      }
+      ++written;
+    }
+    writing = false;
+  };
   std::atomic<std::size_t> next{0};
   auto work = [&] {
     const CompressContext cctx(zstdLevel > 0 ? ZSTD_createCCtx() : nullptr, &ZSTD_freeCCtx);
     if (zstdLevel > 0 && !cctx) return;  // no memory: every object left to the packer's path
     std::string buffer, frameBuffer;
-    for (std::size_t i = next++; i < paths.size(); i = next++)
+    for (std::size_t i = next++; i < paths.size(); i = next++) {
       out[i] = readOne(paths[i], cctx.get(), zstdLevel, spooled, buffer, frameBuffer);
-  };
-  detail::runOnThreads(threads, paths.size(), work);
-  if (!spooled) return out;
-  // The records follow one another in the order of `paths` (so a spool of one
-  // arch's objects, read in the archive's order, is that archive's data as it
-  // stands), each written by a thread at the place the ones before leave it.
-  for (PrebuiltObject& o : out) {
-    if (!o.ok) continue;
-    o.spoolOffset = end;
-    o.spoolSize = o.frame.size();
-    end += o.spoolSize;
-  }
-  next = 0;
-  auto write = [&] {
-    for (std::size_t i = next++; i < out.size(); i = next++) {
-      PrebuiltObject& o = out[i];
-      if (!o.ok) continue;
-      // A record that cannot be written leaves a hole the archive writer never copies.
-      if (!writeAt(spoolFd, o.frame, o.spoolOffset)) o = PrebuiltObject{};
-      std::string().swap(o.frame);
+      if (spooled) spool(i, frameBuffer);
     }
   };
-  detail::runOnThreads(threads, out.size(), write);
+  detail::runOnThreads(threads, paths.size(), work);
   return out;
 }
 

@@ -1,6 +1,7 @@
 """``python -m ukdpack``: the command line; ``--cmakedir`` is answered first, without
 loading the command line or the extension (CMake configures run it)."""
 
+import os
 import sys
 
 
@@ -14,4 +15,17 @@ def _run() -> int:
     return main()
 
 
-raise SystemExit(_run())
+def _exit(code: int) -> None:
+    """End the process once its output is out, skipping the interpreter's teardown (the
+    freeing of every object a pack made, about 10 ms of each build step; mypy ends so
+    too): every command has finished its work, joined its threads and closed its files
+    by the time main returns."""
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):  # a reader that went away, a closed stream
+            code = code or 1
+    os._exit(code)
+
+
+_exit(_run())

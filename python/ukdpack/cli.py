@@ -78,15 +78,8 @@ def cmd_validate(args: argparse.Namespace) -> int:
 
 
 def cmd_pack(args: argparse.Namespace) -> int:
-    from ukdpack.progress import Reporter
-    from ukdpack.shard.pack import (
-        PackOptions,
-        arch_variants,
-        default_jobs,
-        normalize_arches,
-        pack,
-        pack_report,
-    )
+    from ukdpack import _runtime
+    from ukdpack.authored import early
 
     for flag, value in (("--source-root", args.source_root), ("--out-root", args.out_root),
                         ("--handlers", args.handlers), ("--cache-dir", args.cache_dir),
@@ -102,6 +95,27 @@ def cmd_pack(args: argparse.Namespace) -> int:
         found = "a folder" if os.path.isdir(args.handlers) else "nothing at that path"
         raise UsageError(f"--handlers {args.handlers}: expected a handler manifest file, found "
                          f"{found}; nothing was packed")
+    # The tree's load starts now, on the runtime's threads, while the packer's modules
+    # import (load_tree takes it); a bad --arch is still refused below.
+    early.start(str(Path(args.source_root).absolute()), args.exclude_folder, True,
+                list(dict.fromkeys(_runtime.bare_arch(a) for a in split_arches(args.arch))))
+    try:
+        return _pack(args)
+    finally:
+        early.discard()
+
+
+def _pack(args: argparse.Namespace) -> int:
+    from ukdpack.progress import Reporter
+    from ukdpack.shard.pack import (
+        PackOptions,
+        arch_variants,
+        default_jobs,
+        normalize_arches,
+        pack,
+        pack_report,
+    )
+
     reporter = Reporter(args.label, live=False if args.plain else None)
     arches = split_arches(args.arch)
     if not arches:

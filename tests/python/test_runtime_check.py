@@ -4,6 +4,7 @@ a packer-built ``multi_launch`` shard, and the pack-time runtime check."""
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -186,3 +187,71 @@ def test_parallel_check_raises_a_handlers_exception(multi_launch: Path) -> None:
     launches = [(k["kernel_id"], launch) for k in sm.kept() for launch in k["launches"] or [None]]
     with pytest.raises(RuntimeError, match="handler failed for"):
         sm.check_launch_codes(launches, "gfx90a", 3)
+
+
+def _checked_ahead(shard: Path, threads: int) -> _runtime.ArchiveCache:
+    """An ArchiveCache that has checked every entry of the shard's archives, as a pack
+    does while it writes the descriptors."""
+    archives = _runtime.ArchiveCache()
+    for archive in sorted((shard / "kpack").glob("*.kpack")):
+        archives.check_entries(str(archive), threads)
+    return archives
+
+
+def _break(shard: Path, damage: str) -> None:
+    """One launch of scale.f32 no longer matches its archive entry (or the archive a byte)."""
+    from shard_support import edit, kernel
+
+    def change(doc: dict[str, object]) -> None:
+        src = kernel(doc, "scale.f32")["kernel_source"]
+        if damage == "digest":
+            src["sha256"] = "0" * 64
+        elif damage == "symbol":
+            src["symbol"] = "no_such_kernel"
+
+    if damage == "archive byte":
+        _damaged_copy(shard, shard.parent / "flipped")
+        shutil.rmtree(shard)
+        (shard.parent / "flipped").rename(shard)
+    elif damage != "none":
+        edit(shard / "attention" / "scale.kdp.json", change)
+
+
+@pytest.mark.parametrize("damage", ["none", "digest", "symbol", "archive byte"])
+def test_entries_checked_ahead_give_the_plain_checks_verdict(
+        multi_launch: Path, tmp_path: Path, damage: str) -> None:
+    """A check through entries checked ahead (the pack's) finds what the plain check finds,
+    in the same words, and decompresses nothing again."""
+    shard = Path(shutil.copytree(multi_launch, tmp_path / "shard"))
+    _break(shard, damage)
+    dset = _runtime.load_shard(str(shard))
+    handlers = {**_runtime.stub_handlers(dset),
+                "example_split_kv_dispatch": _Handler(["produce", "consume"])}
+    sm = _runtime.StateManager(dset, handlers=handlers, arch="gfx90a")
+    launches = sm.packed_launches()
+    plain = sm.check_launch_codes(launches, "gfx90a", 2)
+    assert (damage == "none") == all(d is None for d in plain), plain
+    if damage in ("digest", "symbol"):
+        codes = {d["code"] for d in plain if d is not None}
+        assert codes == {"DIGEST_MISMATCH" if damage == "digest" else "SYMBOL_MISSING"}
+    for threads in (1, 3):
+        archives = _checked_ahead(shard, threads)
+        spent = archives.decompressed_bytes
+        assert spent > 0
+        ahead = _runtime.StateManager(dset, handlers=handlers, arch="gfx90a",
+                                      archives=archives)
+        assert ahead.check_launch_codes(launches, "gfx90a", 2) == plain
+        if damage != "archive byte":  # an entry that cannot be read is read again
+            assert archives.decompressed_bytes == spent
+
+
+def test_pack_time_check_refuses_what_the_runtime_refuses(multi_launch: Path,
+                                                          tmp_path: Path) -> None:
+    """check_shard with entries checked ahead and without: one verdict."""
+    from ukdpack.shard.runtime_check import check_shard
+
+    shard = Path(shutil.copytree(multi_launch, tmp_path / "shard"))
+    _break(shard, "digest")
+    plain = check_shard(shard, "gfx90a", None, 2)
+    assert plain and {p.code for p in plain} == {"DIGEST_MISMATCH"}
+    assert check_shard(shard, "gfx90a", None, 2, _checked_ahead(shard, 2)) == plain

@@ -22,6 +22,14 @@
 
 namespace ukdpack {
 
+// What checking one archive entry found, kept without its bytes: the sha256 of
+// what it decompresses to, and the kernels its code object holds (or why it is
+// not a readable code object).
+struct EntryFindings {
+  std::string sha256;
+  Result<std::vector<std::string>> kernels;
+};
+
 // Opened archives, one per path, shared by every launch that names it; and the
 // bytes of entries already verified, so the launches of a multi-launch kernel
 // (or kernels sharing a code object) decompress and hash it once. Verified
@@ -47,6 +55,10 @@ class ArchiveCache {
   void remember(const std::string& entry, const std::string& sha256,
                 std::shared_ptr<const std::vector<std::uint8_t>> bytes);
 
+  // What checkArchiveEntries found of `entry` (nullptr: nothing).
+  std::shared_ptr<const EntryFindings> findings(const std::string& entry) const;
+  void rememberFindings(const std::string& entry, std::shared_ptr<const EntryFindings> findings);
+
   // Takes `bytes` from the budget before they are decompressed: false, and
   // nothing taken, when that would pass maxDecompressedBytes().
   bool charge(std::uint64_t bytes);
@@ -64,6 +76,7 @@ class ArchiveCache {
   std::size_t verifiedBytes_ = 0;
   std::map<std::string, Verified> verified_;
   std::deque<std::string> verifiedOrder_;  // oldest first
+  std::map<std::string, std::shared_ptr<const EntryFindings>> findings_;
   std::uint64_t maxDecompressedBytes_;
   std::uint64_t decompressedBytes_ = 0;
 };
@@ -111,6 +124,15 @@ std::optional<Diagnostic> libraryFileMissing(const LibraryLocation& where, const
 // DECOMPRESS_BUDGET (the cache's budget of decompressed bytes is spent),
 // DIGEST_MISMATCH, SYMBOL_MISSING, CODE_OBJECT_INVALID, NOT_PACKED,
 // NO_SUCH_LAUNCH.
+// Decompresses and hashes every entry of the archive at `path` on `threads`
+// threads (0: one per core) as loadLaunchCode does, charging `cache`'s budget, and
+// keeps the findings (no bytes) in `cache`: a launch then checked without its
+// bytes (keepBytes false) through that cache takes them instead of doing the
+// work again, and words any mismatch as it would have. A pack runs this over a
+// staged archive while it writes the descriptors that name its entries. An entry
+// past the budget, or that cannot be read, is left to the launches that name it.
+void checkArchiveEntries(ArchiveCache& cache, const std::filesystem::path& path, unsigned threads);
+
 // The device target IDs a check of one packed launch loads it for on `arch`: the arch
 // itself, or, for a launch with feature variants (`targets`), the arch with each
 // variant's settings, so every object is checked as a device of its kind loads it.

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from ukdpack import _runtime, collector
+from ukdpack.authored import early
 from ukdpack.authored.model import (
     Descriptor,
     Kdp,
@@ -165,8 +166,9 @@ def load_tree(root: Path, exclude_folders: Iterable[str] = (), *, authored: bool
 
 
 def _load(root: Path, exclude_folders: Iterable[str], authored: bool, asked: list[str]) -> Tree:
-    dset = _runtime.load_shard(str(root), exclude_folders=list(exclude_folders),
-                               authored=authored, arches=asked)
+    exclude = list(exclude_folders)
+    dset = early.take(str(root), exclude, authored, asked) or _runtime.load_shard(
+        str(root), exclude_folders=exclude, authored=authored, arches=asked)
     problems = [from_runtime(d) for d in dset.diagnostics if d["code"] != "SKIPPED"]
     problems += [from_runtime(d) for d in _runtime.check_set_rules(dset, asked)]
     descriptors: list[Descriptor] = []

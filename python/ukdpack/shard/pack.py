@@ -186,6 +186,15 @@ def _data(product: Product) -> bytes:
     return product.data
 
 
+def _start_entry_check(archives: _runtime.ArchiveCache, archive: Path,
+                       threads: int) -> threading.Thread:
+    """``archives.check_entries`` of ``archive`` on a thread of its own, started now."""
+    thread = threading.Thread(target=archives.check_entries, args=(str(archive), threads),
+                              name="ukdpack-entry-check")
+    thread.start()
+    return thread
+
+
 class _Assembler:
     """Builds, checks and publishes the shard of one arch."""
 
@@ -246,22 +255,32 @@ class _Assembler:
                     # each as a device of its setting.
                     {t: p.sha256 for t, p in sorted(by_target.items())}
                     if len(by_target) > 1 or ":" in next(iter(by_target)) else {})
-        if not problems:  # read before staging: an unreadable artifact fails the arch
-            files = self._descriptor_files(launches, problems)
         if problems:
             result.problems = problems
             return result
         try:
             staging = publish.fresh_staging(self.opts.out_root, self.arch)
             archive_bytes, synced = self._write_archive(staging, used)
+            # The runtime check's work on the archive (decompress and hash each entry)
+            # runs while the descriptors are made: it waits on nothing they hold.
+            archives = _runtime.ArchiveCache()
+            checking = _start_entry_check(archives, staging / packed.ARCHIVE_FOLDER
+                                          / self.archive_name, self.opts.jobs) if used else None
             try:
+                files = self._descriptor_files(launches, problems)
+                if checking is not None:
+                    checking.join()
+                if problems:  # an unreadable artifact fails the arch (its staging goes)
+                    result.problems = problems
+                    return result
                 for rel, data in files.items():
                     publish.write_file(staging, rel, data)
                 result.problems = check_shard(staging, self.arch, self.handlers,
-                                              self.opts.jobs)
+                                              self.opts.jobs, archives)
             finally:
-                if synced is not None:
-                    synced.join()
+                for thread in (checking, synced):
+                    if thread is not None:
+                        thread.join()
             if any(p.severity == "error" for p in result.problems):
                 publish.remove_shard(self.opts.out_root, self.arch)
                 return result

@@ -61,22 +61,26 @@ def load_handler_manifest(path: Path) -> HandlerManifest:
 
 
 def check_shard(shard: Path, arch: str, manifest: HandlerManifest | None,
-                threads: int = 0) -> list[Problem]:
-    """Every problem the runtime finds in the shard at ``shard`` for ``arch``."""
+                threads: int = 0, archives: _runtime.ArchiveCache | None = None
+                ) -> list[Problem]:
+    """Every problem the runtime finds in the shard at ``shard`` for ``arch``; launch
+    code is loaded through ``archives`` when given (whose entries may be checked
+    already: ``ArchiveCache.check_entries``)."""
     dset = _runtime.load_shard(str(shard))
     problems = [from_runtime(d) for d in dset.diagnostics if d["severity"] != "note"]
-    return problems + launch_problems(dset, arch, manifest, threads)
+    return problems + launch_problems(dset, arch, manifest, threads, archives)
 
 
 def launch_problems(dset: _runtime.DescriptorSet, arch: str,
-                    manifest: HandlerManifest | None, threads: int = 0) -> list[Problem]:
+                    manifest: HandlerManifest | None, threads: int = 0,
+                    archives: _runtime.ArchiveCache | None = None) -> list[Problem]:
     """What a state manager over a loaded set finds for ``arch``: every kernel it drops
     (with a manifest: each dispatch symbol the manifest lacks, once), and every launch
     whose code fails the integrity checks (archive, digest, symbol), checked on
-    ``threads`` threads (0: one per core)."""
+    ``threads`` threads (0: one per core), through ``archives`` when given."""
     problems: list[Problem] = []
     handlers = dict(manifest.handlers) if manifest else _runtime.stub_handlers(dset)
-    sm = _runtime.StateManager(dset, handlers=handlers, arch=arch)
+    sm = _runtime.StateManager(dset, handlers=handlers, arch=arch, archives=archives)
     dropped = sm.dropped()
     if manifest:
         problems += _unhandled(dset, manifest, dropped)
@@ -94,7 +98,8 @@ def launch_problems(dset: _runtime.DescriptorSet, arch: str,
     launches = sm.packed_launches()
     # Every launch is decompressed and hashed as the runtime will load it, over all
     # cores (one call, the GIL released). Past the decompression budget, which launches
-    # fail would depend on the threads' order: then the check runs again in order.
+    # fail would depend on the threads' order: then the check runs again in order (in a
+    # cache of its own: entries checked ahead spent the budget in their own order).
     found = sm.check_launch_codes(launches, arch, threads)
     if any(f is not None and f.get("code") == "DECOMPRESS_BUDGET" for f in found):
         again = _runtime.StateManager(dset, handlers=handlers, arch=arch)

@@ -211,6 +211,38 @@ TEST(Integrity, VerifiedBytesAreReusedWithinTheirCacheAndBudget) {
   EXPECT_EQ(reread.error().code, "DIGEST_MISMATCH") << reread.error().str();
 }
 
+TEST(Integrity, EntriesCheckedAheadGiveThePlainVerdictWithoutDecompressingAgain) {
+  Shard s;
+  s.multiKernel["sources"]["produce"]["symbol"] = "split_kv_reduce";  // not in the object
+  breakConsumeDigest(s);                                                // writes the kernels
+  const DescriptorSet set = s.load();
+  ukdpack::ArchiveCache ahead;
+  ukdpack::checkArchiveEntries(ahead, s.tree.root() / "kpack" / "kernels_gfx90a.kpack", 2);
+  const std::uint64_t spent = ahead.decompressedBytes();
+  EXPECT_EQ(spent, s.object.size());  // the archive's one entry, once
+  const std::vector<std::pair<std::string, std::optional<std::string>>> launches = {
+      {"ukd-split", "produce"}, {"ukd-split", "consume"}, {"ukd-one", std::nullopt}};
+  std::vector<std::string> verdicts;
+  for (const auto& [id, launch] : launches) {
+    ukdpack::ArchiveCache fresh;
+    ukdpack::LaunchCodeOptions plain, checked;
+    plain.cache = &fresh;
+    checked.cache = &ahead;
+    plain.keepBytes = checked.keepBytes = false;
+    const std::string was = failureOf(ukdpack::loadLaunchCode(set, id, launch, "gfx90a", plain));
+    EXPECT_EQ(failureOf(ukdpack::loadLaunchCode(set, id, launch, "gfx90a", checked)), was);
+    verdicts.push_back(was.substr(0, was.find(':')));
+  }
+  EXPECT_EQ(verdicts, (std::vector<std::string>{"SYMBOL_MISSING", "DIGEST_MISMATCH", "<loaded>"}));
+  EXPECT_EQ(ahead.decompressedBytes(), spent);
+  // A load that keeps the bytes reads them: findings hold none.
+  ukdpack::LaunchCodeOptions keep;
+  keep.cache = &ahead;
+  auto bytes = ukdpack::loadLaunchCode(set, "ukd-one", std::nullopt, "gfx90a", keep);
+  ASSERT_TRUE(bytes) << failureOf(bytes);
+  EXPECT_EQ(bytes.value(), s.object);
+}
+
 TEST(Integrity, ValidateVerifiesEveryLaunchOfAGoodShard) {
   Shard s;
   const ukdpack::ValidationReport r = ukdpack::validateRoots({s.tree.root()});

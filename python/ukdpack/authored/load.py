@@ -167,8 +167,10 @@ def load_tree(root: Path, exclude_folders: Iterable[str] = (), *, authored: bool
 
 def _load(root: Path, exclude_folders: Iterable[str], authored: bool, asked: list[str]) -> Tree:
     exclude = list(exclude_folders)
-    dset = early.take(str(root), exclude, authored, asked) or _runtime.load_shard(
-        str(root), exclude_folders=exclude, authored=authored, arches=asked)
+    dset = early.take(str(root), exclude, authored, asked)
+    if dset is None:
+        dset = _runtime.load_shard(str(root), exclude_folders=exclude, authored=authored,
+                                   arches=asked)
     problems = [from_runtime(d) for d in dset.diagnostics if d["code"] != "SKIPPED"]
     problems += [from_runtime(d) for d in _runtime.check_set_rules(dset, asked)]
     descriptors: list[Descriptor] = []

@@ -407,6 +407,9 @@ std::optional<Pack> parsePackFrom(const V& kdp, Json* consume, const DescriptorC
       r.error(listPath, "expected at least one kernel, found an empty list");
     }
     p.members.reserve(list->size());
+    // One context for every inline kernel, only its path changed: copying the
+    // file and folder per kernel cost three allocations each.
+    KernelContext kernelCtx{ctx.file, "", ctx.baseDir};
     for (std::size_t i = 0; i < list->size(); ++i) {
       const V& item = (*list)[i];
       const std::string path = jsonPathIndex(listPath, i);
@@ -442,7 +445,8 @@ std::optional<Pack> parsePackFrom(const V& kdp, Json* consume, const DescriptorC
         diags.push_back(makeError("SCHEMA", ctx.file, jsonPathKey(path, "version"), vc.message));
         continue;
       }
-      if (auto k = parseKernelFrom(item, KernelContext{ctx.file, path, ctx.baseDir}, diags)) {
+      kernelCtx.jsonPath = path;
+      if (auto k = parseKernelFrom(item, kernelCtx, diags)) {
         PackMember m;
         m.index = i;
         m.kernel = std::move(*k);

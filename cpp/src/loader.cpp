@@ -141,6 +141,15 @@ class Loader {
     std::string type;
     std::size_t index;
   };
+  // Where an id was first seen, worded only for a duplicate or a reference to an
+  // inline kernel: the strings it points at stay put until compact() (a kernel's
+  // path is its pack's list index).
+  struct Holder {
+    const std::string* file;
+    const std::string* path;  // nullptr: a pack's kernel, at `member`
+    std::size_t member;
+    std::size_t root;
+  };
   struct Unloaded {
     std::string file;
     std::string why;  // "did not load" / "was skipped (UDD version 1.2)"
@@ -185,7 +194,8 @@ class Loader {
   std::vector<Standalone> standalone_;
   std::vector<Slot> order_;  // every file-backed descriptor in load order
   std::map<std::string, Slot> index_;  // id key -> kept descriptor (sorted: suggestions iterate it)
-  std::unordered_map<std::string, std::string> inlineIds_;  // id key -> KDP file
+  // id key -> where it was first claimed (uniqueIds); its pointers are good until compact().
+  std::unordered_map<std::string, Holder> holders_;
   std::unordered_map<std::string, Unloaded> unloaded_;      // id key -> why it is not there
   std::set<std::pair<std::string, std::size_t>> removed_;  // (type, index)
   // The root being read, its links resolved once for every path its kernels name
@@ -417,15 +427,7 @@ bool Loader::kernelSourcesOk(const Kernel& kernel, const fs::path& root, std::ve
 // Ids are unique across every type; the first one in load order
 // stays, each later one is refused and not loaded.
 void Loader::uniqueIds() {
-  // Where each id was first seen, worded only for a duplicate: the strings it
-  // points at stay put while this runs (a kernel's path is its pack's list index).
-  struct Holder {
-    const std::string* file;
-    const std::string* path;  // nullptr: a pack's kernel, at `member`
-    std::size_t member;
-    std::size_t root;
-  };
-  std::unordered_map<std::string, Holder> seen;
+  std::unordered_map<std::string, Holder>& seen = holders_;
   std::size_t ids = order_.size();
   for (const Pack& p : set_.packs) ids += p.members.size();
   seen.reserve(ids);
@@ -460,11 +462,7 @@ void Loader::uniqueIds() {
     if (s.type == "kdp") {
       Pack& p = set_.packs[s.index];
       keepMembers(p.members, [&](const PackMember& m) {
-        if (!claim(m.kernel.id, m.kernel.file, m.kernel.jsonPath, Holder{&p.file, nullptr, m.index, p.root})) {
-          return false;
-        }
-        inlineIds_.emplace(idKey(m.kernel.id), p.file);
-        return true;
+        return claim(m.kernel.id, m.kernel.file, m.kernel.jsonPath, Holder{&p.file, nullptr, m.index, p.root});
       });
     }
   }
@@ -493,9 +491,10 @@ RefFound Loader::lookup(const std::string& ref, const std::string& want,
     if (why != nullptr) *why = "'" + ref + "' (" + u->second.file + ") " + u->second.why;
     return RefFound::Unloaded;
   }
-  if (const auto in = inlineIds_.find(key); in != inlineIds_.end() && want == "ukd") {
+  // A kernel inline in a pack holds its id with no JSON path of its own.
+  if (const auto in = holders_.find(key); in != holders_.end() && in->second.path == nullptr && want == "ukd") {
     set_.diagnostics.push_back(makeError("UNRESOLVED_REF", ownerFile, path,
-                                         "'" + ref + "' is an inline UKD of " + in->second +
+                                         "'" + ref + "' is an inline UKD of " + *in->second.file +
                                              "; only standalone UKDs (*.ukd.json) are referenced by id"));
     return RefFound::Refused;
   }
@@ -694,19 +693,35 @@ void Loader::checkMetadataUnique() {
     }
     return std::set<std::string>(p.arch.begin(), p.arch.end());  // empty: every arch
   };
-  std::unordered_map<std::string, std::vector<Seen>> byEngine;  // engine key \n metadata text
-  byEngine.reserve(1024);
+  // Per engine, metadata text -> the kernels seen with it (nearly always one,
+  // held without a vector of its own), each map sized once for its kernels.
+  struct Group {
+    std::size_t count = 0;
+    Seen first{};
+    std::vector<Seen> more;
+  };
+  std::vector<std::pair<Pack*, const Engine*>> served;
+  std::unordered_map<const Engine*, std::size_t> kernels;
   for (std::size_t i = 0; i < set_.packs.size(); ++i) {
     Pack& p = set_.packs[i];
     if (removed_.count({"kdp", i}) != 0 || !p.engine) continue;
     const Engine* engine = findById(set_.engines, *p.engine);
     if (engine == nullptr) continue;
-    const std::string engineKey = idKey(engine->id) + "\n";
+    served.emplace_back(&p, engine);
+    kernels[engine] += p.members.size();
+  }
+  std::unordered_map<const Engine*, std::unordered_map<std::string, Group>> byEngine;
+  for (const auto& [engine, n] : kernels) byEngine[engine].reserve(n);  // no rehash visiting every node
+  for (const auto& [packPtr, engine] : served) {
+    Pack& p = *packPtr;
+    std::unordered_map<std::string, Group>& groups = byEngine[engine];
     for (PackMember& m : p.members) {
-      const std::string text = canonicalMetadataText(m.completedMetadata);
-      std::vector<Seen>& seen = byEngine[engineKey + text];
+      const auto slot = groups.try_emplace(canonicalMetadataText(m.completedMetadata)).first;
+      const std::string& text = slot->first;
+      Group& group = slot->second;
       bool clash = false;
-      for (const Seen& s : seen) {
+      for (std::size_t k = 0; k < group.count; ++k) {
+        const Seen& s = k == 0 ? group.first : group.more[k - 1];
         const std::set<std::string> mine = archesOf(p, m);
         const std::set<std::string> theirs = archesOf(*s.pack, *s.member);
         std::set<std::string> on;
@@ -739,7 +754,13 @@ void Loader::checkMetadataUnique() {
         break;
       }
       // Reported, but kept: the other rules still look at it (all problems of one pass).
-      if (!clash) seen.push_back(Seen{&p, &m});
+      if (!clash) {
+        if (group.count++ == 0) {
+          group.first = Seen{&p, &m};
+        } else {
+          group.more.push_back(Seen{&p, &m});
+        }
+      }
     }
   }
 }

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstdint>
+#include <deque>
 #include <exception>
 #include <mutex>
 #include <system_error>
@@ -45,20 +47,43 @@ StateManager::StateManager(std::shared_ptr<const DescriptorSet> set, const Regis
     cache_ = std::make_shared<ArchiveCache>(ArchiveCache::kDefaultMaxVerifiedBytes, set_->maxDecompressedBytes);
   }
   build(registry);
-  std::vector<std::string> keys;
+  // A kernel's id is nearly always its own key (a lower-case UUID): the key is
+  // then a view of the id in the shared set, and only the others are kept here.
+  std::vector<std::string_view> keys;
   keys.reserve(kept_.size());
   keptByKey_.reserve(kept_.size());
   for (std::size_t i = 0; i < kept_.size(); ++i) {
-    keys.push_back(idKey(kept_[i].kernel->id));
+    const std::string& id = kept_[i].kernel->id;
+    const bool upper = std::any_of(id.begin(), id.end(), [](char c) { return c >= 'A' && c <= 'Z'; });
+    if (std::string key = upper ? idKey(id) : std::string(); !upper || key == id) {
+      keys.emplace_back(id);
+    } else {
+      keys.emplace_back(ownKeys_.emplace_back(std::move(key)));
+    }
     keptByKey_.emplace(keys.back(), i);  // ids are unique; the first would win anyway
   }
-  ranked_.resize(kept_.size());
-  for (std::size_t i = 0; i < ranked_.size(); ++i) ranked_[i] = i;
-  std::stable_sort(ranked_.begin(), ranked_.end(), [&](std::size_t a, std::size_t b) {
-    if (kept_[a].kernel->priority != kept_[b].kernel->priority)
-      return kept_[a].kernel->priority > kept_[b].kernel->priority;
-    return keys[a] < keys[b];
+  // Sorted as small contiguous records: the key's first 8 bytes settle almost
+  // every tie of priority without reaching into 100,000 scattered strings.
+  struct Rank {
+    std::int64_t priority;
+    std::uint64_t prefix;  // the key's first 8 bytes, big-endian: orders as the text does
+    std::size_t index;
+  };
+  std::vector<Rank> order(kept_.size());
+  for (std::size_t i = 0; i < kept_.size(); ++i) {
+    std::uint64_t prefix = 0;
+    for (std::size_t b = 0; b < 8; ++b)
+      prefix = (prefix << 8) | (b < keys[i].size() ? static_cast<unsigned char>(keys[i][b]) : 0U);
+    order[i] = Rank{kept_[i].kernel->priority, prefix, i};
+  }
+  std::sort(order.begin(), order.end(), [&](const Rank& a, const Rank& b) {
+    if (a.priority != b.priority) return a.priority > b.priority;
+    if (a.prefix != b.prefix) return a.prefix < b.prefix;
+    if (const int c = keys[a.index].compare(keys[b.index]); c != 0) return c < 0;
+    return a.index < b.index;  // equal keys keep kept_'s order, as a stable sort would
   });
+  ranked_.resize(order.size());
+  for (std::size_t i = 0; i < order.size(); ++i) ranked_[i] = order[i].index;
 }
 
 void StateManager::drop(const Pack& pack, const PackMember& m, const std::string& symbol,
@@ -81,6 +106,9 @@ void StateManager::build(const Registry& registry) {
     if (!warned.insert(code + "\n" + symbol).second) return;
     diagnostics_.push_back(makeWarning(code, file, path, message));
   };
+  std::size_t total = 0;
+  for (const Pack& pack : set_->packs) total += pack.members.size();
+  kept_.reserve(total);
   for (const Pack& pack : set_->packs) {
     std::vector<const PackMember*> members;
     for (const PackMember& m : pack.members) {

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <deque>
 #include <map>
 #include <memory>
 #include <optional>
@@ -71,6 +72,11 @@ class StateManager {
   const DescriptorSet& descriptors() const { return *set_; }
   const std::string& arch() const { return arch_; }
 
+  StateManager(const StateManager&) = delete;
+  StateManager& operator=(const StateManager&) = delete;
+  StateManager(StateManager&&) = default;
+  StateManager& operator=(StateManager&&) = default;
+
   const std::vector<KernelDefinition>& kept() const { return kept_; }
   const std::vector<DroppedKernel>& dropped() const { return dropped_; }
   // Kernels that do not run on the device arch: not a failure, not kept.
@@ -121,7 +127,10 @@ class StateManager {
   std::vector<KernelDefinition> kept_;
   // Built once kept_ is final: id key -> index into kept_, and kept_'s indices in
   // selection order, so neither find() nor select() rescans or re-sorts per call.
-  std::unordered_map<std::string, std::size_t> keptByKey_;
+  // Keys view the kernels' ids in set_, or ownKeys_ for an id that is not its
+  // own key (a deque: its strings stay put), so a manager is moved, not copied.
+  std::deque<std::string> ownKeys_;
+  std::unordered_map<std::string_view, std::size_t> keptByKey_;
   std::vector<std::size_t> ranked_;
   std::vector<DroppedKernel> dropped_;
   std::vector<DroppedKernel> filtered_;

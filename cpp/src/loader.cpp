@@ -174,7 +174,8 @@ class Loader {
 
   FileRead readFile(const WalkedFile& f, const fs::path& root) const;
   void commitFile(const WalkedFile& f, FileRead&& read, std::size_t rootIndex);
-  bool kernelSourcesOk(const Kernel& kernel, const fs::path& root, std::vector<Diagnostic>& diags) const;
+  bool kernelSourcesOk(const Kernel& kernel, const fs::path& root, std::vector<Diagnostic>& diags,
+                       detail::RealFolders& folders) const;
   void uniqueIds();
   void checkArtifacts();
   void resolveEngines();
@@ -312,11 +313,14 @@ Loader::FileRead Loader::readFile(const WalkedFile& f, const fs::path& root) con
     const DescriptorContext ctx{f.rel, "$", folder.empty() ? root : (root / folder).lexically_normal()};
     if (f.type == "kdp") {
       if (auto v = detail::parsePackFrom(doc, consume, ctx, diags, options_.maxVersions.ukd, options_.authored)) {
-        keepMembers(v->members, [&](const PackMember& m) { return kernelSourcesOk(m.kernel, root, diags); });
+        // The pack's kernels name their files in a few folders: each resolved once.
+        detail::RealFolders folders;
+        keepMembers(v->members, [&](const PackMember& m) { return kernelSourcesOk(m.kernel, root, diags, folders); });
         out.pack = std::move(*v);
       }
     } else if (f.type == "ukd") {
-      if (auto k = detail::parseKernelFrom(doc, ctx, diags); k && kernelSourcesOk(*k, root, diags)) {
+      detail::RealFolders folders;
+      if (auto k = detail::parseKernelFrom(doc, ctx, diags); k && kernelSourcesOk(*k, root, diags, folders)) {
         out.kernel = Standalone{std::move(*k), writtenAs(doc), 0, false, ""};
       }
     } else if constexpr (std::is_same_v<Doc, Json>) {
@@ -389,7 +393,8 @@ void Loader::commitFile(const WalkedFile& f, FileRead&& read, std::size_t rootIn
 // (LoaderOptions::authored) a packed source is the packer's to write. Whether
 // the kernel loads: a missing file is reported but keeps it (a prebuilt object
 // DVC has not fetched fails only the arches that need it).
-bool Loader::kernelSourcesOk(const Kernel& kernel, const fs::path& root, std::vector<Diagnostic>& diags) const {
+bool Loader::kernelSourcesOk(const Kernel& kernel, const fs::path& root, std::vector<Diagnostic>& diags,
+                             detail::RealFolders& folders) const {
   // A shard's runtime load checks neither: nothing to look at (nor paths to word) per kernel.
   if (!options_.authored && !options_.sourceFiles) return true;
   bool ok = true;
@@ -408,7 +413,7 @@ bool Loader::kernelSourcesOk(const Kernel& kernel, const fs::path& root, std::ve
     if (!src.file) return;
     const std::string& given = *src.file;
     const auto verdict = detail::checkContained(root, kernel.baseDir, given, false,
-                                                realRoot_.empty() ? nullptr : &realRoot_);
+                                                realRoot_.empty() ? nullptr : &realRoot_, &folders);
     const std::string msg = detail::describeFileProblem(verdict, given, info->fileWhat, kernel.file);
     if (msg.empty()) return;
     const bool missing = verdict.problem == detail::PathProblem::None;

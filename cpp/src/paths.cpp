@@ -12,8 +12,33 @@ std::string relativeTo(const fs::path& root, const fs::path& p) {
   return out == "." ? "" : out;
 }
 
+namespace {
+
+// weakly_canonical(joined), its folder resolved once per `folders`: a last component
+// that is no link resolves to itself, so only the folder's links need resolving.
+fs::path realPath(const fs::path& joined, RealFolders* folders, bool& regularFile, std::error_code& ec) {
+  if (folders == nullptr || !joined.has_parent_path() || !joined.has_filename()) {
+    return fs::weakly_canonical(joined, ec);
+  }
+  std::error_code statEc;
+  const fs::file_status st = fs::symlink_status(joined, statEc);
+  regularFile = fs::is_regular_file(st);
+  const bool absent = st.type() == fs::file_type::not_found;
+  if (fs::is_symlink(st) || (statEc && !absent)) return fs::weakly_canonical(joined, ec);
+  const fs::path parent = joined.parent_path();
+  auto it = folders->find(parent.native());
+  if (it == folders->end()) {
+    fs::path real = fs::weakly_canonical(parent, ec);
+    if (ec) return {};
+    it = folders->emplace(parent.native(), std::move(real)).first;
+  }
+  return it->second / joined.filename();
+}
+
+}  // namespace
+
 PathVerdict checkContained(const fs::path& root, const fs::path& baseDir, const std::string& name,
-                           bool noSymlinkHop, const fs::path* realRoot) {
+                           bool noSymlinkHop, const fs::path* realRoot, RealFolders* folders) {
   PathVerdict v;
   std::string n = name;
   for (char& c : n)
@@ -49,7 +74,7 @@ PathVerdict checkContained(const fs::path& root, const fs::path& baseDir, const 
   }
   const fs::path resolvedRoot = realRoot != nullptr ? *realRoot : fs::weakly_canonical(normRoot, ec);
   if (ec) return v;
-  const fs::path real = fs::weakly_canonical(v.joined, ec);
+  const fs::path real = realPath(v.joined, folders, v.regularFile, ec);
   if (ec) return v;
   const fs::path realRel = real.lexically_relative(resolvedRoot);
   if (realRel.empty() || *realRel.begin() == "..") v.problem = PathProblem::LinkEscapes;
@@ -71,7 +96,7 @@ std::string describeFileProblem(const PathVerdict& v, const std::string& name,
       break;
   }
   std::error_code ec;
-  if (std::filesystem::is_regular_file(v.joined, ec)) return {};
+  if (v.regularFile || std::filesystem::is_regular_file(v.joined, ec)) return {};
   const std::string folder = std::filesystem::path(descriptorFile).parent_path().generic_string();
   return what + " '" + name + "' not found: expected " + v.rootRel +
          " (paths are relative to the descriptor's folder, " +

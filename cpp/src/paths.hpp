@@ -4,6 +4,7 @@
 
 #include <filesystem>
 #include <string>
+#include <unordered_map>
 
 namespace ukdpack::detail {
 
@@ -14,17 +15,24 @@ struct PathVerdict {
   std::filesystem::path joined;  // baseDir / name, normalized
   std::string rootRel;           // joined relative to the root, '/'-separated
   std::string hop;               // SymlinkHop: the root-relative component that is a link
+  bool regularFile = false;      // seen to be a regular file (not a link) while checking
 };
+
+// Folders with their links resolved, by their joined path: a caller checking many
+// paths that share folders (a pack's kernels and their objects) resolves each once.
+using RealFolders = std::unordered_map<std::string, std::filesystem::path>;
 
 // `root` and `baseDir` are absolute and normalized. With `noSymlinkHop`, every
 // existing component below the root is lstat'ed and none may be a link (the
 // runtime's `library` rule); otherwise links are allowed while the resolved
 // path stays inside the resolved root (the packer's rule for shipped files).
 // `realRoot`, when given, is the root with its links resolved (a caller checking many
-// paths of one root resolves it once).
+// paths of one root resolves it once); `folders`, when given, caches the resolved
+// folders of the paths checked.
 PathVerdict checkContained(const std::filesystem::path& root, const std::filesystem::path& baseDir,
                            const std::string& name, bool noSymlinkHop,
-                           const std::filesystem::path* realRoot = nullptr);
+                           const std::filesystem::path* realRoot = nullptr,
+                           RealFolders* folders = nullptr);
 
 // Why a descriptor's path to a file (`what`: "source", "artifact", ...) is refused,
 // worded as the Python packer words it; empty when the file is there. `descriptorFile`

@@ -131,6 +131,48 @@ TEST(Authored, PackedSourcesAndNewerVersionsAreRefusedMissingFilesNamed) {
   EXPECT_NE(findDiag(shard.diagnostics, "VERSION_SKIPPED", "two.udd.json"), nullptr) << dump(shard.diagnostics);
 }
 
+// Kernels of one pack naming files in one folder: the folder is resolved once, yet
+// each file is judged on its own (a link among plain files still leaves the root).
+TEST(Authored, FilesSharingAFolderAreEachJudged) {
+  TempTree t;
+  ukdtest::writeGenerics(t);
+  TempTree outside;
+  outside.write("far.hip", std::string("// outside"));
+  t.write("src/a.hip", std::string("// a"));
+  t.write("src/d.hip", std::string("// d"));
+  std::filesystem::create_symlink(outside.root() / "far.hip", t.root() / "src" / "b.hip");
+  std::filesystem::create_directory_symlink(outside.root(), t.root() / "away");
+  std::filesystem::create_directory_symlink(t.root() / "src", t.root() / "alias");
+  Json kernels = Json::array();
+  const std::vector<std::string> files = {"src/a.hip", "src/b.hip", "away/far.hip", "src/d.hip",
+                                          "src/e.hip", "alias/a.hip"};
+  for (std::size_t i = 0; i < files.size(); ++i) {
+    Json k = ukdtest::single("ukd-" + std::to_string(i), "k" + std::to_string(i), "V" + std::to_string(i));
+    k["kernel_source"]["source"] = files[i];
+    kernels.push_back(k);
+  }
+  t.write("a.kdp.json", ukdtest::kdp("kdp-a", kernels));
+  const DescriptorSet set = ukdpack::loadShard(t.root(), authored());
+  const std::string all = dump(set.diagnostics);
+  EXPECT_NE(findDiag(set.diagnostics, "PATH_REFUSED",
+                     "$.kernelDescriptors[1].kernel_source.source: path 'src/b.hip' leaves the descriptor "
+                     "root through a symbolic link"),
+            nullptr)
+      << all;
+  EXPECT_NE(findDiag(set.diagnostics, "PATH_REFUSED",
+                     "$.kernelDescriptors[2].kernel_source.source: path 'away/far.hip' leaves the descriptor "
+                     "root through a symbolic link"),
+            nullptr)
+      << all;
+  EXPECT_NE(findDiag(set.diagnostics, "SOURCE_MISSING",
+                     "$.kernelDescriptors[4].kernel_source.source: source 'src/e.hip' not found"),
+            nullptr)
+      << all;
+  for (const char* fine : {"kernelDescriptors[0]", "kernelDescriptors[3]", "kernelDescriptors[5]"}) {
+    EXPECT_EQ(all.find(fine), std::string::npos) << fine << "\n" << all;
+  }
+}
+
 TEST(Reader, LimitsNameTheJsonPath) {
   auto error = [](const std::string& text) {
     const auto r = ukdpack::parseDescriptorText(text);

@@ -285,13 +285,17 @@ PROBE = ("import json, resource, subprocess, sys, time; t = time.perf_counter();
          "'kib': resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss}))")
 
 # The runtime load in its own process: load_shard + StateManager, ``runs`` times; the
-# previous set is freed between runs (not timed), so the peak is one set.
+# previous set is freed between runs (not timed), so the peak is one set. The kept
+# kernels are counted after the last run only: turning 100,000 of them into Python
+# objects between runs would leave the next load a heap the figure has no part of.
 LOAD = ("import json, sys, time; from ukdpack import _runtime; "
         "shard, arch, runs = sys.argv[1], sys.argv[2], int(sys.argv[3]); times = []; kept = 0\n"
-        "for _ in range(runs):\n"
+        "for i in range(runs):\n"
         "    t = time.perf_counter(); d = _runtime.load_shard(shard)\n"
         "    sm = _runtime.StateManager(d, handlers=_runtime.stub_handlers(d), arch=arch)\n"
-        "    times.append(time.perf_counter() - t); kept = len(sm.kept()); del sm, d\n"
+        "    times.append(time.perf_counter() - t)\n"
+        "    if i == runs - 1: kept = len(sm.kept())\n"
+        "    del sm, d\n"
         "print(json.dumps({'times': times, 'kept': kept}))")
 
 
@@ -319,47 +323,84 @@ def _sized(figure: str, n: int) -> str:
     return f"{stem}_{_label(n)}_{'peak_' if '_peak_' in figure else ''}{unit}"
 
 
-def scale_one(work: Path, kernels: int, objects: list[Path], runs: int) -> dict[str, Any]:
-    """Every scale figure for one tree size. The tree is made once per size and kept
-    (a stamp beside it names its parameters; inside, the walk would report it): packs
-    do not change it."""
-    arch = "gfx90a"
+def scale_tree(work: Path, kernels: int, objects: list[Path]) -> tuple[Path, dict[str, Any]]:
+    """The scale tree of ``kernels`` kernels and what make_tree made. It is made once per
+    size and kept (a stamp beside it names its parameters; inside, the walk would report
+    it): packs do not change it."""
     tree = work / f"scale-{_label(kernels)}"
     stamp = work / f"scale-{_label(kernels)}.made.json"
     params = {"kernels": kernels, "make_tree": hashlib.sha256(
         (BENCH / "make_tree.py").read_bytes()).hexdigest()}
     if stamp.is_file() and json.loads(stamp.read_text()).get("params") == params:
-        made = json.loads(stamp.read_text())["made"]
-    else:
-        shutil.rmtree(tree, ignore_errors=True)
-        made = make_tree.make_scale_tree(tree, kernels, arch, objects)
-        stamp.write_text(json.dumps({"params": params, "made": made}))
-    out, cache = work / f"scale-out-{_label(kernels)}", work / f"scale-cache-{_label(kernels)}"
+        return tree, json.loads(stamp.read_text())["made"]
+    shutil.rmtree(tree, ignore_errors=True)
+    made = make_tree.make_scale_tree(tree, kernels, SCALE_ARCH, objects)
+    stamp.write_text(json.dumps({"params": params, "made": made}))
+    return tree, made
+
+
+SCALE_ARCH = "gfx90a"
+
+
+def scale_rounds(work: Path, sizes: tuple[int, int], objects: list[Path],
+                 runs: int) -> dict[int, dict[str, Any]]:
+    """Every scale figure for both tree sizes, the sizes alternating run by run (validate,
+    then cold packs, then warm packs, then loads), so that a slow minute of the machine
+    falls on both sides of a growth rather than on one. Before each timed run the page
+    cache's dirty pages are written back (``os.sync``): what an earlier run wrote is not
+    billed to the next. Each figure is the median of ``runs``; a cold pack empties its
+    cache and out root first."""
+    trees = {n: scale_tree(work, n, objects) for n in sizes}
     ukd = [sys.executable, "-m", "ukdpack"]
-    pack = [*ukd, "pack", "--source-root", str(tree), "--out-root", str(out), "--cache-dir",
-            str(cache), "--plain", "--jobs", str(jobs()), "--arch", arch]
-    validate = [probed([*ukd, "validate", str(tree)]) for _ in range(runs)]
-    shutil.rmtree(out, ignore_errors=True)
-    shutil.rmtree(cache, ignore_errors=True)
-    cold = probed(pack)
-    warm = [probed(pack) for _ in range(runs)]
-    load_s, load_mib, text = probed([sys.executable, "-c", LOAD, str(out / arch), arch,
-                                     str(max(runs, 3))])
-    loaded = json.loads(text)
-    if loaded["kept"] != kernels:
-        raise SystemExit(f"scale load kept {loaded['kept']} of {kernels} kernels")
-    return {
-        "kernels": kernels, "tree": made, "runs": runs,
-        "validate_s": statistics.median(v[0] for v in validate),
-        "validate_runs_s": [round(v[0], 3) for v in validate],
-        "validate_peak_rss_mib": max(v[1] for v in validate),
-        "cold_pack_s": cold[0], "cold_pack_peak_rss_mib": cold[1],
-        "warm_pack_s": statistics.median(w[0] for w in warm),
-        "warm_pack_runs_s": [round(w[0], 3) for w in warm],
-        "warm_pack_peak_rss_mib": max(w[1] for w in warm),
-        "load_ms": statistics.median(loaded["times"]) * 1000,
-        "load_runs_ms": [round(t * 1000, 2) for t in loaded["times"]],
-        "load_peak_rss_mib": load_mib, "load_process_s": round(load_s, 3)}
+
+    def pack(n: int) -> list[str]:
+        return [*ukd, "pack", "--source-root", str(trees[n][0]), "--out-root",
+                str(work / f"scale-out-{_label(n)}"), "--cache-dir",
+                str(work / f"scale-cache-{_label(n)}"), "--plain", "--jobs", str(jobs()),
+                "--arch", SCALE_ARCH]
+
+    def timed(argv: list[str]) -> tuple[float, float, str]:
+        os.sync()
+        return probed(argv)
+
+    got: dict[int, dict[str, list[Any]]] = {n: {} for n in sizes}
+    for _ in range(runs):
+        for n in sizes:
+            got[n].setdefault("validate", []).append(timed([*ukd, "validate", str(trees[n][0])]))
+    for _ in range(runs):
+        for n in sizes:
+            shutil.rmtree(work / f"scale-out-{_label(n)}", ignore_errors=True)
+            shutil.rmtree(work / f"scale-cache-{_label(n)}", ignore_errors=True)
+            got[n].setdefault("cold", []).append(timed(pack(n)))
+    for _ in range(runs):
+        for n in sizes:
+            got[n].setdefault("warm", []).append(timed(pack(n)))
+    for _ in range(runs):
+        for n in sizes:
+            shard = str(work / f"scale-out-{_label(n)}" / SCALE_ARCH)
+            s, mib, text = timed([sys.executable, "-c", LOAD, shard, SCALE_ARCH, "3"])
+            loaded = json.loads(text)
+            if loaded["kept"] != n:
+                raise SystemExit(f"scale load kept {loaded['kept']} of {n} kernels")
+            got[n].setdefault("load", []).append((loaded["times"], mib, s))
+    return {n: scale_summary(n, trees[n][1], runs, got[n]) for n in sizes}
+
+
+def scale_summary(kernels: int, made: dict[str, Any], runs: int,
+                  got: dict[str, list[Any]]) -> dict[str, Any]:
+    """One size's figures from its timed runs: medians of the times, the highest peak."""
+    out: dict[str, Any] = {"kernels": kernels, "tree": made, "runs": runs}
+    for name in ("validate", "cold_pack", "warm_pack"):
+        runs_ = got[name.split("_")[0]]
+        out[f"{name}_s"] = statistics.median(r[0] for r in runs_)
+        out[f"{name}_runs_s"] = [round(r[0], 3) for r in runs_]
+        out[f"{name}_peak_rss_mib"] = max(r[1] for r in runs_)
+    times = [t for r in got["load"] for t in r[0]]
+    out["load_ms"] = statistics.median(times) * 1000
+    out["load_runs_ms"] = [round(t * 1000, 2) for t in times]
+    out["load_peak_rss_mib"] = max(r[1] for r in got["load"])
+    out["load_process_s"] = [round(r[2], 3) for r in got["load"]]
+    return out
 
 
 def scale_figures(work: Path, quick: bool) -> dict[str, Any]:
@@ -367,11 +408,11 @@ def scale_figures(work: Path, quick: bool) -> dict[str, Any]:
     peak RSS of each, at two tree sizes ten times apart, and each figure's growth."""
     small, large = scale_sizes(quick)
     objects = make_tree.compile_objects(work / "objects", make_tree.SCALE_DISTINCT_OBJECTS,
-                                        "gfx90a", jobs(), make_tree.SCALE_OBJECT_KIB)
+                                        SCALE_ARCH, jobs(), make_tree.SCALE_OBJECT_KIB)
     load_start = os.getloadavg()
-    # validate and the warm pack: median of 3 (1 under --quick, to keep it short); the
-    # load: median of 3 in one process; the cold pack: one run (it empties the cache).
-    figures = {n: scale_one(work, n, objects, 1 if quick else 3) for n in (small, large)}
+    # Each figure: median of 3 runs per size (1 under --quick, to keep it short); a load
+    # run is 3 loads in one process, so the load's median is over 9.
+    figures = scale_rounds(work, (small, large), objects, 1 if quick else 3)
     load_end = os.getloadavg()
     a, b = figures[small], figures[large]
     growth_key = f"growth_{_label(small)}_to_{_label(large)}"

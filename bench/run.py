@@ -10,8 +10,8 @@ build figure reuses the superbuild of an earlier full run when there is one).
 | key | what | goal |
 |---|---|---|
 | prebuilt_pack_vs_raw_bound | cold pack of a prebuilt-only tree / read+sha256+zstd-3 of the same bytes in one process (best of 3 alternating rounds each) | <= 2.0 |
-| hip_pack_vs_compile_bound | cold pack of a hip tree (40 units, 2 arches) / (the same compiles run directly / jobs) | <= 1.05 |
-| one_edit_vs_full | repack after one kernel's build defines changed (warm cache, median of 3 edits) / cold full pack | <= 0.03 |
+| hip_pack_vs_compile_bound | cold pack of a hip tree (40 units, 2 arches) / (the same compiles run directly / jobs) (best of 2 alternating rounds each) | <= 1.05 |
+| one_edit_vs_full | repack after one kernel's build defines changed (warm cache, median of 3 edits) / cold full pack (the best of the hip figure's) | <= 0.03 |
 | noop_build_s | no-op `cmake --build` (the build's own cmake binary) of a superbuild packing a 1,000-kernel tree for 2 arches | <= 0.1 |
 | runtime_load_10k_ms | C++ load of a 10,000-kernel shard plus its state manager, median of 5 | <= 60 |
 | pack_peak_rss_mib | peak memory of the 10,000-kernel pack | <= 256 |
@@ -141,6 +141,9 @@ def direct_compiles(tree: Path, arches: list[str]) -> float:
     return total
 
 
+HIP_ROUNDS = 2
+
+
 def hip_figures(work: Path, quick: bool) -> tuple[dict[str, Any], dict[str, Any], Path, Path]:
     kernels, units = (100, 4) if quick else (1000, 40)
     arches = ["gfx90a", "gfx940"]
@@ -149,13 +152,19 @@ def hip_figures(work: Path, quick: bool) -> tuple[dict[str, Any], dict[str, Any]
         shutil.rmtree(tree)
     make_tree.make_hip_tree(tree, kernels, 4, units, arches)
     cache = work / "cache-hip"
-    shutil.rmtree(cache, ignore_errors=True)
-    full = run_pack(tree, work / "out-hip", arches, cache)
-    compiles = direct_compiles(tree, arches)
+    # Rounds alternate a cold pack (empty cache) and the same compiles run directly; each
+    # side's best round is compared, so a slow minute of the machine costs neither side.
+    fulls, directs = [], []
+    for _ in range(HIP_ROUNDS):
+        shutil.rmtree(cache, ignore_errors=True)
+        fulls.append(run_pack(tree, work / "out-hip", arches, cache))
+        directs.append(direct_compiles(tree, arches))
+    full, compiles = min(fulls), min(directs)
     bound = compiles / jobs()
     print(f"hip: {kernels} kernels over {units} units x {len(arches)} arches: cold pack "
-          f"{full:.1f} s; the {units * len(arches)} compiles run directly {compiles:.1f} s / "
-          f"{jobs()} jobs = {bound:.1f} s -> {full / bound:.2f}x")
+          f"{full:.1f} s (best of {len(fulls)}); the {units * len(arches)} compiles run directly "
+          f"{compiles:.1f} s (best of {len(directs)}) / {jobs()} jobs = {bound:.1f} s -> "
+          f"{full / bound:.2f}x")
     # One kernel's build defines change: one compile per arch, the rest from the cache.
     # Three edits (each a value no pack compiled before), median: one repack is ~1 s
     # and a single run moves with whatever else the machine does.
@@ -170,7 +179,9 @@ def hip_figures(work: Path, quick: bool) -> tuple[dict[str, Any], dict[str, Any]
     print(f"one edit: repack {edit:.2f} s (median of {len(edits)}, warm cache) / cold {full:.1f} s "
           f"-> {edit / full:.3f}")
     hip = {"kernels": kernels, "units": units, "arches": arches, "cold_pack_s": round(full, 3),
-           "direct_compiles_s": round(compiles, 3), "jobs": jobs(), "ratio": full / bound}
+           "direct_compiles_s": round(compiles, 3), "jobs": jobs(), "ratio": full / bound,
+           "cold_pack_runs_s": [round(f, 3) for f in fulls],
+           "direct_compiles_runs_s": [round(d, 3) for d in directs]}
     one = {"repack_s": round(edit, 3), "repack_runs_s": [round(e, 3) for e in edits],
            "cold_pack_s": round(full, 3), "ratio": edit / full}
     return hip, one, tree, cache

@@ -349,17 +349,23 @@ std::optional<Kernel> parseKernelFrom(const V& ukd, const KernelContext& ctx,
   k.priority = r.integer("priority", true).value_or(0);
   if (r.has("arch")) {
     if (auto arch = r.stringList("arch", false)) {
+      // Worded only for a refusal; a short list (nearly always one or two) is searched
+      // in place, a long one through a set, for the arch listed twice.
       std::set<std::string> seen;
+      const bool longList = arch->size() > 8;
       for (std::size_t i = 0; i < arch->size(); ++i) {
         const std::string& a = (*arch)[i];
-        const std::string p = jsonPathIndex(r.pathOf("arch"), i);
+        const bool twice = longList ? !seen.insert(a).second
+                                    : std::find(arch->begin(), arch->begin() + std::ptrdiff_t(i), a) !=
+                                          arch->begin() + std::ptrdiff_t(i);
         if (!isArchName(a)) {
-          r.error(p, "expected a bare arch id such as gfx90a or sm_90, found '" + a + "'");
-        } else if (!seen.insert(a).second) {
-          r.error(p, "arch '" + a + "' is listed twice");
+          r.error(jsonPathIndex(r.pathOf("arch"), i),
+                  "expected a bare arch id such as gfx90a or sm_90, found '" + a + "'");
+        } else if (twice) {
+          r.error(jsonPathIndex(r.pathOf("arch"), i), "arch '" + a + "' is listed twice");
         }
       }
-      k.arch = *arch;
+      k.arch = std::move(*arch);
     }
   }
   if (const V* prov = r.get("provenance")) {

@@ -81,7 +81,9 @@ std::string describeSignature(const Signature& sig);
 // One source of a kernel: the single `kernel_source` or one `sources` entry.
 struct KernelSource {
   std::string kind;  // hip, hsaco, embedded_source, cuda, builder, kpack
-  JsonText fields = Json::object();  // the entry as written, `kind` included
+  // The entry as written, `kind` included; null in a source no entry was read into
+  // (a multi-launch kernel's unused `source`).
+  JsonText fields;
   // The string the kind's file field (SourceKindInfo::fileField) names, when
   // the kind has one and it is a string: what the loader checks exists.
   std::optional<std::string> file;

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import select
 import signal
 import sys
 import threading
@@ -612,6 +613,30 @@ def _interrupt(signum: int, frame: FrameType | None) -> None:
     raise KeyboardInterrupt
 
 
+def _stdout_gone() -> bool:
+    """Whether the reader of standard output has closed it (a pipe whose read end is
+    gone polls as an error), as opposed to some other pipe of ours breaking."""
+    try:
+        poller = select.poll()
+        poller.register(sys.stdout.fileno(), 0)
+        return any(events & (select.POLLERR | select.POLLHUP) for _, events in poller.poll(0))
+    except (OSError, ValueError):
+        return False
+
+
+def _reader_gone() -> int:
+    """The reader of our output stopped reading (``ukdpack inspect ... | head``): end
+    quietly with status 141, as a tool stopped by SIGPIPE does. Output still buffered
+    goes to the null device, so the exit does not fail on it again."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError):
+        pass
+    return 141
+
+
 def _end_interrupted() -> int:
     """Exit status 130 after Ctrl-C. The pack has stopped its jobs; should a worker
     thread still run a second on (stuck where nothing can stop it), the process ends
@@ -640,16 +665,24 @@ def main(argv: Sequence[str] | None = None) -> int:
     previous = signal.signal(signal.SIGINT, _interrupt) if own_signals else None
     interrupted = False
     try:
-        return handler(args)
+        code = handler(args)
+        sys.stdout.flush()  # a reader that went away shows here, not at the exit
+        return code
     except UkdError as e:
         _print_problem_lines([p.line() for p in e.problems])
         if getattr(args, "json", False):  # a report on stdout whatever happened
-            print_report(report(False, e.problems))
+            try:
+                print_report(report(False, e.problems))
+                sys.stdout.flush()
+            except BrokenPipeError:
+                return _reader_gone()
         return 2 if isinstance(e, UsageError) else 1
     except KeyboardInterrupt:
         interrupted = True
         return _end_interrupted()
     except Exception as e:  # an internal failure, never bad input: say so in one line
+        if isinstance(e, BrokenPipeError) and _stdout_gone():
+            return _reader_gone()
         if os.environ.get("UKDPACK_DEBUG"):
             raise
         print(escape_controls(f"ukdpack: internal error: {type(e).__name__}: {e} (set "

@@ -307,3 +307,29 @@ def test_tables_are_plain_ascii_off_a_terminal(
     assert r.stdout.isascii() and "\x1b" not in r.stdout
     assert re.search(r"^\| kernel +\| prio", r.stdout, re.M), r.stdout
     assert "+-" in r.stdout
+
+
+# ----------------------------------------------------------------------------- closed pipe
+CONSOLE_SCRIPT = Path(sys.executable).parent / "ukdpack"
+
+
+@pytest.mark.parametrize("launcher", ["module", "console-script"])
+@pytest.mark.parametrize("command", [["inspect", "{shard}"], ["inspect", "{shard}", "--json"],
+                                     ["validate", "{tree}", "--json"],
+                                     ["desk-check", "{shard}", "--json"]])
+def test_a_reader_that_goes_away_ends_the_command_quietly(
+        packed: tuple[Path, Path, dict[str, Any], Path], launcher: str,
+        command: list[str]) -> None:
+    """``ukdpack inspect SHARD | head``: the reader closes the pipe before the command
+    writes; the command ends with status 141 (as a tool stopped by SIGPIPE) and says
+    nothing: no traceback, no internal error, no second error from the exit's flush."""
+    tree, shard, _, _ = packed
+    argv = [a.format(shard=shard, tree=tree) for a in command]
+    start = [sys.executable, "-m", "ukdpack"] if launcher == "module" else [str(CONSOLE_SCRIPT)]
+    p = subprocess.Popen([*start, *argv], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                         env=dict(os.environ, HIP_PLATFORM="amd"))
+    assert p.stdout is not None and p.stderr is not None
+    p.stdout.close()  # gone before the first write
+    err = p.stderr.read().decode()
+    assert p.wait(timeout=60) == 141, err
+    assert err == "", err

@@ -181,8 +181,14 @@ def print_tables(ins: Inspection, out: TextIO) -> None:
         # Text cells: a metadata value such as [1] must not be read as rich markup.
         table.add_row(*(Text(c) for c in cells))
 
-    console = Console(file=out, width=None if tty else PLAIN_WIDTH, highlight=False,
-                      emoji=False, no_color=not tty, force_terminal=tty)
+    class _Console(Console):
+        def on_broken_pipe(self) -> None:
+            """A reader that went away ends the command as any closed pipe does
+            (``cli.main``: quietly, status 141), not with rich's own exit 1."""
+            raise BrokenPipeError
+
+    console = _Console(file=out, width=None if tty else PLAIN_WIDTH, highlight=False,
+                       emoji=False, no_color=not tty, force_terminal=tty)
     doc = ins.doc
     packs: list[dict[str, Any]] = doc["packs"]
     kernels = [k for p in packs for k in p["kernels"]]

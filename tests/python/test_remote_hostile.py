@@ -118,7 +118,7 @@ def body_reply(server: HostileHttp, body: bytes) -> Reply:
     return reply
 
 
-def _ukdpack(*args: str, env: dict[str, str] | None = None, timeout: float = 120
+def _ukdpack(*args: str, env: dict[str, str] | None = None, timeout: float = 90
              ) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "ukdpack", *args], capture_output=True,
                           text=True, check=False, timeout=timeout,
@@ -245,7 +245,7 @@ def _rewrite(web: Server, records: dict[str, bytes],
 
 
 def _pack(m: Machine, out: Path, *extra: str) -> tuple[int, str, str, int]:
-    """Machine.pack, stopped after 120 s: an old client hangs on a FIFO or /dev/zero."""
+    """Machine.pack, stopped after 90 s: an old client hangs on a FIFO or /dev/zero."""
     before = len(compiles(m.log))
     r = _ukdpack("pack", "--source-root", str(m.tree), "--out-root", str(out), "--plain",
                  "--jobs", "2", "--hipcc", str(m.hipcc), "--cache-dir", str(m.cache),

@@ -143,7 +143,7 @@ class FileDigests:
             return None  # a FIFO or a device is never opened: its read could never end
         taken = time.time_ns()
         try:
-            with open(os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC), "rb") as f:
+            with open(path, "rb", opener=_nonblocking) as f:
                 if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):  # swapped meanwhile
                     return None
                 digest = hashlib.file_digest(f, "sha256").hexdigest()
@@ -187,6 +187,11 @@ class FileDigests:
 
 
 _DIGESTS_KEY = "file-digests"
+
+
+def _nonblocking(path: str, flags: int) -> int:
+    """open()'s opener: a FIFO put in a file's place meanwhile does not block the open."""
+    return os.open(path, flags | os.O_NONBLOCK)
 
 
 def _entry_ok(entry: Any) -> bool:

@@ -259,7 +259,8 @@ class RemoteTier:
         self._counts = {"local_hits": 0, "remote_hits": 0, "misses": 0, "bytes_down": 0,
                         "bytes_up": 0, "uploads": 0, "damaged": 0}
         self._saved = 0.0
-        self._queue: queue.Queue[tuple[str, dict[str, Any], bytes] | None] = queue.Queue()
+        self._queue: queue.Queue[tuple[str, dict[str, Any], bytes, tuple[str, ...]] | None] \
+            = queue.Queue()
         self._uploader: threading.Thread | None = None
         self._left = 0
 
@@ -380,7 +381,7 @@ class RemoteTier:
                 self._uploader = threading.Thread(target=self._upload_all, daemon=True,
                                                   name="ukdpack-remote-upload")
                 self._uploader.start()
-        self._queue.put((key, dict(entry), data))
+        self._queue.put((key, dict(entry), data, tuple(toolchain)))
 
     def _upload_all(self) -> None:
         while True:
@@ -389,16 +390,17 @@ class RemoteTier:
                 return
             if self.off:
                 continue
-            key, entry, data = item
+            key, entry, data, toolchain = item
             store = self._server()
             if store is None:
                 continue
             try:
-                self._upload(store, key, entry, data)
+                self._upload(store, key, entry, data, toolchain)
             except RemoteFault as e:
                 self._off(str(e))
 
-    def _upload(self, store: Store, key: str, entry: dict[str, Any], data: bytes) -> None:
+    def _upload(self, store: Store, key: str, entry: dict[str, Any], data: bytes,
+                toolchain: Sequence[str]) -> None:
         sha = entry["object"]
         if not store.has("cas", sha):  # the object first: an entry never names a missing one
             store.put("cas", sha, data)
@@ -407,7 +409,9 @@ class RemoteTier:
             raw = store.get("ac", key, MAX_ENTRY_BYTES)
         except Oversize:
             raw = None
-        found = parse_entries(key, raw) if raw is not None else []
+        # The entries there are kept only when this client would use them: one it refuses
+        # (a hostile or damaged record) is replaced, not carried along.
+        found = parse_entries(key, raw, toolchain) if raw is not None else []
         entries = [e for e in (found if isinstance(found, list) else [])
                    if e["deps"] != entry["deps"]]
         entries.append(entry)

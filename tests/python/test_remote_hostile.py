@@ -244,6 +244,23 @@ def _rewrite(web: Server, records: dict[str, bytes],
         web.put(name, data)
 
 
+@contextlib.contextmanager
+def _poisoned(web: Server, records: dict[str, bytes],
+              change: Callable[[dict[str, object]], list[dict[str, object]]],
+              spelled: Callable[[bytes], bytes] = lambda b: b) -> Iterator[None]:
+    """The server's records rewritten (``_rewrite``) for the block, put back after."""
+    _rewrite(web, records, change, spelled)
+    try:
+        yield
+    finally:
+        _rewrite(web, records, lambda e: [e])
+
+
+def _read_pack(m: Machine, out: Path, web: Server) -> tuple[int, str, str, int]:
+    """A presubmit's pack: read mode, --json."""
+    return _pack(m, out, "--remote-cache", web.url, "--json", "--remote-cache-mode", "read")
+
+
 def _pack(m: Machine, out: Path, *extra: str) -> tuple[int, str, str, int]:
     """Machine.pack, stopped after 90 s: an old client hangs on a FIFO or /dev/zero."""
     before = len(compiles(m.log))
@@ -279,11 +296,9 @@ def test_a_server_cannot_make_the_client_open_a_file(
     name = {"root:../secret.env": "root:../secret.env", "absolute": str(secret),
             "/dev/zero": "/dev/zero", "fifo-outside": str(fifo),
             "root:fifo.h": "root:fifo.h"}[where]
-    try:
-        _rewrite(web, records, lambda e: [{**e, "deps": {**e["deps"], name: digest}}])
+    with _poisoned(web, records, lambda e: [{**e, "deps": {**e["deps"], name: digest}}]):
         before = len(_cas_requests(web))
-        rc, out, err, n = _pack(b, tmp_path / "out", "--remote-cache", web.url, "--json",
-                                 "--remote-cache-mode", "read")
+        rc, out, err, n = _read_pack(b, tmp_path / "out", web)
         assert rc == 0, err
         assert n == len(ARCHES), err  # compiled here
         warnings = _warnings(err)
@@ -291,8 +306,6 @@ def test_a_server_cannot_make_the_client_open_a_file(
         assert "4711" not in err + out
         assert len(_cas_requests(web)) == before  # the server learnt nothing
         assert _remote_doc(out)["damaged"] == len(ARCHES)
-    finally:
-        _rewrite(web, records, lambda e: [e])
 
 
 # ---------------------------------------------------------------- Medium 9: the tier
@@ -300,34 +313,26 @@ def test_a_control_character_in_an_object_name_is_an_invalid_entry(
         web: Server, seeded: tuple[Machine, dict[str, bytes]], tmp_path: Path) -> None:
     like, records = seeded
     b = machine(tmp_path / "b", like)
-    try:
-        _rewrite(web, records, lambda e: [{**e, "object": "ab\ncd" + str(e["object"])[5:]}])
-        rc, out, err, n = _pack(b, tmp_path / "out", "--remote-cache", web.url, "--json",
-                                 "--remote-cache-mode", "read")
-        assert (rc, n) == (0, len(ARCHES)), err
-        assert len(_warnings(err)) == 1 and "internal error" not in err, err
-        assert _strict_json(out)
-    finally:
-        _rewrite(web, records, lambda e: [e])
+    with _poisoned(web, records, lambda e: [{**e, "object": "ab\ncd" + str(e["object"])[5:]}]):
+        rc, out, err, n = _read_pack(b, tmp_path / "out", web)
+    assert (rc, n) == (0, len(ARCHES)), err
+    assert len(_warnings(err)) == 1 and "internal error" not in err, err
+    assert _strict_json(out)
 
 
 def test_an_infinite_compile_time_never_reaches_the_report(
         web: Server, seeded: tuple[Machine, dict[str, bytes]], tmp_path: Path) -> None:
     like, records = seeded
     b = machine(tmp_path / "b", like)
-    try:  # sealed over inf, spelled 1e999: JSON that Python reads as inf
-        _rewrite(web, records, lambda e: [{**e, "seconds": float("inf")}],
-                 lambda b: b.replace(b"Infinity", b"1e999"))
-        rc, out, err, _ = _pack(b, tmp_path / "out", "--remote-cache", web.url, "--json",
-                                "--remote-cache-mode", "read")
-        assert rc == 0, err
-        doc = _strict_json(out)
-        assert isinstance(doc, dict)
-        assert "Infinity" not in out and "inf s" not in err
+    # sealed over inf, spelled 1e999: JSON that Python reads as inf
+    with _poisoned(web, records, lambda e: [{**e, "seconds": float("inf")}],
+                   lambda b: b.replace(b"Infinity", b"1e999")):
+        rc, out, err, _ = _read_pack(b, tmp_path / "out", web)
         stats = _ukdpack("cache", "stats", "--remote-cache", web.url)
-        assert "inf" not in stats.stdout, stats.stdout
-    finally:
-        _rewrite(web, records, lambda e: [e])
+    assert rc == 0, err
+    assert isinstance(_strict_json(out), dict)
+    assert "Infinity" not in out and "inf s" not in err
+    assert "inf" not in stats.stdout, stats.stdout
 
 
 def test_cache_stats_and_verify_survive_a_hostile_listing(web: Server, seeded: tuple[

@@ -150,10 +150,9 @@ def _fingerprint(kind: str, path: str, env: Mapping[str, str], chosen: Mapping[s
     if kind == "hip":
         driver, tools, includes = _probe_hip(path, env, timeout, driver_of(kind, version))
         files += tools + _compiler_libraries(tools, timeout)
-    else:
-        # nvcc names no folders without a compile: its toolkit and the host compiler's
-        # system folders (the host headers a device compile reads)
-        includes = [os.path.dirname(os.path.dirname(real)), *CUDA_HOST_INCLUDES]
+    else:  # the toolkit nvcc says it is in, and the host compiler's system folders
+        includes = [_nvcc_toolkit(path, env, timeout) or os.path.dirname(os.path.dirname(real)),
+                    *CUDA_HOST_INCLUDES]
     whole = kind != "hip" or bool(driver)
     watched: dict[str, list[int]] = {}
     digests: set[tuple[str, str]] = set()
@@ -180,6 +179,20 @@ CUDA_HOST_INCLUDES = ("/usr/include", "/usr/local/include", "/usr/lib/gcc")
 #: The flags of clang's ``-###`` that name a system include folder.
 _INCLUDE_FLAGS = frozenset({"-isystem", "-internal-isystem", "-internal-externc-isystem",
                             "-idirafter", "-resource-dir"})
+
+
+def _nvcc_toolkit(path: str, env: Mapping[str, str], timeout: float) -> str | None:
+    """The toolkit folder nvcc's ``--dryrun`` names (``#$ TOP=``): a wrapper script on
+    PATH says nothing by its own path. None when the probe fails."""
+    try:
+        _, _, err = _run_tool([path, "--dryrun", "-cubin", "-x", "cu", os.devnull, "-o",
+                               os.devnull], env, timeout)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    for line in err.splitlines():
+        if line.startswith("#$ TOP="):
+            return line.partition("=")[2].strip()
+    return None
 
 
 def _include_dirs(found: Sequence[str]) -> tuple[str, ...]:

@@ -454,3 +454,15 @@ def test_dvc_pull_stops_at_its_timeout(tmp_path: Path) -> None:
     r = _ukdpack("dvc-pull", str(ws / "descriptors"),
                  env={"UKDPACK_DVC_PULL_TIMEOUT": "soon"})
     assert r.returncode == 2 and "UKDPACK_DVC_PULL_TIMEOUT" in r.stderr, r.stderr
+
+
+def test_doctor_shows_no_dvc_remote_credential(tmp_path: Path) -> None:
+    """A DVC remote whose URL holds a password: doctor lists it without the password."""
+    ws = dvc_workspace(tmp_path)
+    with (ws / ".dvc" / "config").open("a") as f:
+        f.write("['remote \"team\"']\n    url = https://ci:Pa/SECRET@dvc.example/store\n")
+    for extra in ((), ("--json",)):
+        r = _ukdpack("doctor", "--source-root", str(ws / "descriptors"), "--cache-dir",
+                     str(tmp_path / "cache"), *extra)
+        assert "dvc.example/store" in r.stdout, r.stdout + r.stderr
+        assert "SECRET" not in r.stdout + r.stderr

@@ -325,6 +325,9 @@ def test_an_entry_must_recompute_to_its_key() -> None:
     assert isinstance(checked_entries(key, {"digest": _bound(key, [changed]),
                                             "entries": [changed]}), str)
     assert isinstance(parse_entries(key, action_record(key, [entry])[:-1]), str)  # truncated
+    for hostile in (b'{"digest": "x", "entries": ["\\ud800"]}',  # no UTF-8 form to digest
+                    b'{"digest": "x", "entries": [' + b"[" * 900 + b"]" * 901 + b"}"):
+        assert isinstance(parse_entries(key, hostile), str)
     # The compiler's include folders given, an absolute path elsewhere is refused.
     assert isinstance(parse_entries(key, action_record(key, [entry]), ["/opt/rocm"]), str)
     assert parse_entries(key, action_record(key, [entry]), ["/usr/include"]) == [entry]

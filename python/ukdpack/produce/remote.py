@@ -89,8 +89,10 @@ def _absolute_ok(path: str, toolchain: Sequence[str] | None) -> bool:
 
 
 def _shown(name: str) -> str:
-    """A name from the server, as a message may show it: escaped, at most 100 characters."""
-    return escape_controls(name if len(name) <= 100 else name[:100] + "...")
+    """A name from the server, as a message may show it: redacted (before it is cut, so no
+    part of a credential is left), escaped, at most 100 characters."""
+    shown = escape_controls(redact(name))
+    return shown if len(shown) <= 100 else shown[:100] + "..."
 
 
 def _seconds_ok(value: Any) -> bool:
@@ -163,7 +165,10 @@ def parse_entries(key: str, raw: bytes, toolchain: Sequence[str] | None = None
         doc = json.loads(raw, parse_constant=_no_constant)
     except (ValueError, RecursionError):
         return "is damaged (not JSON)"
-    return checked_entries(key, doc, toolchain)
+    try:
+        return checked_entries(key, doc, toolchain)
+    except (ValueError, RecursionError):  # a lone surrogate or a depth its digest can't take
+        return "is damaged (no canonical JSON form)"
 
 
 def _special_file(deps: Mapping[str, str]) -> str | None:

@@ -75,8 +75,9 @@ def check_url(url: str) -> None:
     raw = userinfo(url)
     parsed = parts.netloc.rpartition("@")[0] if "@" in parts.netloc else None
     if raw != parsed:
-        raise UsageError(f"--remote-cache {shown}: its user name or password holds '/', '?', "
-                         "'#' or '@': percent-encode them (%2F, %3F, %23, %40)")
+        raise UsageError(f"--remote-cache {shown}: the part before its last '@' holds '/', "
+                         "'?' or '#' (a user name or password with them unencoded, or an '@' "
+                         "in the path): percent-encode them (%2F, %3F, %23, %40)")
     try:
         parts.port  # noqa: B018 (raises on a port that is no number)
     except ValueError:

@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any, NoReturn, cast
 from ukdpack import __version__
 from ukdpack.errors import UkdError, UsageError, escape_controls, has_controls
 from ukdpack.produce.compiler import DEFAULT_JOB_TIMEOUT
+from ukdpack.redact import redact
 from ukdpack.reports import print_report, report
 from ukdpack.words import count
 
@@ -37,7 +38,7 @@ Handler = Callable[[argparse.Namespace], int]
 
 def _print_problem_lines(lines: Sequence[str]) -> None:
     for line in lines:
-        print(line, file=sys.stderr)
+        print(redact(line), file=sys.stderr)
 
 
 def _need_folder(path: Path, what: str) -> Path:
@@ -200,6 +201,21 @@ def cmd_dvc_status(args: argparse.Namespace) -> int:
     return 1 if failed else 0
 
 
+def _dvc_timeout(flag: float | None) -> float:
+    """``--timeout``, else $UKDPACK_DVC_PULL_TIMEOUT, else the default."""
+    from ukdpack.produce import dvc
+
+    if flag is not None:
+        return flag
+    text = os.environ.get("UKDPACK_DVC_PULL_TIMEOUT", "")
+    if not text:
+        return dvc.DEFAULT_PULL_TIMEOUT
+    try:
+        return _positive_seconds(text)
+    except argparse.ArgumentTypeError as e:
+        raise UsageError(f"$UKDPACK_DVC_PULL_TIMEOUT: {e}") from None
+
+
 def cmd_dvc_pull(args: argparse.Namespace) -> int:
     from ukdpack.produce import dvc
 
@@ -210,7 +226,7 @@ def cmd_dvc_pull(args: argparse.Namespace) -> int:
     if st.missing and st.repo is None:
         raise UkdError(f"{root}: its DVC sidecars lie in no DVC repository (no .dvc folder "
                        "above them)")
-    rc, ran = dvc.pull(root, args.remote)
+    rc, ran = dvc.pull(root, args.remote, _dvc_timeout(args.timeout))
     for cmd in ran:
         print(f"ukdpack: ran in {st.repo}: {cmd}")
     if not ran:
@@ -374,8 +390,11 @@ def _cmd_remote_cache(args: argparse.Namespace, config: RemoteConfig) -> int:
     """``ukdpack cache stats|verify --remote-cache URL``: the server's records."""
     from ukdpack.produce import remote
 
-    store = remote.open_store(config.url, config.timeout)
-    where = remote.redact(config.url)
+    where = remote.redact_url(config.url)
+    try:
+        store = remote.open_store(config.url, config.timeout)
+    except remote.RemoteFault as e:
+        raise UkdError(f"remote compile cache {where}: {e}") from None
     try:
         if args.cache_command == "stats":
             st = remote.server_stats(store)
@@ -482,8 +501,9 @@ def _remote_flags(p: argparse.ArgumentParser, what: str = "") -> None:
 
 
 class _Parser(argparse.ArgumentParser):
-    """argparse with a "did you mean" for a mistyped command (every subcommand's parser
-    is of this class too: argparse makes them of their parent's)."""
+    """argparse with a "did you mean" for a mistyped command, its usage errors redacted
+    (a mistyped flag before a URL with a password would print the URL). Every
+    subcommand's parser is of this class too: argparse makes them of their parent's."""
 
     def error(self, message: str) -> NoReturn:
         bad = re.match(r"argument (?:COMMAND|ACTION): invalid choice: '([^']*)'", message)
@@ -493,7 +513,7 @@ class _Parser(argparse.ArgumentParser):
             near = difflib.get_close_matches(bad.group(1), choices, n=1, cutoff=0.6)
             if near:
                 message = f"unknown command '{bad.group(1)}'; did you mean '{near[0]}'?"
-        super().error(message)
+        super().error(redact(message))
 
 
 class _CmakeDir(argparse.Action):
@@ -596,6 +616,9 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("dvc-pull", help="fetch the missing DVC outputs under a root with DVC")
     p.add_argument("root", help="descriptor root folder")
     p.add_argument("--remote", metavar="NAME", help="remote for outputs that name none")
+    p.add_argument("--timeout", type=_positive_seconds, metavar="S",
+                   help="seconds each dvc pull may take before it is stopped (default 3600; "
+                   "else $UKDPACK_DVC_PULL_TIMEOUT)")
     p.set_defaults(handler=cmd_dvc_pull)
 
     p = sub.add_parser("inspect", help="what a packed shard holds: engines, packs, kernels, "
@@ -760,8 +783,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _reader_gone()
         if os.environ.get("UKDPACK_DEBUG"):
             raise
-        print(escape_controls(f"ukdpack: internal error: {type(e).__name__}: {e} (set "
-                              "UKDPACK_DEBUG=1 for a traceback, and please report it)"),
+        print(escape_controls(redact(f"ukdpack: internal error: {type(e).__name__}: {e} (set "
+                                     "UKDPACK_DEBUG=1 for a traceback, and please report it)")),
               file=sys.stderr)
         return 2
     finally:

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, TextIO
 
 from ukdpack.authored.load import Skipped
 from ukdpack.errors import Problem
+from ukdpack.redact import redact
 
 if TYPE_CHECKING:
     from rich.progress import Progress, TaskID
@@ -32,6 +33,7 @@ class Reporter:
         self._total = 0
 
     def _emit(self, text: str) -> None:
+        text = redact(text)
         with self._lock:
             if self._progress is not None:
                 self._progress.console.print(text, markup=False, highlight=False)

@@ -8,11 +8,13 @@ verdict: exit 0) and ``problems`` (objects with ``file``, ``path``, ``code``,
 from __future__ import annotations
 
 import json
+import math
 import sys
 from collections.abc import Iterable, Mapping
 from typing import Any, TextIO
 
 from ukdpack.errors import Problem
+from ukdpack.redact import redact
 
 #: Bumped when a field changes meaning or goes away; new fields do not bump it.
 FORMAT_VERSION = 1
@@ -36,5 +38,20 @@ def report(ok: bool, problems: Iterable[Problem], fields: Mapping[str, Any] | No
 
 
 def print_report(doc: Mapping[str, Any], out: TextIO | None = None) -> None:
-    """The report on stdout (or ``out``), indented, as one JSON document."""
-    print(json.dumps(doc, indent=2, ensure_ascii=False), file=out or sys.stdout)
+    """The report on stdout (or ``out``), indented, as one JSON document: no credential
+    in it (redact.py), and a number that is not finite (which JSON cannot hold: Python
+    would print ``Infinity``) as null."""
+    print(json.dumps(_clean(doc), indent=2, ensure_ascii=False, allow_nan=False),
+          file=out or sys.stdout)
+
+
+def _clean(doc: Any) -> Any:
+    if isinstance(doc, str):
+        return redact(doc)
+    if isinstance(doc, float):
+        return doc if math.isfinite(doc) else None
+    if isinstance(doc, Mapping):
+        return {_clean(k): _clean(v) for k, v in doc.items()}
+    if isinstance(doc, (list, tuple)):
+        return [_clean(v) for v in doc]
+    return doc

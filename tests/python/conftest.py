@@ -30,6 +30,14 @@ HEAVY = frozenset({
     "test_remote_cache::test_read_mode_uploads_nothing",
     "test_remote_cache::test_a_damaged_object_is_compiled_here",
     "test_remote_cache::test_a_damaged_action_entry_is_ignored",
+    # Each packs (compiles) against a hostile server; redaction, usage and dvc stay quick.
+    *(f"test_remote_hostile::test_{name}" for name in (
+        "no_channel_prints_a_credential", "a_server_cannot_make_the_client_open_a_file",
+        "a_control_character_in_an_object_name_is_an_invalid_entry",
+        "an_infinite_compile_time_never_reaches_the_report",
+        "cache_stats_and_verify_survive_a_hostile_listing",
+        "a_dripping_server_costs_one_deadline", "a_flooding_server_is_read_only_up_to_the_limit",
+        "a_redis_value_larger_than_its_entry_says_is_not_read")),
 })
 
 

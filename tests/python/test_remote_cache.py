@@ -318,7 +318,16 @@ def test_an_entry_must_recompute_to_its_key() -> None:
     assert parse_entries(key, action_record(key, [entry])) == [entry]
     other = base_key({"compiler": "id", "argv": ["--offload-arch=gfx1030"],
                       "source": "k.hip", "source_sha256": "a" * 64})
-    assert checked_entries(other, {"digest": _bound(other, [entry]), "entries": [entry]}) is None
+    # Refused (a reason instead of entries):
+    assert isinstance(checked_entries(other, {"digest": _bound(other, [entry]),
+                                              "entries": [entry]}), str)
     changed = {**entry, "deps": {**entry["deps"], "root:k.hip": "d" * 64}}  # another source
-    assert checked_entries(key, {"digest": _bound(key, [changed]), "entries": [changed]}) is None
-    assert parse_entries(key, action_record(key, [entry])[:-1]) is None  # truncated
+    assert isinstance(checked_entries(key, {"digest": _bound(key, [changed]),
+                                            "entries": [changed]}), str)
+    assert isinstance(parse_entries(key, action_record(key, [entry])[:-1]), str)  # truncated
+    for hostile in (b'{"digest": "x", "entries": ["\\ud800"]}',  # no UTF-8 form to digest
+                    b'{"digest": "x", "entries": [' + b"[" * 900 + b"]" * 901 + b"}"):
+        assert isinstance(parse_entries(key, hostile), str)
+    # The compiler's include folders given, an absolute path elsewhere is refused.
+    assert isinstance(parse_entries(key, action_record(key, [entry]), ["/opt/rocm"]), str)
+    assert parse_entries(key, action_record(key, [entry]), ["/usr/include"]) == [entry]

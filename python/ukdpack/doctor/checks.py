@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from ukdpack.errors import UkdError
+from ukdpack.redact import redact_url
 from ukdpack.words import count
 
 Status = Literal["ok", "missing", "error"]
@@ -247,7 +248,8 @@ def dvc_remotes(repo: Path) -> list[dict[str, Any]] | str:
     for line in out.splitlines():
         words = line.split()
         if len(words) >= 2:
-            remotes.append({"name": words[0], "url": words[1],
+            # a remote's URL may hold a password (https://user:pw@host/...)
+            remotes.append({"name": words[0], "url": redact_url(words[1]),
                             "default": "(default)" in words[2:]})
     return remotes
 

@@ -30,6 +30,7 @@ import hashlib
 import json
 import os
 import random
+import stat
 import sys
 import tempfile
 import threading
@@ -138,9 +139,13 @@ class FileDigests:
                 self._latest[path] = found
         if found is not None:
             return found
+        if not stat.S_ISREG(st.st_mode):
+            return None  # a FIFO or a device is never opened: its read could never end
         taken = time.time_ns()
         try:
-            with open(path, "rb") as f:
+            with open(path, "rb", opener=_nonblocking) as f:
+                if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):  # swapped meanwhile
+                    return None
                 digest = hashlib.file_digest(f, "sha256").hexdigest()
         except OSError:
             return None
@@ -182,6 +187,11 @@ class FileDigests:
 
 
 _DIGESTS_KEY = "file-digests"
+
+
+def _nonblocking(path: str, flags: int) -> int:
+    """open()'s opener: a FIFO put in a file's place meanwhile does not block the open."""
+    return os.open(path, flags | os.O_NONBLOCK)
 
 
 def _entry_ok(entry: Any) -> bool:
@@ -365,11 +375,12 @@ class CompileCache:
         doc = _read_json(self.folder / "compilers" / f"{key}.json")
         if not isinstance(doc, dict):
             return None
-        record = {k: doc.get(k) for k in ("version", "identity", "watched")}
-        watched = record["watched"]
+        record = {k: doc.get(k) for k in ("version", "identity", "watched", "includes")}
+        watched, includes = record["watched"], record["includes"]
         if not (isinstance(record["version"], str) and isinstance(record["identity"], str)
                 and isinstance(watched, dict)
-                and all(isinstance(v, list) for v in watched.values())):
+                and all(isinstance(v, list) for v in watched.values())
+                and isinstance(includes, list) and all(isinstance(v, str) for v in includes)):
             return None
         # Bound by a digest: an altered identity would change every key and the provenance.
         if doc.get("digest") != _bound(key, record):

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import itertools
 import os
 import re
 import shlex
@@ -77,6 +78,9 @@ class Compiler:
     path: str
     version: str  # the version text the compiler printed (first lines; for provenance)
     identity: str  # digest of everything that decides its objects (module docstring)
+    #: The system include folders its compiles read headers from (as it tells them): the
+    #: only files outside the source root a remote cache entry may name (remote.py).
+    include_dirs: tuple[str, ...] = ()
 
     @property
     def driver(self) -> str:
@@ -120,29 +124,35 @@ def identify(kind: str, path: str, records: CompilerRecords | None,
     key = sha256_hex(canonical_json({"kind": kind, "path": path, "env": chosen}))
     found = records.compiler_record(key) if records is not None else None
     if found is not None and all(_stat(p) == st for p, st in found["watched"].items()):
-        return Compiler(kind, path, found["version"], found["identity"])
-    version, identity, watched, whole = _fingerprint(kind, path, env, chosen,
-                                                     min(timeout, PROBE_TIMEOUT))
+        return Compiler(kind, path, found["version"], found["identity"],
+                        tuple(found["includes"]))
+    version, identity, watched, whole, includes = _fingerprint(kind, path, env, chosen,
+                                                               min(timeout, PROBE_TIMEOUT))
     # A fingerprint whose probe failed does not watch the clang: it is not kept, lest a
     # clang swapped later go unseen.
     if records is not None and whole:
         records.put_compiler_record(key, {"version": version, "identity": identity,
-                                          "watched": watched})
-    return Compiler(kind, path, version, identity)
+                                          "watched": watched, "includes": list(includes)})
+    return Compiler(kind, path, version, identity, includes)
 
 
 def _fingerprint(kind: str, path: str, env: Mapping[str, str], chosen: Mapping[str, str],
-                 timeout: float) -> tuple[str, str, dict[str, list[int]], bool]:
-    """(version text, identity, {file: stat}, whether the probe told what runs) of the
-    compiler at ``path``."""
+                 timeout: float
+                 ) -> tuple[str, str, dict[str, list[int]], bool, tuple[str, ...]]:
+    """(version text, identity, {file: stat}, whether the probe told what runs, system
+    include folders) of the compiler at ``path``."""
     real = os.path.realpath(path)
     files = [path, real] + [os.path.join(os.path.dirname(real), n) for n in _HIPCC_COMPANIONS
                             if kind == "hip"]
     version = version_text(path, timeout)
     driver = ""
+    includes: list[str] = []
     if kind == "hip":
-        driver, tools = _probe_hip(path, env, timeout, driver_of(kind, version))
+        driver, tools, includes = _probe_hip(path, env, timeout, driver_of(kind, version))
         files += tools + _compiler_libraries(tools, timeout)
+    else:  # the toolkit nvcc says it is in, and the host compiler's system folders
+        includes = [_nvcc_toolkit(path, env, timeout) or os.path.dirname(os.path.dirname(real)),
+                    *CUDA_HOST_INCLUDES]
     whole = kind != "hip" or bool(driver)
     watched: dict[str, list[int]] = {}
     digests: set[tuple[str, str]] = set()
@@ -161,14 +171,43 @@ def _fingerprint(kind: str, path: str, env: Mapping[str, str], chosen: Mapping[s
         "kind": kind, "version": version, "env": dict(chosen), "driver": driver,
         # by name, not path: the same toolchain elsewhere shares entries
         "files": sorted(digests)}))
-    return version, identity, watched, whole
+    return version, identity, watched, whole, _include_dirs(includes)
+
+
+#: The system header folders of a CUDA host compiler (gcc, clang) on Linux.
+CUDA_HOST_INCLUDES = ("/usr/include", "/usr/local/include", "/usr/lib/gcc")
+#: The flags of clang's ``-###`` that name a system include folder.
+_INCLUDE_FLAGS = frozenset({"-isystem", "-internal-isystem", "-internal-externc-isystem",
+                            "-idirafter", "-resource-dir"})
+
+
+def _nvcc_toolkit(path: str, env: Mapping[str, str], timeout: float) -> str | None:
+    """The toolkit folder nvcc's ``--dryrun`` names (``#$ TOP=``): a wrapper script on
+    PATH says nothing by its own path. None when the probe fails."""
+    try:
+        _, _, err = _run_tool([path, "--dryrun", "-cubin", "-x", "cu", os.devnull, "-o",
+                               os.devnull], env, timeout)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    for line in err.splitlines():
+        if line.startswith("#$ TOP="):
+            return line.partition("=")[2].strip()
+    return None
+
+
+def _include_dirs(found: Sequence[str]) -> tuple[str, ...]:
+    """Absolute, normalised (as spelled and with links resolved), never ``/`` itself."""
+    dirs = [f(d) for d in found if os.path.isabs(d)
+            for f in (os.path.normpath, os.path.realpath)]
+    return tuple(sorted({d for d in dirs if d != "/" and not d.startswith("//")}))
 
 
 def _probe_hip(path: str, env: Mapping[str, str], timeout: float,
-               how: str = "hipcc") -> tuple[str, list[str]]:
+               how: str = "hipcc") -> tuple[str, list[str], list[str]]:
     """The command hipcc runs for a device compile (``hipcc-cmd:``, with the flags it
-    adds) and the files clang's ``-###`` names (cc1, lld, bundler, bitcode libraries).
-    Empty when the probe fails: the identity then rests on the rest."""
+    adds), the files clang's ``-###`` names (cc1, lld, bundler, bitcode libraries) and the
+    system include folders it names. Empty when the probe fails: the identity then rests
+    on the rest."""
     # -c --cuda-device-only is what hipcc makes of --genco, which is left out so that
     # wrappers counting compiles do not count the probe.
     argv = [path, "-c", "--cuda-device-only", f"--offload-arch={PROBE_ARCH}", "-###",
@@ -178,9 +217,10 @@ def _probe_hip(path: str, env: Mapping[str, str], timeout: float,
     try:
         _, out, err = _run_tool(argv, {**env, "HIPCC_VERBOSE": "1"}, timeout)
     except (OSError, subprocess.TimeoutExpired):
-        return "", []
+        return "", [], []
     driver = ""
     files: list[str] = []
+    includes: list[str] = []
     for line in out.splitlines():
         if line.startswith("hipcc-cmd:"):
             driver = line.partition(":")[2].strip()
@@ -190,11 +230,13 @@ def _probe_hip(path: str, env: Mapping[str, str], timeout: float,
                 files += [os.path.abspath(program), os.path.realpath(program)]
     for line in err.splitlines():
         if line.startswith(' "'):  # one command of -### (the version lines are not)
-            files += [os.path.realpath(w) for w in _split(line)
+            words = _split(line)
+            files += [os.path.realpath(w) for w in words
                       if os.path.isabs(w) and os.path.isfile(w)]
+            includes += [w for flag, w in itertools.pairwise(words) if flag in _INCLUDE_FLAGS]
     if how == "clang" and files:  # a clang runs no hipcc-cmd: its own commands tell it
         driver = f"clang {os.path.realpath(path)}"
-    return driver, files
+    return driver, files, includes
 
 
 def _compiler_libraries(tools: Sequence[str], timeout: float) -> list[str]:

@@ -16,12 +16,14 @@ and nothing reads, hashes, lists or pulls it.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import importlib.util
 import json
 import os
 import posixpath
 import shlex
+import signal
 import stat
 import subprocess
 import sys
@@ -340,9 +342,16 @@ def available() -> bool:
         return False
 
 
-def pull(root: Path, remote: str | None = None) -> tuple[int, list[str]]:
+#: Seconds one ``dvc pull`` may take (``dvc-pull --timeout``, $UKDPACK_DVC_PULL_TIMEOUT).
+DEFAULT_PULL_TIMEOUT = 3600.0
+
+
+def pull(root: Path, remote: str | None = None, timeout: float = DEFAULT_PULL_TIMEOUT
+         ) -> tuple[int, list[str]]:
     """Pull every missing output under ``root`` with DVC; (exit status, commands run).
-    UkdError, before anything runs, when DVC is not installed."""
+    UkdError, before anything runs, when DVC is not installed, and when a ``dvc pull``
+    still runs after ``timeout`` seconds (a remote that stops answering): it is stopped
+    with every process it started."""
     st = status(root)
     if st.repo is None or not st.missing:
         return 0, []
@@ -354,10 +363,35 @@ def pull(root: Path, remote: str | None = None) -> tuple[int, list[str]]:
     for rem, sidecars in sorted(pull_groups(st, remote).items(), key=lambda kv: kv[0] or ""):
         argv = [sys.executable, "-m", "dvc", "pull", *(["-r", rem] if rem else []), *sidecars]
         ran.append(pull_command(rem, sidecars))
-        r = subprocess.run(argv, cwd=st.repo, check=False)
-        if r.returncode != 0:
-            return r.returncode, ran
+        rc = _run_stoppable(argv, st.repo, timeout)
+        if rc is None:
+            raise UkdError(Problem(str(root), "", f"{ran[-1]} did not finish within "
+                                   f"{timeout:g} s and was stopped (its remote does not "
+                                   "answer?); raise --timeout if a pull legitimately takes "
+                                   "longer"))
+        if rc != 0:
+            return rc, ran
     return 0, ran
+
+
+def _run_stoppable(argv: list[str], cwd: Path, timeout: float) -> int | None:
+    """The exit status of ``argv``, or None when it ran past ``timeout``. It runs in a
+    session of its own, killed whole on a timeout or an interrupt (DVC starts helpers)."""
+    proc = subprocess.Popen(argv, cwd=cwd, start_new_session=True)
+    try:
+        return proc.wait(timeout)
+    except subprocess.TimeoutExpired:
+        _kill_group(proc)
+        return None
+    except BaseException:
+        _kill_group(proc)
+        raise
+
+
+def _kill_group(proc: subprocess.Popen[bytes]) -> None:
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
 
 
 def _refused_holding(root: Path, path: Path) -> Refused | None:

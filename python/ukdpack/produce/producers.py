@@ -411,7 +411,8 @@ class Producer:
         if not make:  # a local miss: the pool asks the remote tier, then compiles
             return None
         if self.remote is not None:
-            remote_hit = self.remote.lookup(key, self.root, self.cache.digests)
+            remote_hit = self.remote.lookup(key, self.root, self.cache.digests,
+                                            comp.include_dirs)
             if remote_hit is not None:  # checked against its digests: kept here too
                 self.cache.store(key, self.root, remote_hit.deps, remote_hit.data, rerun)
                 return self._finish(job, remote_hit.data, remote_hit.deps, False,
@@ -434,11 +435,11 @@ class Producer:
         deps = outcome.deps or (str(source),)
         self.cache.store(key, self.root, deps, outcome.data, rerun)
         if self.remote is not None:
-            self._upload(key, deps, outcome.data, rerun, seconds)
+            self._upload(key, deps, outcome.data, rerun, seconds, comp.include_dirs)
         return self._finish(job, outcome.data, deps, True, f"the object compiled from {job.rel}")
 
     def _upload(self, key: str, deps: Sequence[str], data: bytes, rerun: Mapping[str, Any],
-                seconds: float) -> None:
+                seconds: float, toolchain: Sequence[str]) -> None:
         """Queue a compile for the remote tier: its entry binds the object to the key and
         the digest of every file read, with the compile's time (the summary's savings)."""
         assert self.remote is not None
@@ -446,7 +447,7 @@ class Producer:
         if recorded is not None:
             self.remote.upload(key, {"deps": recorded, "object": sha256_hex(data),
                                      "size": len(data), "seconds": round(seconds, 3),
-                                     "rerun": dict(rerun)}, data)
+                                     "rerun": dict(rerun)}, data, toolchain)
 
     def _prebuilt(self, job: Job) -> Product:
         assert job.rel is not None

@@ -24,27 +24,32 @@ Uploads run on a thread of their own; the pack waits for them after publishing, 
 from __future__ import annotations
 
 import json
+import math
+import os
 import queue
+import stat
 import sys
 import threading
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
 from ukdpack.digest import canonical_json, sha256_hex
+from ukdpack.errors import escape_controls, has_controls
 from ukdpack.produce.cache import FileDigests, _absolute, _bound, base_key
 from ukdpack.produce.remote_store import (
+    KEY,
+    MAX_ENTRY_BYTES,
+    Oversize,
     RemoteFault,
     Store,
     check_url,
     open_store,
-    redact,
-    scrub,
-    secrets_of,
 )
+from ukdpack.redact import redact, redact_url
 
-__all__ = ["RemoteFault", "Store", "check_url", "open_store", "redact"]
+__all__ = ["RemoteFault", "Store", "check_url", "open_store", "redact_url"]
 
 Mode = Literal["read", "read-write"]
 MODES: tuple[Mode, ...] = ("read", "read-write")
@@ -52,6 +57,7 @@ DEFAULT_TIMEOUT = 3.0  # seconds per request: a slow server costs at most this, 
 DEFAULT_MAX_OBJECT = 64 << 20  # bytes; larger objects are not uploaded
 DEFAULT_UPLOAD_GRACE = 30.0  # seconds a pack waits for its uploads after publishing
 KEPT_ENTRIES = 8  # entries per action key, newest last (as the local manifest)
+MAX_SECONDS = 1e9  # a recorded compile time beyond this is no compile time
 
 
 @dataclass(frozen=True)
@@ -66,37 +72,116 @@ class RemoteConfig:
 
 
 # ---------------------------------------------------------------- action entries
-def checked_entries(key: str, doc: Any) -> list[dict[str, Any]] | None:
-    """The entries of an action record, or None when it is damaged or filed under another
-    key: the record must carry the digest binding it to ``key``, and every entry's
-    compile must recompute to ``key`` (compiler, command line, source and its digest)."""
+def _relative_ok(rel: str) -> bool:
+    """A root-relative path as ukdpack writes it: no ``..``, ``.`` or empty part, not
+    absolute, no control character."""
+    return (bool(rel) and not has_controls(rel)
+            and all(part not in ("", ".", "..") for part in rel.split("/")))
+
+
+def _absolute_ok(path: str, toolchain: Sequence[str] | None) -> bool:
+    """An absolute, normalised path inside one of the compiler's include folders (any such
+    path when ``toolchain`` is None: stats and verify open no dependency)."""
+    if has_controls(path) or not path.startswith("/") or path.startswith("//") or \
+            os.path.normpath(path) != path:
+        return False
+    return toolchain is None or any(path.startswith(d + "/") for d in toolchain)
+
+
+def _shown(name: str) -> str:
+    """A name from the server, as a message may show it: redacted (before it is cut, so no
+    part of a credential is left), escaped, at most 100 characters."""
+    shown = escape_controls(redact(name))
+    return shown if len(shown) <= 100 else shown[:100] + "..."
+
+
+def _seconds_ok(value: Any) -> bool:
+    return (isinstance(value, (int, float)) and not isinstance(value, bool)
+            and (isinstance(value, int) or math.isfinite(value)) and 0 <= value <= MAX_SECONDS)
+
+
+def entry_problem(e: Any, toolchain: Sequence[str] | None) -> str | None:
+    """Why an entry from the server cannot be used, or None. Decided from the entry alone,
+    before any local file is looked at: every dependency must be inside the source root
+    (``root:<path>``) or inside one of the compiler's own include folders (``toolchain``);
+    anything else (``root:../.env``, ``/home/me/.env``, ``/dev/zero``) would let a server
+    learn the digest of a file here by which object the client fetches."""
+    if not isinstance(e, dict):
+        return "an entry is no JSON object"
+    deps, rerun = e.get("deps"), e.get("rerun")
+    if not (isinstance(deps, dict) and all(isinstance(d, str) and KEY.fullmatch(d)
+                                           for d in deps.values())):
+        return "its deps are not sha256 digests by file"
+    if not (isinstance(e.get("object"), str) and KEY.fullmatch(e["object"])):
+        return "its object is no sha256 in hex"
+    size = e.get("size")
+    if not (isinstance(size, int) and not isinstance(size, bool) and size > 0):
+        return "its size is no byte count"
+    if "seconds" in e and not _seconds_ok(e["seconds"]):
+        return "its compile time is no finite number of seconds"
+    if not (isinstance(rerun, dict) and isinstance(rerun.get("source"), str)
+            and _relative_ok(rerun["source"])):
+        return "its source is no path inside the source root"
+    for path in deps:
+        if not (_relative_ok(path[5:]) if path.startswith("root:") else
+                _absolute_ok(path, toolchain)):
+            return (f"it names {_shown(path)!r}, which is neither inside the source root "
+                    "nor inside the compiler's include folders")
+    return None
+
+
+def checked_entries(key: str, doc: Any, toolchain: Sequence[str] | None = None
+                    ) -> list[dict[str, Any]] | str:
+    """The entries of an action record, or why it is refused: the record must carry the
+    digest binding it to ``key``, every entry must pass ``entry_problem`` and its compile
+    must recompute to ``key`` (compiler, command line, source and its digest)."""
     if not isinstance(doc, dict) or not isinstance(doc.get("entries"), list):
-        return None
+        return "is damaged (not an action record)"
     entries = doc["entries"]
     if doc.get("digest") != _bound(key, entries):
-        return None
-    good: list[dict[str, Any]] = []
+        return "is damaged or filed under another key"
     for e in entries:
-        if not (isinstance(e, dict) and isinstance(e.get("deps"), dict)
-                and isinstance(e.get("object"), str) and isinstance(e.get("rerun"), dict)
-                and all(isinstance(v, str) for v in e["deps"].values())):
-            return None
+        why = entry_problem(e, toolchain)
+        if why is not None:
+            return f"is refused: {why}"
         rerun = e["rerun"]
-        source = rerun.get("source")
-        if not isinstance(source, str) or base_key({
-                "compiler": rerun.get("compiler"), "argv": rerun.get("argv"),
-                "source": source, "source_sha256": e["deps"].get("root:" + source)}) != key:
-            return None
-        good.append(e)
+        source = rerun["source"]
+        if base_key({"compiler": rerun.get("compiler"), "argv": rerun.get("argv"),
+                     "source": source, "source_sha256": e["deps"].get("root:" + source)}
+                    ) != key:
+            return "is damaged or filed under another key"
+    good: list[dict[str, Any]] = entries
     return good
 
 
-def parse_entries(key: str, raw: bytes) -> list[dict[str, Any]] | None:
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is no JSON number")
+
+
+def parse_entries(key: str, raw: bytes, toolchain: Sequence[str] | None = None
+                  ) -> list[dict[str, Any]] | str:
+    """``checked_entries`` of a record's bytes (NaN and Infinity refused)."""
     try:
-        doc = json.loads(raw)
+        doc = json.loads(raw, parse_constant=_no_constant)
     except (ValueError, RecursionError):
-        return None
-    return checked_entries(key, doc)
+        return "is damaged (not JSON)"
+    try:
+        return checked_entries(key, doc, toolchain)
+    except (ValueError, RecursionError):  # a lone surrogate or a depth its digest can't take
+        return "is damaged (no canonical JSON form)"
+
+
+def _special_file(deps: Mapping[str, str]) -> str | None:
+    """A dependency that exists but is no regular file (a FIFO, a device, a folder):
+    looked at with ``stat`` only, never opened."""
+    for path in deps:
+        try:
+            mode = os.stat(path).st_mode
+        except (OSError, ValueError):
+            continue
+        if not stat.S_ISREG(mode):
+            return path
+    return None
 
 
 def action_record(key: str, entries: list[dict[str, Any]]) -> bytes:
@@ -146,7 +231,9 @@ class RemoteStats:
         return {"url": self.url, "mode": self.mode, "local_hits": self.local_hits,
                 "remote_hits": self.remote_hits, "misses": self.misses,
                 "bytes_down": self.bytes_down, "bytes_up": self.bytes_up,
-                "uploads": self.uploads, "seconds_saved": round(self.seconds_saved, 3),
+                "uploads": self.uploads,
+                "seconds_saved": round(self.seconds_saved, 3)
+                if math.isfinite(self.seconds_saved) else None,
                 "damaged": self.damaged, "fault": self.fault,
                 "uploads_left": self.uploads_left}
 
@@ -168,7 +255,7 @@ class RemoteTier:
     def __init__(self, config: RemoteConfig, store: Store | None = None,
                  warn: Callable[[str], None] = _print_warning) -> None:
         self.config = config
-        self.where = redact(config.url)
+        self.where = redact_url(config.url)
         self._warn = warn
         self._lock = threading.Lock()
         self._store = store
@@ -177,7 +264,8 @@ class RemoteTier:
         self._counts = {"local_hits": 0, "remote_hits": 0, "misses": 0, "bytes_down": 0,
                         "bytes_up": 0, "uploads": 0, "damaged": 0}
         self._saved = 0.0
-        self._queue: queue.Queue[tuple[str, dict[str, Any], bytes] | None] = queue.Queue()
+        self._queue: queue.Queue[tuple[str, dict[str, Any], bytes, tuple[str, ...]] | None] \
+            = queue.Queue()
         self._uploader: threading.Thread | None = None
         self._left = 0
 
@@ -187,6 +275,7 @@ class RemoteTier:
             self._counts[name] += n
 
     def _off(self, why: str) -> None:
+        why = escape_controls(redact(why))
         with self._lock:
             if self._fault is not None:
                 return
@@ -195,6 +284,7 @@ class RemoteTier:
                    "it again in this pack (compiling what it would have given)")
 
     def _damaged(self, what: str) -> None:
+        what = escape_controls(redact(what))
         with self._lock:
             self._counts["damaged"] += 1
             if self._damage_told:
@@ -216,7 +306,7 @@ class RemoteTier:
                 self._store = open_store(self.config.url, self.config.timeout)
                 return self._store
             except Exception as e:  # a client refusing its options (a bad db number, ...)
-                why = scrub(f"{type(e).__name__}: {e}", secrets_of(self.config.url))
+                why = str(e) if isinstance(e, RemoteFault) else f"{type(e).__name__}: {e}"
         self._off(why)
         return None
 
@@ -227,27 +317,43 @@ class RemoteTier:
         self._count("misses")
 
     # ------------------------------------------------------------ lookups
-    def lookup(self, key: str, root: Path, digests: FileDigests) -> RemoteHit | None:
+    def lookup(self, key: str, root: Path, digests: FileDigests,
+               toolchain: Sequence[str] = ()) -> RemoteHit | None:
         """The remote compile of ``key`` whose every input here has its recorded digest,
-        its object checked against its sha256; None on a miss, damage or a fault."""
+        its object checked against its sha256; None on a miss, damage or a fault. An
+        entry naming a file outside ``root`` and the compiler's include folders
+        (``toolchain``), or a file that is not a regular file, is refused before any file
+        is opened (entry_problem)."""
         store = self._server()
         if store is None:
             return None
         try:
-            raw = store.get("ac", key)
+            try:
+                raw = store.get("ac", key, MAX_ENTRY_BYTES)
+            except Oversize:
+                raw = b""
             if raw is None:
                 return None
-            entries = parse_entries(key, raw)
-            if entries is None:
-                self._damaged(f"action entry ac/{key[:16]} is damaged or filed under "
-                              "another key")
+            entries = parse_entries(key, raw, toolchain)
+            if isinstance(entries, str):
+                self._damaged(f"action entry ac/{key[:16]} {entries}")
                 return None
             for entry in reversed(entries):
                 deps = _absolute(entry["deps"], root)
-                if not all(digests.digest(p, recheck=False) == d for p, d in deps.items()):
+                special = _special_file(deps)
+                if special is not None:
+                    self._damaged(f"action entry ac/{key[:16]} is refused: it names "
+                                  f"{_shown(special)!r}, which is not a regular file")
+                    return None
+                if not digests.all_match(deps):
                     continue
-                sha = entry["object"]
-                data = store.get("cas", sha)
+                sha, size = entry["object"], entry["size"]
+                if size > self.config.max_object_bytes:
+                    continue  # larger than this client fetches: a compile
+                try:
+                    data = store.get("cas", sha, size)
+                except Oversize:
+                    data = b""
                 if data is None:
                     continue  # evicted: another entry, or a compile
                 self._count("bytes_down", len(data))
@@ -255,30 +361,32 @@ class RemoteTier:
                     self._damaged(f"object cas/{sha[:16]} is damaged (its bytes are not "
                                   "the sha256 it is stored under)")
                     continue
-                seconds = entry.get("seconds")
-                seconds = float(seconds) if isinstance(seconds, (int, float)) else 0.0
+                seconds = float(entry.get("seconds", 0.0))
                 with self._lock:
                     self._counts["remote_hits"] += 1
-                    self._saved += max(0.0, seconds)
+                    self._saved += seconds
                 return RemoteHit(data, tuple(deps), seconds)
         except RemoteFault as e:
             self._off(str(e))
         return None
 
     # ------------------------------------------------------------ uploads
-    def upload(self, key: str, entry: Mapping[str, Any], data: bytes) -> None:
+    def upload(self, key: str, entry: Mapping[str, Any], data: bytes,
+               toolchain: Sequence[str] = ()) -> None:
         """Queue a compile for upload (read-write mode; objects above the size cap are
-        not uploaded). ``entry``: deps (portable), object, seconds, rerun."""
+        not uploaded, nor compiles that read a file outside the source root and the
+        compiler's include folders: every reader would refuse the entry). ``entry``: deps
+        (portable), object, size, seconds, rerun."""
         if self.config.mode != "read-write" or self.off:
             return
-        if len(data) > self.config.max_object_bytes:
+        if len(data) > self.config.max_object_bytes or entry_problem(entry, toolchain):
             return
         with self._lock:
             if self._uploader is None:
                 self._uploader = threading.Thread(target=self._upload_all, daemon=True,
                                                   name="ukdpack-remote-upload")
                 self._uploader.start()
-        self._queue.put((key, dict(entry), data))
+        self._queue.put((key, dict(entry), data, tuple(toolchain)))
 
     def _upload_all(self) -> None:
         while True:
@@ -287,23 +395,30 @@ class RemoteTier:
                 return
             if self.off:
                 continue
-            key, entry, data = item
+            key, entry, data, toolchain = item
             store = self._server()
             if store is None:
                 continue
             try:
-                self._upload(store, key, entry, data)
+                self._upload(store, key, entry, data, toolchain)
             except RemoteFault as e:
                 self._off(str(e))
 
-    def _upload(self, store: Store, key: str, entry: dict[str, Any], data: bytes) -> None:
+    def _upload(self, store: Store, key: str, entry: dict[str, Any], data: bytes,
+                toolchain: Sequence[str]) -> None:
         sha = entry["object"]
         if not store.has("cas", sha):  # the object first: an entry never names a missing one
             store.put("cas", sha, data)
             self._count("bytes_up", len(data))
-        raw = store.get("ac", key)
-        entries = (parse_entries(key, raw) if raw is not None else None) or []
-        entries = [e for e in entries if e["deps"] != entry["deps"]]
+        try:
+            raw = store.get("ac", key, MAX_ENTRY_BYTES)
+        except Oversize:
+            raw = None
+        # The entries there are kept only when this client would use them: one it refuses
+        # (a hostile or damaged record) is replaced, not carried along.
+        found = parse_entries(key, raw, toolchain) if raw is not None else []
+        entries = [e for e in (found if isinstance(found, list) else [])
+                   if e["deps"] != entry["deps"]]
         entries.append(entry)
         record = action_record(key, entries[-KEPT_ENTRIES:])
         store.put("ac", key, record)
@@ -345,10 +460,16 @@ class ServerStats:
 
 
 def _records(store: Store) -> Iterator[tuple[str, list[dict[str, Any]] | None]]:
+    """Each listed action key and its entries (None when refused); names that are no key
+    never reach here (Store.keys)."""
     for key in sorted(store.keys("ac")):
-        raw = store.get("ac", key)
+        try:
+            raw = store.get("ac", key, MAX_ENTRY_BYTES)
+        except Oversize:
+            raw = b""
         if raw is not None:
-            yield key, parse_entries(key, raw)
+            found = parse_entries(key, raw)
+            yield key, found if isinstance(found, list) else None
 
 
 def server_stats(store: Store) -> ServerStats:
@@ -360,12 +481,10 @@ def server_stats(store: Store) -> ServerStats:
         if found is None:
             broken += 1
             continue
-        for e in found:
+        for e in found:  # checked: sizes are counts, seconds finite
             entries += 1
-            size = e.get("size")
-            sizes[e["object"]] = size if isinstance(size, int) else 0
-            s = e.get("seconds")
-            seconds += float(s) if isinstance(s, (int, float)) else 0.0
+            sizes[e["object"]] = e["size"]
+            seconds += float(e.get("seconds", 0.0))
     return ServerStats(keys, entries, broken, len(sizes), sum(sizes.values()), seconds)
 
 
@@ -393,7 +512,10 @@ def server_verify(store: Store) -> list[ServerVerdict]:
             if sha in checked:
                 continue
             checked.add(sha)
-            data = store.get("cas", sha)
+            try:
+                data = store.get("cas", sha, e["size"])
+            except Oversize:
+                data = b""
             if data is None:
                 verdicts.append(ServerVerdict("missing", f"object cas/{sha[:16]} (of ac/"
                                                      f"{key[:16]}) is missing"))

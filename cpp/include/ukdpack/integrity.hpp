@@ -28,6 +28,7 @@ namespace ukdpack {
 struct EntryFindings {
   std::string sha256;
   Result<std::vector<std::string>> kernels;
+  Result<std::string> target;  // checkCodeObjectTarget against the entry's arch
 };
 
 // Opened archives, one per path, shared by every launch that names it; and the

@@ -12,7 +12,7 @@ import sys
 from collections.abc import Iterable, Mapping
 from typing import Any, TextIO
 
-from ukdpack.errors import Problem
+from ukdpack.errors import Problem, escape_bytes
 
 #: Bumped when a field changes meaning or goes away; new fields do not bump it.
 FORMAT_VERSION = 1
@@ -35,6 +35,18 @@ def report(ok: bool, problems: Iterable[Problem], fields: Mapping[str, Any] | No
             "problems": [problem_doc(p) for p in problems], **(fields or {})}
 
 
+def _text_only(value: Any) -> Any:
+    """``value`` with every string (keys too) able to leave as UTF-8: a name that is not
+    UTF-8 keeps its stray bytes as ``\\xNN``, so the report stays JSON."""
+    if isinstance(value, str):
+        return escape_bytes(value)
+    if isinstance(value, Mapping):
+        return {_text_only(k): _text_only(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_text_only(v) for v in value]
+    return value
+
+
 def print_report(doc: Mapping[str, Any], out: TextIO | None = None) -> None:
     """The report on stdout (or ``out``), indented, as one JSON document."""
-    print(json.dumps(doc, indent=2, ensure_ascii=False), file=out or sys.stdout)
+    print(json.dumps(_text_only(doc), indent=2, ensure_ascii=False), file=out or sys.stdout)

@@ -33,11 +33,18 @@ def _byte(ch: str) -> str:
     return f"\\x{ord(ch) - 0xDC00:02x}" if "\udc80" <= ch <= "\udcff" else ""
 
 
+def is_utf8(text: str) -> bool:
+    """Whether ``text`` (a name from os.listdir and the like) holds no stray byte: a name
+    that does is refused by the walker, unread (NAME_NOT_UTF8), and a command that lists
+    files itself refuses it alike, naming it with ``escape_bytes``."""
+    return _SURROGATE.search(text) is None
+
+
 def escape_bytes(text: str) -> str:
     """``text`` with each byte that is not UTF-8 (a surrogate escape) written ``\\xNN``,
     control characters left as they are: a name as JSON, which escapes those itself, can
     hold it. Shared by every command that reports file names it listed itself."""
-    if _SURROGATE.search(text) is None:
+    if is_utf8(text):
         return text
     return _SURROGATE.sub(lambda m: _byte(m.group()) or repr(m.group())[1:-1], text)
 

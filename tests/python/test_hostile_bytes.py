@@ -365,3 +365,14 @@ def test_the_depfile_refuses_a_path_with_a_line_break(tmp_path: Path) -> None:
     assert not depfile.exists()
     write_depfile(depfile, "stamp", ["a b.h", os.fsdecode(b"caf\xe9.h")])
     assert depfile.read_bytes() == b"stamp: \\\n a\\ b.h \\\n caf\xe9.h\n"
+
+
+def test_the_shared_name_helpers_escape_stray_bytes() -> None:
+    """The helpers every command that lists files itself uses (migrate among them): a name
+    that is not UTF-8 is told apart and shown as the runtime shows it."""
+    from ukdpack.errors import escape_bytes, is_utf8, quote_name
+
+    name = os.fsdecode(b"caf\xe9\n.udd.json")
+    assert not is_utf8(name) and is_utf8("café.udd.json")
+    assert escape_bytes(name) == "caf\\xe9\n.udd.json"  # JSON escapes the newline itself
+    assert quote_name(name) == "'caf\\xe9\\n.udd.json'"

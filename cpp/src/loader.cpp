@@ -95,7 +95,8 @@ std::string shortQuotes(const std::string& message) {
     const std::size_t open = message.find('\'', i);
     const std::size_t close = open == std::string::npos ? open : message.find('\'', open + 1);
     if (close == std::string::npos) return out + message.substr(i);
-    out += message.substr(i, open + 1 - i) + shortQuote(std::string_view(message).substr(open + 1, close - open - 1)) + "'";
+    const std::string_view quoted = std::string_view(message).substr(open + 1, close - open - 1);
+    out += message.substr(i, open + 1 - i) + shortQuote(quoted) + "'";
     i = close + 1;
   }
 }
@@ -955,8 +956,9 @@ void walkFolder(const fs::path& folder, const std::string& relFolder, const Walk
       continue;
     }
     // A name that is no UTF-8 text cannot be a file field, an id's origin or a JSON
-    // report's string: refused, named with its bytes escaped, and not read.
-    if ((isDir || isJson) && !detail::validUtf8(name)) {
+    // report's string: refused, named with its bytes escaped, and not read (a folder
+    // only when descriptors lie in it; any other is no business of the walk).
+    if ((isJson || (realDir && holdsDescriptors(e.path()))) && !detail::validUtf8(name)) {
       diags.push_back(makeError("NAME_NOT_UTF8", escapedText(rel), "",
                                 std::string("the ") + (isDir ? "folder" : "file") +
                                     " name is not UTF-8 text; it was not " + (isDir ? "walked" : "read") +

@@ -376,3 +376,17 @@ def test_the_shared_name_helpers_escape_stray_bytes() -> None:
     assert not is_utf8(name) and is_utf8("café.udd.json")
     assert escape_bytes(name) == "caf\\xe9\n.udd.json"  # JSON escapes the newline itself
     assert quote_name(name) == "'caf\\xe9\\n.udd.json'"
+
+
+def test_a_folder_named_not_utf8_without_descriptors_is_left_alone(tmp_path: Path) -> None:
+    """Only names the walk would read are refused: a folder of other files (notes, build
+    outputs) named with stray bytes is no business of the judges."""
+    tree = _prebuilt_tree(tmp_path)
+    folder = os.path.join(bytes(tree), b"notes\xff")
+    os.mkdir(folder)
+    with open(os.path.join(folder, b"readme.txt"), "w") as f:
+        f.write("not a descriptor\n")
+    r = _ukdpack("validate", tree)
+    assert r.returncode == 0, _clean(r)
+    v = _validate(tree, "--authored")
+    assert v.returncode == 0, _clean(v)

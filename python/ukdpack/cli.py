@@ -681,7 +681,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     handler: Handler = args.handler
     own_signals = threading.current_thread() is threading.main_thread()
-    previous = {s: signal.signal(s, _interrupt) for s in STOP_SIGNALS} if own_signals else {}
+    # A signal ignored on entry stays ignored: `nohup ukdpack pack` must outlive its
+    # terminal, and a background job of a script ignores Ctrl-C.
+    previous = {s: signal.signal(s, _interrupt) for s in STOP_SIGNALS
+                if own_signals and signal.getsignal(s) is not signal.SIG_IGN}
     interrupted = False
     try:
         code = handler(args)

@@ -390,3 +390,30 @@ def test_a_folder_named_not_utf8_without_descriptors_is_left_alone(tmp_path: Pat
     assert r.returncode == 0, _clean(r)
     v = _validate(tree, "--authored")
     assert v.returncode == 0, _clean(v)
+
+
+@pytest.mark.parametrize("ignored", [True, False])
+def test_a_sighup_ignored_on_entry_stays_ignored(tmp_path: Path, ignored: bool) -> None:
+    """`nohup ukdpack pack` must outlive its terminal: the stop handler is installed only
+    for a signal not ignored on entry. The command signals itself mid-run."""
+    tree = _prebuilt_tree(tmp_path)
+    script = (
+        "import os, signal, sys\n"
+        f"if {ignored}: signal.signal(signal.SIGHUP, signal.SIG_IGN)\n"
+        "import ukdpack.authored.validate as v\n"
+        "real = v.validate\n"
+        "def hup(*a, **k):\n"
+        "    os.kill(os.getpid(), signal.SIGHUP)\n"
+        "    return real(*a, **k)\n"
+        "v.validate = hup\n"
+        "from ukdpack.cli import main\n"
+        f"sys.exit(main(['validate', {str(tree)!r}]))\n")
+    r = subprocess.run([sys.executable, "-c", script], capture_output=True, check=False,
+                       timeout=LIMIT, env=_env())
+    err = _clean(r)
+    if ignored:
+        assert r.returncode == 0, err
+        assert "stopped by" not in err
+    else:
+        assert r.returncode == 129, err
+        assert err.count("ukdpack: stopped by SIGHUP") == 1, err

@@ -99,7 +99,7 @@ void bindDescriptors(py::module_& m) {
       "read_json_file",
       [](const std::string& path) -> py::tuple {
         auto doc = readDescriptorFile(path);
-        if (!doc) return py::make_tuple(py::none(), doc.error().jsonPath, doc.error().message);
+        if (!doc) return py::make_tuple(py::none(), utf8Text(doc.error().jsonPath), utf8Text(doc.error().message));
         return py::make_tuple(fromJson(doc.value()), py::none(), py::none());
       },
       py::arg("path"),

@@ -43,7 +43,7 @@ std::string backendRepr(const PyBackend& b) {
 [[noreturn]] void raiseFailure(const Diagnostic& d, py::handle cause) {
   const bool device = d.code.rfind("DEVICE_", 0) == 0;
   PyObject* type = device ? gDeviceError : runtimeCheckErrorType();
-  const std::string text = (d.code.empty() ? std::string() : d.code + ": ") + d.str();
+  const std::string text = utf8Text((d.code.empty() ? std::string() : d.code + ": ") + d.str());
   py::object err = py::reinterpret_borrow<py::object>(type)(text);
   err.attr("code") = d.code;
   err.attr("diagnostic") = diagnosticDict(d);

@@ -19,7 +19,9 @@ void bindEdit(py::module_& m) {
       [](const py::bytes& data) -> py::tuple {
         const std::string text = data;
         auto spans = jsonSpans(text);
-        if (!spans) return py::make_tuple(py::none(), spans.error().jsonPath, spans.error().message);
+        if (!spans) {
+          return py::make_tuple(py::none(), utf8Text(spans.error().jsonPath), utf8Text(spans.error().message));
+        }
         py::list out;
         for (const JsonSpan& s : spans.value()) {
           py::dict d;

@@ -24,13 +24,13 @@ struct CodeObjectFailure : std::runtime_error {
 
 template <class T>
 T valueOr(Result<T>&& r) {
-  if (!r) throw KpackFailure(r.error().str());
+  if (!r) throw KpackFailure(utf8Text(r.error().str()));
   return std::move(r).value();
 }
 
 template <class T>
 T codeValueOr(Result<T>&& r) {
-  if (!r) throw CodeObjectFailure(r.error().str());
+  if (!r) throw CodeObjectFailure(utf8Text(r.error().str()));
   return std::move(r).value();
 }
 
@@ -152,6 +152,16 @@ void bindKpack(py::module_& m) {
       "malformed): read that one on the packer's own path, which words the problem. With `spool_fd` (a "
       "writable file) and `zstd_level` > 0, each frame is appended to that file as an archive record (u32 "
       "length, then the frame) and the last item is (record offset, record size, image size) instead.");
+  m.def(
+      "check_code_object_target",
+      [](const py::bytes& data, const std::string& arch) {
+        const std::string_view view = data;
+        return codeValueOr(checkCodeObjectTarget(view, arch));
+      },
+      py::arg("data"), py::arg("arch") = "",
+      "The processor an AMDGPU code object is built for once its ELF header (e_flags) and its metadata "
+      "note's amdhsa.target agree (and, with `arch`, it runs there); '' for a cubin. Raises ValueError "
+      "naming both sides when they disagree.");
   m.def(
       "code_object_kernels",
       [](const py::bytes& data) {

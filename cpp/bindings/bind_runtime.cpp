@@ -34,7 +34,7 @@ PyObject* gRuntimeCheckError = nullptr;
 // Raises RuntimeCheckError("<CODE>: <file>: <path>: <message>") with .code
 // and .diagnostic set, so callers can both print and branch on it.
 [[noreturn]] void raise(const Diagnostic& d) {
-  const std::string text = (d.code.empty() ? std::string() : d.code + ": ") + d.str();
+  const std::string text = utf8Text((d.code.empty() ? std::string() : d.code + ": ") + d.str());
   py::object type = py::reinterpret_borrow<py::object>(gRuntimeCheckError);
   py::object err = type(text);
   err.attr("code") = d.code;

@@ -77,9 +77,9 @@ py::dict diagnosticDict(const Diagnostic& d) {
   py::dict out;
   out["severity"] = severityName(d.severity);
   out["code"] = d.code;
-  out["file"] = d.file;
-  out["path"] = d.jsonPath;
-  out["message"] = d.message;
+  out["file"] = utf8Text(d.file);  // a str cannot hold bytes that are not UTF-8
+  out["path"] = utf8Text(d.jsonPath);
+  out["message"] = utf8Text(d.message);
   return out;
 }
 
@@ -94,7 +94,7 @@ void raiseDiagnostics(const std::vector<Diagnostic>& diags) {
   for (const Diagnostic& d : diags) {
     if (d.severity != Severity::Error) continue;
     if (!msg.empty()) msg += "\n";
-    msg += d.str();
+    msg += utf8Text(d.str());
   }
   throw py::value_error(msg.empty() ? "invalid input" : msg);
 }

@@ -4,8 +4,14 @@
 
 #include <algorithm>
 #include <cstring>
+#include <cstdio>
 #include <optional>
 #include <set>
+
+#include <msgpack.hpp>
+
+#include "utf8.hpp"
+#include "ukdpack/arch.hpp"
 
 namespace ukdpack {
 
@@ -19,6 +25,10 @@ constexpr std::uint16_t kEmCuda = 190;
 constexpr std::uint32_t kShtSymtab = 2;
 constexpr std::uint32_t kShtStrtab = 3;
 constexpr std::uint32_t kShtDynsym = 11;
+constexpr std::uint32_t kShtNote = 7, kShtNobits = 8;
+constexpr std::uint32_t kNtAmdgpuMetadata = 32;
+constexpr std::uint64_t kEflagsOffset = 0x30;
+constexpr unsigned kEfAmdgpuMach = 0xff;
 constexpr std::uint64_t kEhdrSize = 64;
 constexpr std::uint64_t kShdrSize = 64;
 constexpr std::uint64_t kSymSize = 24;
@@ -77,6 +87,40 @@ Result<std::uint16_t> elfMachine(std::string_view elf) {
         fail("CODEOBJECT_MALFORMED", "malformed ELF: expected a 64-bit little-endian ELF"));
   return Result<std::uint16_t>::success(static_cast<std::uint16_t>(b.le(18, 2)));
 }
+
+std::uint64_t le(std::string_view d, std::uint64_t off, int n) {  // caller checked the bounds
+  return Bytes{d}.le(off, n);
+}
+
+std::uint64_t align4(std::uint64_t n) { return (n + 3) / 4 * 4; }
+
+// The amdhsa.target string of a metadata note's msgpack document, or nullopt
+// when it is no map or holds no such string (the packer's reader words those).
+std::optional<std::string> noteTarget(std::string_view note) {
+  try {
+    const std::size_t n = note.size();  // no container may claim more items than bytes
+    const msgpack::unpack_limit limit(n, n, n, n, n, 64);
+    std::size_t off = 0;
+    const msgpack::object_handle handle = msgpack::unpack(note.data(), n, off, nullptr, nullptr, limit);
+    const msgpack::object& doc = handle.get();
+    if (doc.type != msgpack::type::MAP) return std::nullopt;
+    std::optional<std::string> found;  // the last of duplicate keys wins, as in Python
+    for (std::uint32_t i = 0; i < doc.via.map.size; ++i) {
+      const msgpack::object_kv& kv = doc.via.map.ptr[i];
+      if (kv.key.type != msgpack::type::STR ||
+          std::string_view(kv.key.via.str.ptr, kv.key.via.str.size) != "amdhsa.target")
+        continue;
+      found = kv.val.type == msgpack::type::STR
+                  ? std::optional<std::string>(std::string(kv.val.via.str.ptr, kv.val.via.str.size))
+                  : std::nullopt;
+    }
+    return found;
+  } catch (...) {  // malformed msgpack: the packer's reader says what is wrong
+    return std::nullopt;
+  }
+}
+
+Diagnostic targetMismatch(const std::string& message) { return fail("CODEOBJECT_TARGET_MISMATCH", message); }
 
 struct BundleEntry {
   std::string triple;
@@ -287,6 +331,89 @@ Result<bool> codeObjectHasKernel(std::string_view bytes, const std::string& symb
   if (!names) return Result<bool>::failure(names.error());
   return Result<bool>::success(
       std::binary_search(names.value().begin(), names.value().end(), symbol));
+}
+
+std::optional<std::string_view> amdgpuMetadataNote(std::string_view image) {
+  const std::uint64_t n = image.size();
+  if (n < 64 || image[4] != 2 || image[5] != 1) return std::nullopt;
+  const std::uint64_t shoff = le(image, 40, 8);
+  const std::uint64_t shentsize = le(image, 58, 2), shnum = le(image, 60, 2), shstrndx = le(image, 62, 2);
+  if (shnum == 0) return std::nullopt;  // no sections: no note
+  if (shentsize < 64 || shoff > n || shnum * shentsize > n - shoff || shstrndx >= shnum) return std::nullopt;
+  struct Header {
+    std::uint64_t name, type, offset, size;
+  };
+  std::vector<Header> headers;
+  headers.reserve(shnum);
+  for (std::uint64_t i = 0; i < shnum; ++i) {
+    const std::uint64_t at = shoff + i * shentsize;
+    Header h{le(image, at, 4), le(image, at + 4, 4), le(image, at + 24, 8), le(image, at + 32, 8)};
+    if (h.type == kShtNobits) {
+      h.size = 0;
+    } else if (h.offset > n || h.size > n - h.offset) {
+      return std::nullopt;
+    }
+    headers.push_back(h);
+  }
+  const Header& names = headers[shstrndx];
+  const std::string_view table =
+      names.size == 0 ? std::string_view() : image.substr(names.offset, names.size);
+  for (const Header& h : headers) {  // every name must lie in its table, as the reader checks
+    if (h.name >= table.size() || table.find('\0', h.name) == std::string_view::npos) return std::nullopt;
+  }
+  for (const Header& h : headers) {
+    if (h.type != kShtNote) continue;
+    const std::string_view data = image.substr(h.offset, h.size);
+    std::optional<std::string_view> found;
+    for (std::uint64_t i = 0; i + 12 <= data.size();) {
+      const std::uint64_t namesz = le(data, i, 4), descsz = le(data, i + 4, 4), type = le(data, i + 8, 4);
+      const std::uint64_t nameAt = i + 12, descAt = nameAt + align4(namesz);
+      if (descAt > data.size() || descsz > data.size() - descAt) return std::nullopt;
+      std::string_view owner = data.substr(nameAt, namesz);
+      while (!owner.empty() && owner.back() == '\0') owner.remove_suffix(1);
+      if (!found && owner == "AMDGPU" && type == kNtAmdgpuMetadata) found = data.substr(descAt, descsz);
+      i = descAt + align4(descsz);
+    }
+    if (found) return found;  // the whole section's notes were read, as the reader reads them
+  }
+  return std::nullopt;
+}
+
+Result<std::string> checkCodeObjectTarget(std::string_view bytes, std::string_view arch) {
+  using R = Result<std::string>;
+  auto view = inspectCodeObject(bytes);
+  if (!view) return R::failure(view.error());
+  if (view.value().format == CodeObjectFormat::CudaElf) return R::success("");
+  const std::string_view elf = view.value().elf;
+  const auto mach = static_cast<unsigned>(Bytes{elf}.le(kEflagsOffset, 4)) & kEfAmdgpuMach;
+  const std::string header = amdgpuMachProcessor(mach);
+  const auto note = amdgpuMetadataNote(elf);
+  const std::optional<std::string> target = note ? noteTarget(*note) : std::nullopt;
+  char machText[8];
+  std::snprintf(machText, sizeof machText, "0x%03x", mach);
+  if (header.empty()) {
+    return R::failure(targetMismatch("its ELF header (e_flags) names machine " + std::string(machText) +
+                                     ", which is no AMDGPU processor" +
+                                     (target ? "; its metadata note names '" + escapedText(*target) + "'"
+                                             : std::string()) +
+                                     ": the object is damaged or from a compiler newer than ukdpack; rebuild it"));
+  }
+  if (!target) return R::success(header);
+  const std::string_view full = *target;
+  const std::size_t dashes = full.rfind("--");
+  const std::string named = bareArch(dashes != std::string_view::npos ? full.substr(dashes + 2)
+                                                                      : full.substr(full.rfind('-') + 1));
+  if (named != header) {
+    return R::failure(targetMismatch(
+        "its ELF header (e_flags) names " + header + " but its AMDGPU metadata note (amdhsa.target '" +
+        escapedText(full) + "') names " + escapedText(named) +
+        "; a loader picks the ISA by the header, so the two must agree: rebuild the object"));
+  }
+  if (!arch.empty() && !targetRunsOn(header, arch)) {
+    return R::failure(targetMismatch("it is built for " + header + " (ELF header e_flags and metadata note), not " +
+                                     escapedText(arch) + ", the arch it is filed under"));
+  }
+  return R::success(header);
 }
 
 }  // namespace ukdpack

@@ -340,6 +340,16 @@ Result<std::vector<std::uint8_t>> loadLaunchCode(const Kernel& kernel, const fs:
                 "the code object for " + useArch + " (toc key '" + src->tocKey + "') is not readable: " +
                     kernels.error().message);
   }
+  // ... and its ELF header, its metadata note and the arch it is filed under agree.
+  const Result<std::string> target =
+      found ? found->target
+            : checkCodeObjectTarget(std::string_view(reinterpret_cast<const char*>(code->data()), code->size()),
+                                    useArch);
+  if (!target) {
+    return fail("CODE_OBJECT_INVALID", jsonPathKey(path, "toc_key"),
+                "the code object for " + useArch + " (toc key '" + src->tocKey + "') is refused: " +
+                    target.error().message);
+  }
   if (!std::binary_search(kernels.value().begin(), kernels.value().end(), src->symbol)) {
     std::string held;
     for (const std::string& k : kernels.value()) held += (held.empty() ? "" : ", ") + k;
@@ -372,8 +382,9 @@ void checkArchiveEntries(ArchiveCache& cache, const fs::path& path, unsigned thr
       if (!bytes) continue;
       const std::vector<std::uint8_t>& code = bytes.value();
       const std::string_view view(reinterpret_cast<const char*>(code.data()), code.size());
-      cache.rememberFindings(entryKey(at, key, target), std::make_shared<const EntryFindings>(EntryFindings{
-                                                            sha256Hex(code), codeObjectKernels(view)}));
+      cache.rememberFindings(entryKey(at, key, target),
+                             std::make_shared<const EntryFindings>(EntryFindings{
+                                 sha256Hex(code), codeObjectKernels(view), checkCodeObjectTarget(view, target)}));
     }
   });
 }

@@ -81,6 +81,17 @@ PathVerdict checkContained(const fs::path& root, const fs::path& baseDir, const 
   return v;
 }
 
+const char* fileKindName(std::filesystem::file_type t) {
+  switch (t) {
+    case std::filesystem::file_type::fifo: return "a FIFO";
+    case std::filesystem::file_type::socket: return "a socket";
+    case std::filesystem::file_type::block: return "a block device";
+    case std::filesystem::file_type::character: return "a character device";
+    case std::filesystem::file_type::not_found: return "nothing (a dangling symbolic link)";
+    default: return "not a regular file";
+  }
+}
+
 std::string describeFileProblem(const PathVerdict& v, const std::string& name,
                                 const std::string& what, const std::string& descriptorFile) {
   switch (v.problem) {
@@ -97,6 +108,13 @@ std::string describeFileProblem(const PathVerdict& v, const std::string& name,
   }
   std::error_code ec;
   if (v.regularFile || std::filesystem::is_regular_file(v.joined, ec)) return {};
+  // Something that is there but no regular file is named for what it is, not "not found".
+  const std::filesystem::file_type there = std::filesystem::status(v.joined, ec).type();
+  if (there == std::filesystem::file_type::fifo || there == std::filesystem::file_type::socket ||
+      there == std::filesystem::file_type::block || there == std::filesystem::file_type::character) {
+    return what + " '" + name + "' is not a regular file: expected a file at " + v.rootRel + ", found " +
+           fileKindName(there) + "; it was not opened";
+  }
   const std::string folder = std::filesystem::path(descriptorFile).parent_path().generic_string();
   return what + " '" + name + "' not found: expected " + v.rootRel +
          " (paths are relative to the descriptor's folder, " +

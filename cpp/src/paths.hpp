@@ -34,6 +34,10 @@ PathVerdict checkContained(const std::filesystem::path& root, const std::filesys
                            const std::filesystem::path* realRoot = nullptr,
                            RealFolders* folders = nullptr);
 
+// What a directory entry is, without opening it ("a FIFO", "a socket", ...): a FIFO
+// named like a descriptor or a source must not block (opening one waits for a writer).
+const char* fileKindName(std::filesystem::file_type t);
+
 // Why a descriptor's path to a file (`what`: "source", "artifact", ...) is refused,
 // worded as the Python packer words it; empty when the file is there. `descriptorFile`
 // is the root-relative descriptor that names it.

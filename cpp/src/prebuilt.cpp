@@ -26,8 +26,6 @@ namespace ukdpack {
 
 namespace {
 
-constexpr std::uint32_t kShtNote = 7, kShtNobits = 8;
-constexpr std::uint32_t kNtAmdgpuMetadata = 32;
 constexpr std::uint64_t kMaxObjectBytes = std::uint64_t(1) << 34;  // 16 GiB: far past any code object
 
 std::uint64_t le(std::string_view d, std::uint64_t off, int n) {  // caller checked the bounds
@@ -35,8 +33,6 @@ std::uint64_t le(std::string_view d, std::uint64_t off, int n) {  // caller chec
   for (int i = n - 1; i >= 0; --i) v = v << 8 | static_cast<unsigned char>(d[off + i]);
   return v;
 }
-
-std::uint64_t align4(std::uint64_t n) { return (n + 3) / 4 * 4; }
 
 using CompressContext = std::unique_ptr<ZSTD_CCtx, decltype(&ZSTD_freeCCtx)>;
 
@@ -95,7 +91,7 @@ PrebuiltObject readOne(const std::string& path, ZSTD_CCtx* cctx, int level, bool
   if (!view || view.value().format == CodeObjectFormat::CudaElf) return out;
   const std::string_view elf = view.value().elf;
   const auto note = amdgpuMetadataNote(elf);
-  if (!note) return out;
+  if (!note || !checkCodeObjectTarget(all)) return out;
   out.sha256 = sha256Hex(elf.data(), elf.size());
   if (out.sha256.empty()) return out;
   out.elfOffset = static_cast<std::size_t>(elf.data() - all.data());
@@ -126,52 +122,6 @@ PrebuiltObject readOne(const std::string& path, ZSTD_CCtx* cctx, int level, bool
 }
 
 }  // namespace
-
-std::optional<std::string_view> amdgpuMetadataNote(std::string_view image) {
-  const std::uint64_t n = image.size();
-  if (n < 64 || image[4] != 2 || image[5] != 1) return std::nullopt;
-  const std::uint64_t shoff = le(image, 40, 8);
-  const std::uint64_t shentsize = le(image, 58, 2), shnum = le(image, 60, 2), shstrndx = le(image, 62, 2);
-  if (shnum == 0) return std::nullopt;  // no sections: no note
-  if (shentsize < 64 || shoff > n || shnum * shentsize > n - shoff || shstrndx >= shnum) return std::nullopt;
-  struct Header {
-    std::uint64_t name, type, offset, size;
-  };
-  std::vector<Header> headers;
-  headers.reserve(shnum);
-  for (std::uint64_t i = 0; i < shnum; ++i) {
-    const std::uint64_t at = shoff + i * shentsize;
-    Header h{le(image, at, 4), le(image, at + 4, 4), le(image, at + 24, 8), le(image, at + 32, 8)};
-    if (h.type == kShtNobits) {
-      h.size = 0;
-    } else if (h.offset > n || h.size > n - h.offset) {
-      return std::nullopt;
-    }
-    headers.push_back(h);
-  }
-  const Header& names = headers[shstrndx];
-  const std::string_view table =
-      names.size == 0 ? std::string_view() : image.substr(names.offset, names.size);
-  for (const Header& h : headers) {  // every name must lie in its table, as the reader checks
-    if (h.name >= table.size() || table.find('\0', h.name) == std::string_view::npos) return std::nullopt;
-  }
-  for (const Header& h : headers) {
-    if (h.type != kShtNote) continue;
-    const std::string_view data = image.substr(h.offset, h.size);
-    std::optional<std::string_view> found;
-    for (std::uint64_t i = 0; i + 12 <= data.size();) {
-      const std::uint64_t namesz = le(data, i, 4), descsz = le(data, i + 4, 4), type = le(data, i + 8, 4);
-      const std::uint64_t nameAt = i + 12, descAt = nameAt + align4(namesz);
-      if (descAt > data.size() || descsz > data.size() - descAt) return std::nullopt;
-      std::string_view owner = data.substr(nameAt, namesz);
-      while (!owner.empty() && owner.back() == '\0') owner.remove_suffix(1);
-      if (!found && owner == "AMDGPU" && type == kNtAmdgpuMetadata) found = data.substr(descAt, descsz);
-      i = descAt + align4(descsz);
-    }
-    if (found) return found;  // the whole section's notes were read, as the reader reads them
-  }
-  return std::nullopt;
-}
 
 std::vector<PrebuiltObject> readPrebuiltObjects(const std::vector<std::string>& paths, unsigned threads,
                                                 int zstdLevel, int spoolFd) {

@@ -4,6 +4,8 @@
 #include <cstddef>
 #include <string_view>
 
+#include "ukdpack/diagnostics.hpp"
+
 namespace ukdpack::detail {
 
 // Index of the first byte that is not part of valid UTF-8 (overlong forms,

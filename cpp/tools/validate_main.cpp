@@ -106,10 +106,13 @@ int main(int argc, char** argv) {
 
     const ukdpack::ValidationReport report = ukdpack::validateRoots(roots, options);
     if (json) {
-      std::cout << report.toJson().dump(2) << "\n";
+      // Strings are UTF-8 by now; should one not be, the report stays JSON all the same.
+      std::cout << report.toJson().dump(2, ' ', false, ukdpack::Json::error_handler_t::replace) << "\n";
     } else {
       for (const ukdpack::Diagnostic& d : report.diagnostics) {
-        std::cerr << "ukdpack-validate: " << ukdpack::severityName(d.severity) << ": " << d.str() << "\n";
+        // One line per finding, whatever a name holds (a newline, an escape, bytes not UTF-8).
+        std::cerr << "ukdpack-validate: " << ukdpack::severityName(d.severity) << ": " << ukdpack::escapedText(d.str())
+                  << "\n";
       }
       std::cout << "ukdpack-validate: " << report.summary() << "\n";
     }

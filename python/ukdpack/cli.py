@@ -701,12 +701,27 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+#: The signals that end a command as Ctrl-C does (compiles killed, staging removed):
+#: a CI cancel sends SIGTERM, a closed terminal SIGHUP. Exit status 128 + the signal.
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
+class _Stopped(KeyboardInterrupt):
+    """The command was stopped by ``signum``: a KeyboardInterrupt, so every path that
+    cleans up after Ctrl-C cleans up after SIGTERM and SIGHUP alike."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum
+
+
 def _interrupt(signum: int, frame: FrameType | None) -> None:
-    """The first Ctrl-C ends the command (KeyboardInterrupt); later ones are ignored, so
+    """The first stop signal ends the command; later ones (of any kind) are ignored, so
     they cannot cut short what the first set going (compiles killed, staging removed)
     nor print a second traceback from wherever they land."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    raise KeyboardInterrupt
+    for s in STOP_SIGNALS:
+        signal.signal(s, signal.SIG_IGN)
+    raise _Stopped(signum)
 
 
 def _stdout_gone() -> bool:
@@ -733,11 +748,14 @@ def _reader_gone() -> int:
     return 141
 
 
-def _end_interrupted() -> int:
-    """Exit status 130 after Ctrl-C. The pack has stopped its jobs; should a worker
-    thread still run a second on (stuck where nothing can stop it), the process ends
-    here rather than wait for it at exit, which nothing could then interrupt."""
-    print("ukdpack: interrupted", file=sys.stderr)
+def _end_interrupted(signum: int = signal.SIGINT) -> int:
+    """Exit status 128 + ``signum`` (130 after Ctrl-C, 143 after SIGTERM, 129 after
+    SIGHUP). The pack has stopped its jobs; should a worker thread still run a second on
+    (stuck where nothing can stop it), the process ends here rather than wait for it at
+    exit, which nothing could then interrupt."""
+    code = 128 + signum
+    word = "interrupted" if signum == signal.SIGINT else f"stopped by {signal.Signals(signum).name}"
+    print(f"ukdpack: {word}", file=sys.stderr)
     deadline = time.monotonic() + 1.0
     for t in threading.enumerate():
         if t is not threading.current_thread() and not t.daemon:
@@ -745,22 +763,26 @@ def _end_interrupted() -> int:
             if t.is_alive():
                 sys.stdout.flush()
                 sys.stderr.flush()
-                os._exit(130)
-    return 130
+                os._exit(code)
+    return code
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``ukdpack`` console script and ``python -m ukdpack``.
 
-    While it runs, SIGINT is handled by ``_interrupt``; after an interrupt it stays
-    ignored (the process is ending), otherwise the previous handler is put back."""
+    While it runs, SIGINT, SIGTERM and SIGHUP are handled by ``_interrupt``; after one of
+    them they stay ignored (the process is ending), otherwise the previous handlers are
+    put back."""
     parser = build_parser()
     args, extra = parser.parse_known_args(argv)
     if extra:  # said by the command they were given to, with that command's usage
         _owner(parser, args).error(f"unrecognized arguments: {' '.join(extra)}")
     handler: Handler = args.handler
     own_signals = threading.current_thread() is threading.main_thread()
-    previous = signal.signal(signal.SIGINT, _interrupt) if own_signals else None
+    # A signal ignored on entry stays ignored: `nohup ukdpack pack` must outlive its
+    # terminal, and a background job of a script ignores Ctrl-C.
+    previous = {s: signal.signal(s, _interrupt) for s in STOP_SIGNALS
+                if own_signals and signal.getsignal(s) is not signal.SIG_IGN}
     interrupted = False
     try:
         code = handler(args)
@@ -775,9 +797,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             except BrokenPipeError:
                 return _reader_gone()
         return 2 if isinstance(e, UsageError) else 1
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as e:
         interrupted = True
-        return _end_interrupted()
+        return _end_interrupted(e.signum if isinstance(e, _Stopped) else signal.SIGINT)
     except Exception as e:  # an internal failure, never bad input: say so in one line
         if isinstance(e, BrokenPipeError) and _stdout_gone():
             return _reader_gone()
@@ -788,5 +810,7 @@ def main(argv: Sequence[str] | None = None) -> int:
               file=sys.stderr)
         return 2
     finally:
-        if own_signals and not interrupted and previous is not None:
-            signal.signal(signal.SIGINT, previous)
+        if not interrupted:
+            for s, handler_before in previous.items():
+                if handler_before is not None:
+                    signal.signal(s, handler_before)

@@ -15,12 +15,38 @@ Severity = Literal["error", "warning", "note"]
 
 #: Characters that break a line or drive a terminal: the Unicode controls (Cc: newline,
 #: carriage return, escape, ...) and the line and paragraph separators (Zl, Zp).
-_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029]")
-_CONTROL_BUT_TAB = re.compile("[\x00-\x08\x0a-\x1f\x7f-\x9f\u2028\u2029]")
+#: Lone surrogates too: a name that is not UTF-8 reaches Python with each stray byte as a
+#: surrogate escape (os.fsdecode), which no UTF-8 output can hold.
+_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\ud800-\udfff]")
+_CONTROL_BUT_TAB = re.compile("[\x00-\x08\x0a-\x1f\x7f-\x9f\u2028\u2029\ud800-\udfff]")
+_SURROGATE = re.compile("[\ud800-\udfff]")
+_SURROGATE_IN_REPR = re.compile(r"\\udc([89a-f][0-9a-f])")
 
 
 def _literal(m: re.Match[str]) -> str:
-    return repr(m.group())[1:-1]
+    return _byte(m.group()) or repr(m.group())[1:-1]
+
+
+def _byte(ch: str) -> str:
+    """``\\xNN`` for the surrogate escape of byte NN (as the runtime writes a byte that is
+    not UTF-8), else empty."""
+    return f"\\x{ord(ch) - 0xDC00:02x}" if "\udc80" <= ch <= "\udcff" else ""
+
+
+def is_utf8(text: str) -> bool:
+    """Whether ``text`` (a name from os.listdir and the like) holds no stray byte: a name
+    that does is refused by the walker, unread (NAME_NOT_UTF8), and a command that lists
+    files itself refuses it alike, naming it with ``escape_bytes``."""
+    return _SURROGATE.search(text) is None
+
+
+def escape_bytes(text: str) -> str:
+    """``text`` with each byte that is not UTF-8 (a surrogate escape) written ``\\xNN``,
+    control characters left as they are: a name as JSON, which escapes those itself, can
+    hold it. Shared by every command that reports file names it listed itself."""
+    if is_utf8(text):
+        return text
+    return _SURROGATE.sub(lambda m: _byte(m.group()) or repr(m.group())[1:-1], text)
 
 
 def escape_controls(text: str, *, keep_tabs: bool = False) -> str:
@@ -39,7 +65,7 @@ def quote_name(name: str) -> str:
     """A file name or JSON path as printed: as it is, or, when it holds a control
     character (a file named with a newline), quoted and escaped as a Python literal, so
     the quotes show where the name begins and ends."""
-    return repr(name) if has_controls(name) else name
+    return _SURROGATE_IN_REPR.sub(r"\\x\1", repr(name)) if has_controls(name) else name
 
 
 @dataclass(frozen=True, order=True)
@@ -70,8 +96,8 @@ class Problem:
         """The problem as JSON takes it (JSON escapes control characters itself); the
         detail follows the message on its own lines."""
         message = self.message + "".join("\n    " + ln for ln in self.detail.splitlines())
-        return {"severity": self.severity, "code": self.code, "file": self.file,
-                "path": self.path, "message": message}
+        return {"severity": self.severity, "code": self.code, "file": escape_bytes(self.file),
+                "path": escape_bytes(self.path), "message": escape_bytes(message)}
 
 
 class UkdError(Exception):

@@ -13,7 +13,7 @@ import sys
 from collections.abc import Iterable, Mapping
 from typing import Any, TextIO
 
-from ukdpack.errors import Problem
+from ukdpack.errors import Problem, escape_bytes
 from ukdpack.redact import redact
 
 #: Bumped when a field changes meaning or goes away; new fields do not bump it.
@@ -39,15 +39,16 @@ def report(ok: bool, problems: Iterable[Problem], fields: Mapping[str, Any] | No
 
 def print_report(doc: Mapping[str, Any], out: TextIO | None = None) -> None:
     """The report on stdout (or ``out``), indented, as one JSON document: no credential
-    in it (redact.py), and a number that is not finite (which JSON cannot hold: Python
-    would print ``Infinity``) as null."""
+    in it (redact.py), every string able to leave as UTF-8 (a name that is not UTF-8
+    keeps its stray bytes as ``\\xNN``), and a number that is not finite (which JSON
+    cannot hold: Python would print ``Infinity``) as null."""
     print(json.dumps(_clean(doc), indent=2, ensure_ascii=False, allow_nan=False),
           file=out or sys.stdout)
 
 
 def _clean(doc: Any) -> Any:
     if isinstance(doc, str):
-        return redact(doc)
+        return redact(escape_bytes(doc))
     if isinstance(doc, float):
         return doc if math.isfinite(doc) else None
     if isinstance(doc, Mapping):

@@ -260,3 +260,39 @@ TEST(CodeObject, EveryTruncationAndByteFlipIsHandled) {
     }
   }
 }
+
+// e_flags (offset 0x30; its low byte is EF_AMDGPU_MACH) against the metadata note,
+// on the committed hipcc objects, bare and bundled; only that byte is changed.
+TEST(CodeObject, HeaderAndMetadataNoteMustNameOneProcessor) {
+  const std::pair<const char*, unsigned> truth[] = {{"gfx90a", 0x3f}, {"gfx1030", 0x36}};
+  for (const auto& [arch, mach] : truth) {
+    for (const std::string suffix : {".hsaco", ".bundle.hsaco"}) {
+      const std::string bytes = readObject(std::string("split_kv.") + arch + suffix);
+      auto good = ukdpack::checkCodeObjectTarget(bytes);
+      ASSERT_TRUE(good) << good.error().str();
+      EXPECT_EQ(good.value(), arch);
+      EXPECT_TRUE(ukdpack::checkCodeObjectTarget(bytes, arch));
+      const std::size_t at = ukdpack::inspectCodeObject(bytes).value().elf.data() - bytes.data() + 0x30;
+      ASSERT_EQ(static_cast<unsigned char>(bytes[at]), mach);
+      std::string lying = bytes;
+      lying[at] = char(0x54);  // gfx11-generic
+      auto bad = ukdpack::checkCodeObjectTarget(lying);
+      ASSERT_FALSE(bad) << arch << suffix;
+      EXPECT_EQ(bad.error().code, "CODEOBJECT_TARGET_MISMATCH");
+      EXPECT_NE(bad.error().message.find("names gfx11-generic but its AMDGPU metadata note"), std::string::npos)
+          << bad.error().message;
+      EXPECT_NE(bad.error().message.find(std::string("names ") + arch + ";"), std::string::npos)
+          << bad.error().message;
+      lying[at] = char(0x49);  // reserved by LLVM: no processor
+      auto unknown = ukdpack::checkCodeObjectTarget(lying);
+      ASSERT_FALSE(unknown);
+      EXPECT_NE(unknown.error().message.find("names machine 0x049, which is no AMDGPU processor"),
+                std::string::npos)
+          << unknown.error().message;
+      // Filed under an arch it does not run on: refused, both named.
+      auto elsewhere = ukdpack::checkCodeObjectTarget(bytes, std::string(arch) == "gfx90a" ? "gfx1030" : "gfx90a");
+      ASSERT_FALSE(elsewhere);
+      EXPECT_NE(elsewhere.error().message.find(std::string("built for ") + arch), std::string::npos);
+    }
+  }
+}

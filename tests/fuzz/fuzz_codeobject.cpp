@@ -13,5 +13,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   auto kernels = ukdpack::codeObjectKernels(bytes);
   if (kernels && !kernels.value().empty()) (void)ukdpack::codeObjectHasKernel(bytes, kernels.value().front());
   (void)ukdpack::codeObjectHasKernel(bytes, "main");
+  // The header-against-note check reads the metadata note's msgpack too.
+  (void)ukdpack::checkCodeObjectTarget(bytes, "gfx90a");
   return 0;
 }

@@ -634,10 +634,11 @@ def test_a_manifest_may_declare_handlers_the_shard_does_not_use(tmp_path: Path, 
 # ------------------------------------------------------------------ interrupts and odd names
 
 def _interrupted_pack(tmp_path: Path, out: Path, signals: int, gap: float, *,
-                      jobs: str = "2", on: str = "compile") -> tuple[
+                      jobs: str = "2", on: str = "compile",
+                      sig: signal.Signals = signal.SIGINT) -> tuple[
                           subprocess.CompletedProcess[str], float, list[int]]:
     """A pack of the example tree whose compiles (or compiler probe) sleep for an hour,
-    sent ``signals`` SIGINTs ``gap`` s apart once one is sleeping: (its outcome, seconds
+    sent ``signals`` ``sig`` (SIGINT) ``gap`` s apart once one is sleeping: (its outcome, seconds
     from the first SIGINT to its exit, the pids of the sleeps that outlived it)."""
     pids = tmp_path / "sleeping"
     sleep = f'echo $$ >> "{pids}"; exec sleep 3600'
@@ -657,7 +658,7 @@ def _interrupted_pack(tmp_path: Path, out: Path, signals: int, gap: float, *,
         time.sleep(0.3)  # let the other jobs start too
         start = time.monotonic()
         for _ in range(signals):
-            proc.send_signal(signal.SIGINT)
+            proc.send_signal(sig)
             time.sleep(gap)
         stdout, stderr = proc.communicate(timeout=60)
         took = time.monotonic() - start
@@ -711,6 +712,24 @@ def test_a_second_ctrl_c_exits_130_quietly_leaving_nothing_behind(
     assert outlived == [], "a compile outlived the pack"
     assert not (shards / f".{ARCH}.staging").exists()
     assert _snapshot(shards) == before, "an interrupted pack leaves the previous shard"
+
+
+@pytest.mark.parametrize("sig,word", [(signal.SIGTERM, "stopped by SIGTERM"),
+                                      (signal.SIGHUP, "stopped by SIGHUP")])
+def test_sigterm_and_sighup_end_the_pack_as_ctrl_c_does(
+        shards: Path, tmp_path: Path, sig: signal.Signals, word: str) -> None:
+    """Before: SIGTERM (a CI cancel) or SIGHUP (a closed terminal) killed the packer at
+    once, and its compiles, each in a session of its own, ran on as orphans; a second
+    signal mid-cleanup is ignored, as a second Ctrl-C is."""
+    before = _snapshot(shards)
+    r, took, outlived = _interrupted_pack(tmp_path, shards, 2, 0.2, sig=sig)
+    assert r.returncode == 128 + sig, (r.returncode, r.stderr)
+    assert r.stderr.count(f"ukdpack: {word}") == 1, r.stderr
+    assert "Traceback" not in r.stderr and "KeyboardInterrupt" not in r.stderr
+    assert took < 20, f"took {took:.1f} s to stop"
+    assert outlived == [], "a compile outlived the pack"
+    assert not (shards / f".{ARCH}.staging").exists()
+    assert _snapshot(shards) == before, "a stopped pack leaves the previous shard"
 
 
 def test_an_interrupt_under_the_lock_leaves_the_previous_shard_and_no_staging(

@@ -73,4 +73,8 @@ bool targetIdRunsOn(std::string_view object, std::string_view device);
 // way (features the family does not support left out). Empty for no target ID.
 std::vector<std::string> compatibleTargets(std::string_view device);
 
+// The processor an AMDGPU ELF header's EF_AMDGPU_MACH value (e_flags & 0xff)
+// names ("gfx90a", "gfx10-3-generic"), or empty for a value LLVM does not assign.
+std::string amdgpuMachProcessor(unsigned mach);
+
 }  // namespace ukdpack

@@ -41,6 +41,14 @@ std::string closestMatch(std::string_view word, const std::vector<std::string>& 
 // appended to a refusal of an unknown name (key, kind, id).
 std::string didYouMean(std::string_view word, const std::vector<std::string>& candidates);
 
+// `s` as a message may quote it: UTF-8 text on one line that drives no terminal.
+// Each byte that is not UTF-8 and each control character is written as Python
+// writes it in a string literal (\xff, \n, \x1b, \u2028), as the packer words names.
+std::string escapedText(std::string_view s);
+// `s` as it is when it is UTF-8 text, else escapedText(s): what a JSON string or a
+// Python str can hold, whatever bytes a name or a parser's message brought in.
+std::string utf8Text(std::string s);
+
 // A value or the diagnostic that explains why there is none.
 template <class T>
 class Result {

@@ -1,7 +1,9 @@
 // Integrity at launch-code load: before any code object of a packed
 // launch is handed on, in this order: `library` containment (no escape from
 // the shard, no symlink hop), the signature the handler expects, the toc entry
-// for the arch, the sha256 of the decompressed bytes, the symbol in the object.
+// for the arch, the sha256 of the decompressed bytes, the symbol in the object,
+// and the object's ELF header (e_flags) agreeing with its metadata note and the
+// arch it is filed under (checkCodeObjectTarget).
 #pragma once
 
 #include <cstdint>
@@ -28,6 +30,7 @@ namespace ukdpack {
 struct EntryFindings {
   std::string sha256;
   Result<std::vector<std::string>> kernels;
+  Result<std::string> target;  // checkCodeObjectTarget against the entry's arch
 };
 
 // Opened archives, one per path, shared by every launch that names it; and the

@@ -12,6 +12,8 @@
 #include <string_view>
 #include <vector>
 
+#include "ukdpack/codeobject.hpp"
+
 namespace ukdpack {
 
 struct PrebuiltObject {
@@ -25,12 +27,6 @@ struct PrebuiltObject {
   // frame) was written in it; `frame` stays empty and the image's size is in elfSize.
   std::uint64_t spoolOffset = 0, spoolSize = 0;
 };
-
-// The descriptor of the first note with owner "AMDGPU" and type 32 in the
-// SHT_NOTE sections of the ELF64 image `elf`, in section order, or nullopt when
-// there is none or the section headers, their names or the notes before it do
-// not hold together (the reader that words problems finds those).
-std::optional<std::string_view> amdgpuMetadataNote(std::string_view elf);
 
 // Every file of `paths`, read as described above on `threads` threads (0: one
 // per core); the result has one entry per path, in order. `zstdLevel` > 0 also

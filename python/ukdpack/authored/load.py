@@ -29,7 +29,7 @@ from ukdpack.authored.model import (
     id_key,
     kdp_from_runtime,
 )
-from ukdpack.errors import Problem, from_runtime
+from ukdpack.errors import Problem, escape_controls, from_runtime, quote_name
 
 D = TypeVar("D", bound=Descriptor)
 
@@ -54,7 +54,7 @@ class Skipped:
     why: str
 
     def line(self) -> str:
-        return f"skipping {self.rel}: {self.why}"
+        return f"skipping {quote_name(self.rel)}: {escape_controls(self.why)}"
 
 
 @dataclass(frozen=True)

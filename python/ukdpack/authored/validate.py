@@ -51,6 +51,11 @@ def validate(root: Path, exclude_folders: Iterable[str] = ()) -> Validation:
     # validate judges descriptors: an object DVC has not fetched yet is a warning here
     # (pack fails the arches that need it).
     problems = check_tree(tree, missing_prebuilt="warning")
+    if not tree.files and not any(p.severity == "error" for p in problems):
+        # A root with nothing to judge is a wrong path, not a pass (ukdpack-validate agrees).
+        problems.append(Problem(".", "", "holds no descriptor file (<name>.<type>.json): nothing "
+                                "to validate; name the folder that holds the descriptors",
+                                code="NO_DESCRIPTORS"))
     # Reachability means little while descriptors fail: say it of valid trees only.
     if not any(p.severity == "error" for p in problems):
         problems += tree.unreachable_note()

@@ -6,7 +6,16 @@ import argparse
 import shlex
 from pathlib import Path
 
+from ukdpack.errors import escape_controls, has_controls, quote_name
 from ukdpack.init import DEFAULT_NAME
+
+
+def _shell_word(text: str) -> str:
+    """``text`` as one shell word on one line: shlex's quoting, or, for a name holding a
+    control character (a newline), bash's ``$'...'`` form with it escaped."""
+    if not has_controls(text):
+        return shlex.quote(text)
+    return "$'" + escape_controls(text.replace("\\", "\\\\").replace("'", "\\'")) + "'"
 
 
 def cmd_init(args: argparse.Namespace) -> int:
@@ -19,9 +28,9 @@ def cmd_init(args: argparse.Namespace) -> int:
         raise UsageError("DIR '': expected a folder to create (an unset variable?); "
                          "nothing was written")
     made = write(Path(args.dir), args.name)
-    root = shlex.quote(args.dir)
-    handlers = shlex.quote(str(made.handlers))
-    print(f"ukdpack: wrote {args.dir}: engine '{made.engine_name}', {len(made.files)} files: "
+    root = _shell_word(args.dir)
+    handlers = _shell_word(str(made.handlers))
+    print(f"ukdpack: wrote {quote_name(args.dir)}: engine '{made.engine_name}', {len(made.files)} files: "
           "a single-launch kernel (scale) and a two-launch kernel (twostage: partial, "
           "combine) from one translation unit, and the handler manifest handlers.json")
     # As they run from here: the command this was run with, not a bare name PATH lacks.

@@ -65,6 +65,14 @@ def symbol_prefix(name: str) -> str:
 def check_dir(folder: Path) -> None:
     """UsageError unless ``folder`` is absent or an empty folder (nothing is written)."""
     if not os.path.lexists(folder):
+        # The nearest existing ancestor must be a folder to create DIR in: a file on the
+        # way would otherwise surface as "File exists" from mkdir.
+        for above in Path(os.path.abspath(folder)).parents:
+            if os.path.lexists(above):
+                if not above.is_dir():
+                    raise UsageError(f"{folder}: cannot create it: {above} is "
+                                     f"{found_at(above)}, not a folder; nothing was written")
+                break
         return
     if folder.is_symlink() or not folder.is_dir():
         # A link is refused whatever it points to: the tree would land elsewhere.

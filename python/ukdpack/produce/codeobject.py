@@ -72,6 +72,16 @@ def elf_image(data: bytes) -> bytes:
     return data if offset == 0 and size == len(data) else data[offset:offset + size]
 
 
+def check_target(data: bytes, arch: str = "") -> None:
+    """Refuse an AMDGPU object whose ELF header (e_flags) and metadata note name different
+    processors, or (with ``arch``) that does not run on ``arch``: the runtime's one check,
+    which the loader applies to every archive entry too."""
+    try:
+        _runtime.check_code_object_target(data, arch)
+    except ValueError as e:
+        raise CodeObjectError(str(e)) from None
+
+
 @dataclass(frozen=True)
 class _Section:
     name: str

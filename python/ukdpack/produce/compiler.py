@@ -27,6 +27,7 @@ import re
 import shlex
 import shutil
 import signal
+import stat
 import subprocess
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -35,6 +36,7 @@ from typing import Any, Protocol
 
 from ukdpack.digest import canonical_json, sha256_hex
 from ukdpack.errors import UkdError
+from ukdpack.files import kind_of, read_regular
 
 INSTALL_HINT = {
     "hip": "pass --hipcc PATH, set UKDPACK_HIPCC, or install one (Debian: apt-get install "
@@ -369,6 +371,54 @@ def key_argv(kind: str, build: Mapping[str, Any], arch: str, driver: str = "") -
     defines = [_define(k, v) for k, v in sorted((build.get("defines") or {}).items())]
     flags: Sequence[str] = build.get("flags") or []
     return [*_pinned(kind, arch, driver), *defines, *flags]
+
+
+_QUOTED_INCLUDE = re.compile(rb'^[ \t]*#[ \t]*include[ \t]*"([^"\r\n]+)"', re.MULTILINE)
+#: Headers read at most while looking for one that is no regular file.
+_MAX_HEADERS = 2000
+
+
+@dataclass(frozen=True)
+class SpecialInclude:
+    """A quoted ``#include`` that reaches something a compiler would block on."""
+
+    including: Path  # the file that holds the #include
+    name: str  # as written
+    found: Path  # what it resolved to
+    kind: str  # "a FIFO", ...
+
+
+def special_include(source: Path, text: bytes, argv: Sequence[str]) -> SpecialInclude | None:
+    """The first quoted ``#include`` of ``source`` (whose bytes are ``text``), or of the
+    headers it reaches that way, that resolves to a FIFO, socket or device: a compiler
+    opening one waits for a writer until --job-timeout, so the pack refuses it before
+    compiling. Looked up as the compiler does: the including file's folder, then the
+    ``-I`` folders of ``argv`` (relative to the source's folder, where compiles run). An
+    angle-bracket include or a macro is not followed; --job-timeout still bounds those."""
+    dirs = [source.parent / a[2:] for a in argv if a.startswith("-I") and len(a) > 2]
+    seen: set[str] = set()
+    todo = [(source, text)]
+    while todo and len(seen) < _MAX_HEADERS:
+        including, body = todo.pop()
+        for m in _QUOTED_INCLUDE.finditer(body):
+            name = os.fsdecode(m.group(1))
+            for base in (including.parent, *dirs):
+                found = base / name
+                try:
+                    mode = os.stat(found).st_mode
+                except OSError:
+                    continue
+                if stat.S_ISDIR(mode):
+                    continue
+                if not stat.S_ISREG(mode):
+                    return SpecialInclude(including, name, found, kind_of(mode))
+                real = os.path.realpath(found)
+                if real not in seen:
+                    seen.add(real)
+                    with contextlib.suppress(OSError):
+                        todo.append((found, read_regular(found)))
+                break
+    return None
 
 
 def compile_argv(compiler: Compiler, source: Path, build: Mapping[str, Any], arch: str,

@@ -366,6 +366,7 @@ class Producer:
                 what: str) -> Product:
         try:
             elf = codeobject.elf_image(raw)
+            codeobject.check_target(elf)  # the arch: _checked, with its own wording
             sha = sha256_hex(elf)
             # A prebuilt object's metadata reads faster than a cache record writes.
             info = object_info(elf, sha, None if job.kind == "hsaco" else self.cache)
@@ -395,7 +396,8 @@ class Producer:
         try:
             # Read here, before hipcc runs: a FIFO is refused, not handed to a compiler
             # that would wait on it until --job-timeout.
-            source_digest = sha256_hex(read_regular(source))
+            source_text = read_regular(source)
+            source_digest = sha256_hex(source_text)
         except OSError as e:
             raise _fail(job, f"cannot read source {job.rel}: {e.strerror}") from None
         keyed = compiler.key_argv(job.kind, build, job.compile_target, comp.driver)
@@ -418,6 +420,13 @@ class Producer:
                 return self._finish(job, remote_hit.data, remote_hit.deps, False,
                                     f"the remote cache's object of {job.rel}")
             self.remote.miss()
+        blocking = compiler.special_include(source, source_text, keyed)
+        if blocking is not None:  # found before the compile waits on it until --job-timeout
+            def rel(p: Path) -> str:
+                return os.path.relpath(p, self.root)
+            raise _fail(job, f"{rel(blocking.including)} includes \"{blocking.name}\", which is "
+                             f"{blocking.kind} ({rel(blocking.found)}), not a regular file; a "
+                             "compiler would wait on it: make it a file")
         with tempfile.TemporaryDirectory(prefix="ukdpack-cc-") as tmp:
             out, dep = Path(tmp) / "out.o", Path(tmp) / "out.d"
             argv = compiler.compile_argv(comp, source, build, job.compile_target, out, dep,

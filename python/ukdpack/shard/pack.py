@@ -38,7 +38,7 @@ from ukdpack.progress import Reporter
 from ukdpack.reports import problem_doc
 from ukdpack.shard import archive as kpack
 from ukdpack.shard import packed, provenance, publish
-from ukdpack.shard.depfile import write_depfile
+from ukdpack.shard.depfile import UnwritablePath, write_depfile
 from ukdpack.shard.runtime_check import HandlerManifest, check_shard, load_handler_manifest
 from ukdpack.words import count
 
@@ -651,6 +651,10 @@ def _write_depfile(opts: PackOptions, tree: Tree, plans: Sequence[ArchPlan],
         write_depfile(opts.depfile, target, _read_files(tree, plans, products))
     except OSError as e:  # checked before the pack; the disk may be full by now
         raise UkdError(f"--depfile {opts.depfile}: cannot write it: {e.strerror}") from None
+    except UnwritablePath as e:
+        raise UkdError(f"--depfile {opts.depfile}: cannot write it: the pack read "
+                       f"{e.path!r}, and a depfile cannot name a path holding a line break; "
+                       "rename it") from None
 
 
 def _say(reporter: Reporter, text: str) -> None:

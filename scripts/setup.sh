@@ -9,7 +9,8 @@ cd "$root"
 
 packages=(hipcc libzstd-dev libmsgpack-cxx-dev nlohmann-json3-dev libssl-dev libgtest-dev
           ninja-build git clang-15 libclang-common-15-dev ccache clang-19 lld-19
-          nginx-light redis-server)  # the last two: servers the remote-cache tests start
+          nginx-light redis-server  # servers the remote-cache tests start
+          zsh)  # the shell-completion test loads the zsh script in a real zsh
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

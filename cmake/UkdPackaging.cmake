@@ -35,7 +35,9 @@ include_guard(GLOBAL)
 #   UKDPACK_CACHE_DIR            compile cache for pack targets without CACHE_DIR
 #                                (default: the packer's, ~/.cache/ukdpack)
 #   UKDPACK_ALLOW_UNKNOWN_ARCHES a name in ARCHES / GPU_TARGETS that is no GPU arch is
-#                                dropped with a warning instead of failing configure
+#                                dropped with a warning instead of failing configure;
+#                                one of the right shape that is not in ukdpack's target
+#                                table is packed anyway (--allow-unknown-arch)
 #   UKDPACK_REQUIRE_DVC_OUTPUTS  missing DVC outputs are fatal in ukd_check_dvc_outputs
 #   UKDPACK_REMOTE_CACHE         remote compile cache URL for every pack command
 #                                (http(s):// or redis://; docs/remote-cache.md)
@@ -48,7 +50,7 @@ set(UKDPACK_PACK_JOBS "${_ukd_cores}" CACHE STRING
 set(UKDPACK_HIPCC "" CACHE FILEPATH "HIP compiler for ukdpack pack targets (default: the packer's lookup)")
 set(UKDPACK_NVCC "" CACHE FILEPATH "CUDA compiler for ukdpack pack targets (default: the packer's lookup)")
 set(UKDPACK_CACHE_DIR "" CACHE PATH "ukdpack's compile cache (default: ~/.cache/ukdpack)")
-option(UKDPACK_ALLOW_UNKNOWN_ARCHES "Drop a GPU_TARGETS/ARCHES entry that is no GPU arch, with a warning" OFF)
+option(UKDPACK_ALLOW_UNKNOWN_ARCHES "Drop a GPU_TARGETS/ARCHES entry that is no GPU arch, and pack one ukdpack does not know, with a warning" OFF)
 option(UKDPACK_REQUIRE_DVC_OUTPUTS "Make missing DVC outputs fatal in ukd_check_dvc_outputs" OFF)
 set(UKDPACK_REMOTE_CACHE "" CACHE STRING
     "remote compile cache URL for every pack (http(s):// or redis://; docs/remote-cache.md)")
@@ -180,8 +182,11 @@ endfunction()
 #
 # Configure-time presence check of the DVC outputs under ROOT (reads the .dvc
 # sidecars; no network). Missing outputs give one WARNING listing each with the
-# exact `dvc pull` command; with REQUIRE, or the cache option
-# UKDPACK_REQUIRE_DVC_OUTPUTS, a FATAL_ERROR.
+# exact `dvc pull` command, then the build target that fetches them all
+# (`cmake --build <dir> --target ukd_dvc_<name>`, when ukd_add_dvc_pull_target names
+# this ROOT in the same directory); with REQUIRE, or the cache option
+# UKDPACK_REQUIRE_DVC_OUTPUTS, a FATAL_ERROR. The message comes at the end of the
+# directory's CMakeLists.txt, so the pull target may be added after this call.
 #   ROOT        folder whose sidecars are checked (required)
 #   REQUIRE     make missing outputs fatal
 #   RESULT_VAR  set to TRUE when every output is present, else FALSE
@@ -198,17 +203,48 @@ function(ukd_check_dvc_outputs)
   set(_ok TRUE)
   if(NOT _rc EQUAL 0)
     set(_ok FALSE)
-    set(_text "ukdpack: DVC outputs under ${_root} are missing:\n${_out}\n${_err}\nFetch them with the "
-              "commands above, or: ukdpack dvc-pull ${_root}")
-    if(ARG_REQUIRE OR UKDPACK_REQUIRE_DVC_OUTPUTS)
-      message(FATAL_ERROR ${_text})
-    else()
-      message(WARNING ${_text})
+    # Strings only, no list operations: the lines hold ';' ("missing; run in ...").
+    set(_count "some")
+    if(_out MATCHES "([0-9]+ of [0-9]+) DVC outputs not present")
+      set(_count "${CMAKE_MATCH_1}")
     endif()
+    # dvc-status's closing line names the packer's own pull command, which is not on a
+    # CMake user's PATH: the message ends with the build's pull target instead.
+    string(REGEX REPLACE "(^|\n)ukdpack: [^\n]*DVC outputs not present[^\n]*" "" _lines "${_out}")
+    string(STRIP "${_lines}" _lines)
+    set(_text "ukdpack: ${_count} DVC outputs under ${_root} are not present:")
+    if(_err)
+      string(APPEND _text "\n${_err}")
+    endif()
+    if(_lines)
+      string(APPEND _text "\n  ${_lines}")
+    endif()
+    set(_mode WARNING)
+    if(ARG_REQUIRE OR UKDPACK_REQUIRE_DVC_OUTPUTS)
+      set(_mode FATAL_ERROR)
+    endif()
+    # Said once, at the end of this directory: by then ukd_add_dvc_pull_target has
+    # named the build target that pulls this root, if there is one.
+    cmake_language(EVAL CODE
+      "cmake_language(DEFER CALL _ukd_report_missing_dvc ${_mode} [==[${_root}]==] [==[${_text}]==])")
   endif()
   if(ARG_RESULT_VAR)
     set(${ARG_RESULT_VAR} ${_ok} PARENT_SCOPE)
   endif()
+endfunction()
+
+# _ukd_report_missing_dvc(<WARNING|FATAL_ERROR> <root> <text>): the message of
+# ukd_check_dvc_outputs, ending with the one command a CMake user runs to fetch the
+# outputs: the build's pull target for <root>, or how to add one.
+function(_ukd_report_missing_dvc mode root text)
+  get_property(_target GLOBAL PROPERTY "_UKDPACK_DVC_PULL_TARGET:${root}")
+  if(_target)
+    string(APPEND text "\nFetch them with: cmake --build ${CMAKE_BINARY_DIR} --target ${_target}")
+  else()
+    string(APPEND text "\nFetch them with the dvc pull commands above, or add a build step that "
+                       "does: ukd_add_dvc_pull_target(NAME <name> ROOT ${root})")
+  endif()
+  message(${mode} "${text}")
 endfunction()
 
 # ukd_add_dvc_pull_target(NAME <n> ROOT <dir> [REMOTE <r>])
@@ -265,26 +301,151 @@ function(ukd_add_dvc_pull_target)
     COMMENT "ukdpack: dvc pull for ${_root}"
     VERBATIM)
   add_custom_target(ukd_dvc_${ARG_NAME} DEPENDS "${_stamp}")
+  set_property(GLOBAL PROPERTY "_UKDPACK_DVC_PULL_TARGET:${_root}" "ukd_dvc_${ARG_NAME}")
+endfunction()
+
+# _ukd_known_targets(<out-var>): every target of ukdpack's one target table
+# (targets.def, which the C++ runtime compiles in too): beside this file in an installed
+# copy, under cpp/include in the source tree.
+function(_ukd_known_targets out)
+  get_property(_known GLOBAL PROPERTY _UKDPACK_KNOWN_TARGETS)
+  if(NOT _known)
+    get_property(_here GLOBAL PROPERTY _UKDPACK_CMAKE_DIR)
+    set(_def "${_here}/targets.def")
+    if(NOT EXISTS "${_def}")
+      set(_def "${_here}/../cpp/include/ukdpack/targets.def")
+    endif()
+    file(STRINGS "${_def}" _rows REGEX "^UKD_TARGET\\(\"")
+    foreach(_row IN LISTS _rows)
+      string(REGEX REPLACE "^UKD_TARGET\\(\"([^\"]+)\".*$" "\\1" _name "${_row}")
+      list(APPEND _known "${_name}")
+    endforeach()
+    set_property(GLOBAL PROPERTY _UKDPACK_KNOWN_TARGETS "${_known}")
+  endif()
+  set(${out} "${_known}" PARENT_SCOPE)
+endfunction()
+
+# _ukd_edit_distance(<out-var> <a> <b>): Levenshtein distance, for "did you mean".
+function(_ukd_edit_distance out a b)
+  string(LENGTH "${a}" _la)
+  string(LENGTH "${b}" _lb)
+  set(_row "")
+  foreach(_j RANGE 0 ${_lb})
+    list(APPEND _row ${_j})
+  endforeach()
+  if(_la GREATER 0)
+    foreach(_i RANGE 1 ${_la})
+      math(EXPR _im1 "${_i} - 1")
+      string(SUBSTRING "${a}" ${_im1} 1 _ca)
+      list(GET _row 0 _diag)
+      set(_new ${_i})
+      if(_lb GREATER 0)
+        foreach(_j RANGE 1 ${_lb})
+          math(EXPR _jm1 "${_j} - 1")
+          string(SUBSTRING "${b}" ${_jm1} 1 _cb)
+          list(GET _row ${_j} _up)
+          list(GET _new ${_jm1} _left)
+          set(_cost 1)
+          if(_ca STREQUAL _cb)
+            set(_cost 0)
+          endif()
+          math(EXPR _best "${_diag} + ${_cost}")
+          math(EXPR _ins "${_left} + 1")
+          math(EXPR _del "${_up} + 1")
+          if(_ins LESS _best)
+            set(_best ${_ins})
+          endif()
+          if(_del LESS _best)
+            set(_best ${_del})
+          endif()
+          list(APPEND _new ${_best})
+          set(_diag ${_up})
+        endforeach()
+      endif()
+      set(_row "${_new}")
+    endforeach()
+  endif()
+  list(GET _row ${_lb} _d)
+  set(${out} ${_d} PARENT_SCOPE)
+endfunction()
+
+# _ukd_did_you_mean(<out-var> <name>): "; did you mean X or Y?" naming the known targets
+# nearest to <name> (at most two edits, at the least distance, those extending <name>
+# first, three at most), or empty.
+function(_ukd_did_you_mean out name)
+  _ukd_known_targets(_known)
+  set(_best 3)
+  set(_near "")
+  foreach(_k IN LISTS _known)
+    _ukd_edit_distance(_d "${name}" "${_k}")
+    if(_d LESS _best)
+      set(_best ${_d})
+      set(_near "")
+    endif()
+    if(_d EQUAL _best)
+      list(APPEND _near "${_k}")
+    endif()
+  endforeach()
+  # As the runtime's nearestTargets: names extending what was typed first, three at most.
+  set(_first "")
+  set(_rest "")
+  foreach(_k IN LISTS _near)
+    string(FIND "${_k}" "${name}" _at)
+    if(_at EQUAL 0)
+      list(APPEND _first "${_k}")
+    else()
+      list(APPEND _rest "${_k}")
+    endif()
+  endforeach()
+  set(_near ${_first} ${_rest})
+  list(LENGTH _near _n)
+  if(_n GREATER 3)
+    list(SUBLIST _near 0 3 _near)
+  endif()
+  set(_text "")
+  list(LENGTH _near _n)
+  if(_n EQUAL 1)
+    set(_text "; did you mean ${_near}?")
+  elseif(_n GREATER 1)
+    list(POP_BACK _near _last)
+    string(REPLACE ";" ", " _first "${_near}")
+    set(_text "; did you mean ${_first} or ${_last}?")
+  endif()
+  set(${out} "${_text}" PARENT_SCOPE)
 endfunction()
 
 # _ukd_normalize_arches(<out-var> <allow-unknown> <name>...): feature suffixes
-# stripped, duplicates dropped, order kept; a name that is no arch is a FATAL_ERROR,
-# or with <allow-unknown> true a WARNING and dropped. The pattern is the one of
-# ukdpack::isArchName (cpp/src/arch.cpp), which a test checks.
+# stripped, duplicates dropped, order kept. A name that is no arch (the pattern of
+# ukdpack::isArchName in cpp/src/arch.cpp, which a test checks) or an arch of the right
+# shape that is not in ukdpack's target table is a FATAL_ERROR with a "did you mean";
+# with <allow-unknown> true the first is dropped with a WARNING and the second kept with
+# one (the pack commands then get --allow-unknown-arch).
 function(_ukd_normalize_arches out allow)
+  _ukd_known_targets(_known)
   set(_arches "")
+  set(_fix "fix ARCHES / GPU_TARGETS, or allow it with ALLOW_UNKNOWN_ARCHES or -DUKDPACK_ALLOW_UNKNOWN_ARCHES=ON")
   foreach(_a IN LISTS ARGN)
     string(REGEX REPLACE ":.*$" "" _bare "${_a}")
     if(_bare MATCHES "^(gfx[0-9][0-9][0-9]?[0-9]?[0-9a-f]?|gfx[0-9]+(-[0-9]+)*-generic|sm_[0-9][0-9][0-9]?[a-z]?)$")
+      if(NOT _bare IN_LIST _known)
+        if(allow)
+          message(WARNING "ukdpack: '${_a}' is not in ukdpack's target table; packed anyway "
+                          "(UKDPACK_ALLOW_UNKNOWN_ARCHES), so only the compiler can catch a typo")
+        else()
+          _ukd_did_you_mean(_hint "${_bare}")
+          message(FATAL_ERROR "ukdpack: '${_a}' is an unknown GPU arch (not in ukdpack's target "
+                              "table)${_hint} To pack for it anyway: ${_fix}")
+        endif()
+      endif()
       if(NOT _bare IN_LIST _arches)
         list(APPEND _arches "${_bare}")
       endif()
     elseif(allow)
       message(WARNING "ukdpack: '${_a}' is no GPU arch (expected e.g. gfx90a or sm_90); dropped")
     else()
+      _ukd_did_you_mean(_hint "${_bare}")
       message(FATAL_ERROR "ukdpack: '${_a}' is no GPU arch (expected e.g. gfx90a, gfx942:xnack- "
-                          "or sm_90); fix ARCHES / GPU_TARGETS, or drop such names with a warning "
-                          "through ALLOW_UNKNOWN_ARCHES or -DUKDPACK_ALLOW_UNKNOWN_ARCHES=ON")
+                          "or sm_90)${_hint} ${_fix}")
     endif()
   endforeach()
   set(${out} "${_arches}" PARENT_SCOPE)
@@ -342,11 +503,13 @@ endfunction()
 #   SOURCE_ROOT           authored descriptor root (required)
 #   OUT_ROOT              where <arch>/ shards are published (required)
 #   ARCHES                arches to pack (default: GPU_TARGETS, then AMDGPU_TARGETS);
-#                         a name that is no GPU arch fails configure; one shard per
-#                         bare arch, entries with features (gfx90a:xnack+) build those
-#                         variants into it
-#   ALLOW_UNKNOWN_ARCHES  drop such a name with a warning instead (also the cache
-#                         option UKDPACK_ALLOW_UNKNOWN_ARCHES)
+#                         a name that is no GPU arch, or an arch not in ukdpack's
+#                         target table (a typo such as gfx103), fails configure with
+#                         a "did you mean"; one shard per bare arch, entries with
+#                         features (gfx90a:xnack+) build those variants into it
+#   ALLOW_UNKNOWN_ARCHES  drop a name that is no arch with a warning instead, and pack
+#                         an unknown arch of the right shape (also the cache option
+#                         UKDPACK_ALLOW_UNKNOWN_ARCHES)
 #   GROUP                 archive group: kpack/<group>_<arch>.kpack (default: NAME)
 #   JOBS                  compiles per arch, overriding the UKDPACK_PACK_JOBS share
 #   HIPCC, NVCC           compilers (default: UKDPACK_HIPCC / UKDPACK_NVCC, else the
@@ -459,6 +622,9 @@ function(ukd_add_pack_target)
     get_filename_component(_handlers "${ARG_HANDLERS}" ABSOLUTE)
     list(APPEND _opts --handlers "${_handlers}")
     list(APPEND _file_deps "${_handlers}")
+  endif()
+  if(_allow)
+    list(APPEND _opts --allow-unknown-arch)
   endif()
   foreach(_x IN LISTS ARG_EXCLUDE_FOLDERS)
     list(APPEND _opts --exclude-folder "${_x}")

@@ -113,6 +113,11 @@ void bindArch(py::module_& m) {
   m.def("bare_arch", [](const std::string& a) { return bareArch(a); }, py::arg("arch"),
         "'gfx90a:xnack-' -> 'gfx90a'.");
   m.def("is_arch_name", [](const std::string& a) { return isArchName(a); }, py::arg("arch"));
+  m.def("known_targets", [] { return knownTargets(); },
+        "Every target of ukdpack's target table (targets.def), in table order.");
+  m.def("is_known_target", [](const std::string& a) { return isKnownTarget(a); }, py::arg("arch"));
+  m.def("nearest_targets", [](const std::string& a) { return nearestTargets(a); }, py::arg("arch"),
+        "The known targets nearest to `arch` (at most two edits), for a 'did you mean'.");
   m.def("is_generic_arch", [](const std::string& a) { return isGenericArch(a); }, py::arg("arch"));
   m.def("target_runs_on",
         [](const std::string& t, const std::string& a) { return targetRunsOn(t, a); },

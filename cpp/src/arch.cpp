@@ -60,41 +60,72 @@ bool isGenericArch(std::string_view arch) {
 }
 
 namespace {
-// Members of each generic family, from LLVM's AMDGPU generic processor table.
+// One row of targets.def.
+struct TargetRow {
+  std::string_view name;
+  std::string_view family;    // the generic family holding it, or empty
+  std::string_view features;  // space-separated
+};
+const std::vector<TargetRow>& targetRows() {
+  static const std::vector<TargetRow> rows{
+#define UKD_TARGET(name, family, features) {name, family, features},
+#include "ukdpack/targets.def"
+#undef UKD_TARGET
+  };
+  return rows;
+}
+
+// Members of each generic family, from the table.
 struct Family {
   std::string_view generic;
   std::vector<std::string_view> members;
 };
 const std::vector<Family>& families() {
-  static const std::vector<Family> table{
-      {"gfx9-generic", {"gfx900", "gfx902", "gfx904", "gfx906", "gfx909", "gfx90c"}},
-      {"gfx9-4-generic", {"gfx940", "gfx941", "gfx942", "gfx950"}},
-      {"gfx10-1-generic", {"gfx1010", "gfx1011", "gfx1012", "gfx1013"}},
-      {"gfx10-3-generic", {"gfx1030", "gfx1031", "gfx1032", "gfx1033", "gfx1034", "gfx1035", "gfx1036"}},
-      {"gfx11-generic",
-       {"gfx1100", "gfx1101", "gfx1102", "gfx1103", "gfx1150", "gfx1151", "gfx1152", "gfx1153"}},
-      {"gfx12-generic", {"gfx1200", "gfx1201"}},
-  };
+  static const std::vector<Family> table = [] {
+    std::vector<Family> out;
+    for (const TargetRow& r : targetRows()) {
+      if (isGenericArch(r.name)) out.push_back({r.name, {}});
+    }
+    for (const TargetRow& r : targetRows()) {
+      for (Family& f : out) {
+        if (f.generic == r.family) f.members.push_back(r.name);
+      }
+    }
+    return out;
+  }();
   return table;
 }
 
-// The target features each processor supports (LLVM's AMDGPU processor tables);
-// a processor not listed supports none.
+// The target features each processor supports; a processor not listed supports none.
 const std::map<std::string_view, std::vector<std::string_view>>& featureTable() {
-  static const std::map<std::string_view, std::vector<std::string_view>> table{
-      {"gfx801", {"xnack"}},           {"gfx810", {"xnack"}},
-      {"gfx900", {"xnack"}},           {"gfx902", {"xnack"}},
-      {"gfx904", {"xnack"}},           {"gfx906", {"sramecc", "xnack"}},
-      {"gfx908", {"sramecc", "xnack"}}, {"gfx909", {"xnack"}},
-      {"gfx90a", {"sramecc", "xnack"}}, {"gfx90c", {"xnack"}},
-      {"gfx940", {"sramecc", "xnack"}}, {"gfx941", {"sramecc", "xnack"}},
-      {"gfx942", {"sramecc", "xnack"}}, {"gfx950", {"sramecc", "xnack"}},
-      {"gfx1010", {"xnack"}},          {"gfx1011", {"xnack"}},
-      {"gfx1012", {"xnack"}},          {"gfx1013", {"xnack"}},
-      {"gfx9-generic", {"xnack"}},     {"gfx9-4-generic", {"sramecc", "xnack"}},
-      {"gfx10-1-generic", {"xnack"}},
-  };
+  static const std::map<std::string_view, std::vector<std::string_view>> table = [] {
+    std::map<std::string_view, std::vector<std::string_view>> out;
+    for (const TargetRow& r : targetRows()) {
+      std::string_view rest = r.features;
+      while (!rest.empty()) {
+        const std::size_t space = std::min(rest.find(' '), rest.size());
+        if (space > 0) out[r.name].push_back(rest.substr(0, space));
+        rest.remove_prefix(std::min(space + 1, rest.size()));
+      }
+    }
+    return out;
+  }();
   return table;
+}
+
+std::size_t editDistance(std::string_view a, std::string_view b) {
+  std::vector<std::size_t> row(b.size() + 1);
+  for (std::size_t j = 0; j <= b.size(); ++j) row[j] = j;
+  for (std::size_t i = 1; i <= a.size(); ++i) {
+    std::size_t diag = row[0];
+    row[0] = i;
+    for (std::size_t j = 1; j <= b.size(); ++j) {
+      const std::size_t up = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diag + (a[i - 1] == b[j - 1] ? 0 : 1)});
+      diag = up;
+    }
+  }
+  return row[b.size()];
 }
 }  // namespace
 
@@ -175,6 +206,39 @@ std::string genericFamilyOf(std::string_view processor) {
     }
   }
   return "";
+}
+
+const std::vector<std::string>& knownTargets() {
+  static const std::vector<std::string> names = [] {
+    std::vector<std::string> out;
+    for (const TargetRow& r : targetRows()) out.emplace_back(r.name);
+    return out;
+  }();
+  return names;
+}
+
+bool isKnownTarget(std::string_view bare) {
+  const auto& rows = targetRows();
+  return std::any_of(rows.begin(), rows.end(), [&](const TargetRow& r) { return r.name == bare; });
+}
+
+std::vector<std::string> nearestTargets(std::string_view bare) {
+  std::size_t best = 3;  // farther than two edits is no typo of it
+  std::vector<std::string> out;
+  for (const TargetRow& r : targetRows()) {
+    const std::size_t d = editDistance(bare, r.name);
+    if (d < best) {
+      best = d;
+      out.clear();
+    }
+    if (d == best) out.emplace_back(r.name);
+  }
+  // Names that extend what was typed first (gfx103 -> gfx1030 before gfx1013): the
+  // likeliest slip is a character left off the end.
+  std::stable_partition(out.begin(), out.end(),
+                        [&](const std::string& n) { return n.rfind(bare, 0) == 0; });
+  if (out.size() > 3) out.resize(3);
+  return out;
 }
 
 std::vector<std::string> supportedFeatures(std::string_view processor) {

@@ -10,7 +10,9 @@ root or file that is not there); bad input never prints a traceback. With
 from __future__ import annotations
 
 import argparse
+import difflib
 import os
+import re
 import select
 import signal
 import sys
@@ -19,12 +21,13 @@ import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from types import FrameType
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, NoReturn, cast
 
 from ukdpack import __version__
 from ukdpack.errors import UkdError, UsageError, escape_controls, has_controls
 from ukdpack.produce.compiler import DEFAULT_JOB_TIMEOUT
 from ukdpack.reports import print_report, report
+from ukdpack.words import count
 
 if TYPE_CHECKING:
     from ukdpack.produce.remote import RemoteConfig
@@ -123,7 +126,9 @@ def _pack(args: argparse.Namespace) -> int:
         raise UsageError("--arch: expected at least one GPU arch such as gfx90a or sm_90")
     opts = PackOptions(
         source_root=Path(args.source_root), out_root=Path(args.out_root),
-        arches=tuple(normalize_arches(arches)), variants=arch_variants(arches),
+        arches=tuple(normalize_arches(arches, args.allow_unknown_arch,
+                                      _compiler_arches(args.hipcc))),
+        variants=arch_variants(arches),
         group=args.group,
         jobs=args.jobs or default_jobs(), hipcc=args.hipcc, nvcc=args.nvcc,
         handlers=Path(args.handlers) if args.handlers is not None else None,
@@ -141,6 +146,21 @@ def _pack(args: argparse.Namespace) -> int:
     if args.json:
         print_report(pack_report(opts, result))
     return 0 if result.ok else 1
+
+
+def _compiler_arches(hipcc: str | None) -> Callable[[str], list[str] | str]:
+    """What the chosen compiler says it builds, asked only for an arch the target table
+    does not know (a newer compiler may know more; sm_ arches are the table's alone)."""
+    def reported(bare: str) -> list[str] | str:
+        from ukdpack.produce.compiler import amdgpu_arches, locate
+
+        if not bare.startswith("gfx"):
+            return "only AMDGPU compilers are asked"
+        try:
+            return amdgpu_arches(locate("hip", hipcc))
+        except UkdError as e:
+            return "; ".join(p.message for p in e.problems)
+    return reported
 
 
 def cmd_dvc_status(args: argparse.Namespace) -> int:
@@ -274,7 +294,8 @@ def cmd_generate(args: argparse.Namespace) -> int:
     if os.path.lexists(out) and not out.is_dir():
         raise UsageError(f"--out {out}: expected a folder to write into; it is not one")
     gen = generate.generate(Path(args.config), out, args.max_kernels)
-    what = (f"{len(gen.files)} descriptors ({gen.kernels} kernels in {gen.packs} packs) "
+    what = (f"{count(len(gen.files), 'descriptor')} ({count(gen.kernels, 'kernel')} in "
+            f"{count(gen.packs, 'pack')}) "
             f"from {args.config}")
     if args.check:
         plan = generate.compare(out, gen)
@@ -323,7 +344,8 @@ def cmd_migrate(args: argparse.Namespace) -> int:
         print(f"ukdpack: rewrote {f.rel}: {', '.join(f.changes)}")
     result = validate(target)
     _print_problem_lines([p.line() for p in result.problems])
-    print(f"ukdpack: {target}: {len(m.changed())} of {len(m.files)} descriptors rewritten; "
+    print(f"ukdpack: {target}: {len(m.changed())} of {count(len(m.files), 'descriptor')} "
+          "rewritten; "
           f"{result.summary()}")
     return 0 if result.valid else 1
 
@@ -382,7 +404,7 @@ def _cmd_remote_cache(args: argparse.Namespace, config: RemoteConfig) -> int:
                   "compiles it)", file=sys.stderr)
     damaged = sum(v.state == "damaged" for v in verdicts)
     missing = sum(v.state == "missing" for v in verdicts)
-    print(f"ukdpack: remote compile cache {where}: {len(verdicts)} records checked: "
+    print(f"ukdpack: remote compile cache {where}: {count(len(verdicts), 'record')} checked: "
           f"{len(verdicts) - damaged - missing} sound, {damaged} damaged, {missing} missing")
     return 1 if damaged else 0
 
@@ -440,14 +462,16 @@ def cmd_cache(args: argparse.Namespace) -> int:
         elif v.state == "skipped":
             print(f"ukdpack: note: {v.line}", file=sys.stderr)
     if report.unrerunnable:
-        print(f"ukdpack: note: compile cache {folder}: {report.unrerunnable} entries lack a "
+        lack = "entry lacks" if report.unrerunnable == 1 else "entries lack"
+        print(f"ukdpack: note: compile cache {folder}: {report.unrerunnable} {lack} a "
               "rerun record (an earlier ukdpack made them); skipped: packs record it from "
               "now on", file=sys.stderr)
     if report.broken_manifests:
         print(f"ukdpack: note: compile cache {folder}: {report.broken_manifests} manifests "
               "fail their digest; packs ignore them", file=sys.stderr)
     of = f" of {report.candidates}" if len(report.verdicts) < report.candidates else ""
-    print(f"ukdpack: compile cache {folder}: {len(report.verdicts)}{of} entries: "
+    print(f"ukdpack: compile cache {folder}: {len(report.verdicts)}{of} "
+          f"{'entry' if (report.candidates if of else len(report.verdicts)) == 1 else 'entries'}: "
           f"{report.count('same')} same when compiled again, {report.count('differs')} "
           f"differ, {report.count('skipped')} skipped")
     return 0 if report.ok else 1
@@ -565,12 +589,58 @@ def _remote_flags(p: argparse.ArgumentParser, what: str = "") -> None:
                    help="seconds one request to the remote cache may take (default 3)")
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse with a "did you mean" for a mistyped command (every subcommand's parser
+    is of this class too: argparse makes them of their parent's)."""
+
+    def error(self, message: str) -> NoReturn:
+        bad = re.match(r"argument (?:COMMAND|ACTION): invalid choice: '([^']*)'", message)
+        if bad:
+            choices = [c for a in self._actions if isinstance(a, argparse._SubParsersAction)
+                       for c in a.choices]
+            near = difflib.get_close_matches(bad.group(1), choices, n=1, cutoff=0.6)
+            if near:
+                message = f"unknown command '{bad.group(1)}'; did you mean '{near[0]}'?"
+        super().error(message)
+
+
+class _CmakeDir(argparse.Action):
+    """``--cmakedir``: print the CMake package folder and exit (``python -m ukdpack``
+    answers it before loading this module; the console script gets here)."""
+
+    def __init__(self, option_strings: Sequence[str], dest: str, **kwargs: Any) -> None:
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, **kwargs)
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace,
+                 values: object, option_string: str | None = None) -> None:
+        from ukdpack.cmake_package import print_cmake_dir
+
+        parser.exit(print_cmake_dir())
+
+
+def _owner(parser: argparse.ArgumentParser, args: argparse.Namespace
+           ) -> argparse.ArgumentParser:
+    """The innermost (sub)command parser that ``args`` went through."""
+    while True:
+        subs = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+        name = getattr(args, subs[0].dest, None) if subs else None
+        if name is None or name not in subs[0].choices:
+            return parser
+        parser = subs[0].choices[name]
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="ukdpack",
         description="Validate, pack and inspect GPU kernel descriptor trees.")
     parser.add_argument("--version", action="version", version=f"ukdpack {__version__}")
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    parser.add_argument("--cmakedir", action=_CmakeDir,
+                        help="print the folder of ukdpack's CMake package (for "
+                        "-Dukdpack_DIR=...) and exit")
+    # Subcommand parsers are _Parsers too (argparse makes them of the parent's class);
+    # typed as plain parsers for the commands' add_parser hooks.
+    sub = cast("argparse._SubParsersAction[argparse.ArgumentParser]",
+               parser.add_subparsers(dest="command", metavar="COMMAND"))
     sub.required = True
 
     p = sub.add_parser("validate", help="check every authored-tree rule, without compiling")
@@ -585,7 +655,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out-root", required=True, metavar="O", help="where OUT/<arch>/ shards go")
     p.add_argument("--arch", action="append", required=True, metavar="A",
                    help="target arch (repeatable, or a comma list: gfx90a,gfx1030; feature "
-                   "suffixes are stripped)")
+                   "suffixes are stripped); one ukdpack's target table or the compiler knows")
+    p.add_argument("--allow-unknown-arch", action="store_true",
+                   help="pack for an arch of the right shape that neither ukdpack's target "
+                   "table nor the compiler knows (a typo is then found only by the compiler)")
     p.add_argument("--group", default="kernels", metavar="G",
                    help="archive group name: kpack/<group>_<arch>.kpack (default: kernels)")
     p.add_argument("--jobs", type=int, default=0, metavar="N",
@@ -791,7 +864,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     While it runs, SIGINT is handled by ``_interrupt``; after an interrupt it stays
     ignored (the process is ending), otherwise the previous handler is put back."""
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args, extra = parser.parse_known_args(argv)
+    if extra:  # said by the command they were given to, with that command's usage
+        _owner(parser, args).error(f"unrecognized arguments: {' '.join(extra)}")
     handler: Handler = args.handler
     own_signals = threading.current_thread() is threading.main_thread()
     previous = signal.signal(signal.SIGINT, _interrupt) if own_signals else None

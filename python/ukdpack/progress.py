@@ -55,10 +55,19 @@ class Reporter:
         if self.live:
             from rich.console import Console
             from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+            from rich.table import Column
 
-            progress = Progress(TextColumn(f"{self.prefix}: {what}"), BarColumn(),
-                                MofNCompleteColumn(), TextColumn("{task.description}"),
-                                console=Console(file=self.stream), transient=True)
+            # One line whatever the terminal's width: the label, bar and count keep
+            # their width and the job's name gets what is left, cut with an ellipsis
+            # (rich would otherwise squeeze the count to "2…").
+            fixed = Column(no_wrap=True)
+            progress = Progress(
+                # markup=False: "[label]" and "[gfx90a]" are text, not rich markup tags.
+                TextColumn(f"{self.prefix}: {what}", markup=False, table_column=fixed),
+                BarColumn(bar_width=12), MofNCompleteColumn(table_column=Column(no_wrap=True)),
+                TextColumn("{task.description}", markup=False, table_column=Column(
+                    no_wrap=True, overflow="ellipsis", ratio=1, min_width=1)),
+                console=Console(file=self.stream), transient=True, expand=True)
             progress.start()
             self._task = progress.add_task("", total=total)
             self._progress = progress

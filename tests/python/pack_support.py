@@ -25,6 +25,17 @@ def write_json(path: Path, doc: Any) -> None:
     path.write_text(json.dumps(doc, indent=2) + "\n")
 
 
+def write_engine(root: Path) -> None:
+    """The smallest engine a test tree needs: a KMD with one int field ``v``, a UED
+    ``ued`` and a UDD ``udd`` with dispatch symbol ``sym``."""
+    write_json(root / "e.kmd.json", {"id": "kmd", "version": "1.0", "name": "md",
+                                     "fields": [{"name": "v", "type": "int"}]})
+    write_json(root / "e.ued.json", {"id": "ued", "version": "1.0", "name": "t:e",
+                                     "metadata": "kmd"})
+    write_json(root / "d.udd.json", {"id": "udd", "version": "1.0", "name": "d",
+                                     "dispatch_symbol": "sym"})
+
+
 def read_json(path: Path) -> Any:
     """A descriptor as written, key order kept (tests look at the order the packer
     writes); one with comments is read by the runtime's reader."""

@@ -83,6 +83,35 @@ def test_a_name_that_is_no_arch_is_fatal_unless_allowed(tmp_path: Path) -> None:
     assert "CMake Warning" in r.stderr and "'gfx90z' is no GPU arch" in r.stderr
 
 
+def test_cmake_reads_the_runtimes_target_table(tmp_path: Path) -> None:
+    """One target table (targets.def): CMake's list is the runtime's, and its "did you
+    mean" names what the runtime's nearest_targets does."""
+    typos = ["gfx103", "gfx1300", "gfx9999", "gfx90b", "sm_91", "gfx11-generc"]
+    body = '_ukd_known_targets(k)\nmessage(STATUS "known=[${k}]")\n' + "\n".join(
+        f'_ukd_did_you_mean(h "{t}")\nmessage(STATUS "{t}=[${{h}}]")' for t in typos)
+    r = _script(tmp_path, body)
+    assert r.returncode == 0, r.stderr
+    assert f"-- known=[{';'.join(_runtime.known_targets())}]" in r.stdout
+    assert {"gfx90a", "gfx1030", "gfx11-generic", "sm_90"} <= set(_runtime.known_targets())
+    for t in typos:
+        near = _runtime.nearest_targets(t)
+        want = ("" if not near else f"; did you mean {near[0]}?" if len(near) == 1 else
+                f"; did you mean {', '.join(near[:-1])} or {near[-1]}?")
+        assert f"-- {t}=[{want}]" in r.stdout, (t, want, r.stdout)
+    assert "gfx1030" in _runtime.nearest_targets("gfx103")
+    assert _runtime.nearest_targets("gfx9999") == [] or "gfx9999" not in _runtime.known_targets()
+
+
+def test_an_unknown_arch_of_the_right_shape_is_fatal_unless_allowed(tmp_path: Path) -> None:
+    r = _script(tmp_path, '_ukd_normalize_arches(out OFF gfx90a gfx103)')
+    assert r.returncode != 0
+    text = " ".join(r.stderr.split())
+    assert "'gfx103' is an unknown GPU arch" in text and "did you mean gfx1030" in text
+    r = _script(tmp_path, '_ukd_normalize_arches(out ON gfx90a gfx103)\nmessage(STATUS "[${out}]")')
+    assert r.returncode == 0 and "-- [gfx90a;gfx103]" in r.stdout
+    assert "not in ukdpack's target table" in " ".join(r.stderr.split())
+
+
 def _requirements(tmp_path: Path, pyproject: Path) -> list[str]:
     out = tmp_path / "req.txt"
     r = _script(tmp_path, f'_ukd_write_python_requirements("{pyproject}" "{out}")')

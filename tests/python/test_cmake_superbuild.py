@@ -121,6 +121,13 @@ def test_missing_outputs_warn_then_fail_in_required_mode(superbuild: Superbuild)
     assert "CMake Warning" in text and "DVC outputs under" in text
     for arch in ("gfx90a", "gfx940", "gfx1030"):
         assert f"dvc pull descriptors/prebuilt/objects/{arch}.dvc" in text
+    # The lines keep their punctuation (no CMake list flattening), each command is said
+    # once, and the way to fetch is the build's own pull target, not a command that is
+    # not on a CMake user's PATH.
+    assert "missing; run in" in text and "missingrun in" not in text
+    assert "not present; fetch" not in text and "ukdpack dvc-pull" not in text
+    fetch = f"Fetch them with: cmake --build {superbuild.build} --target ukd_dvc_example"
+    assert " ".join(text.split()).count(fetch) == 1, text  # CMake wraps long lines
     assert "example: DVC outputs present: FALSE" in text
     assert (f"-- ukdpack: ukd_pack_example: shards gfx90a, gfx1030 from {superbuild.tree} "
             f"into {superbuild.shards}/<arch>/") in r.stdout
@@ -137,6 +144,20 @@ def test_an_unknown_gpu_target_fails_configure_unless_allowed(superbuild: Superb
     r = superbuild.configure("-DGPU_TARGETS=gfx90a;not_an_arch", "-DUKDPACK_ALLOW_UNKNOWN_ARCHES=ON")
     assert "CMake Warning" in r.stderr and "'not_an_arch' is no GPU arch" in r.stderr
     assert "-- ukdpack: ukd_pack_example: shards gfx90a from" in r.stdout
+
+
+def test_a_typo_of_the_right_shape_fails_configure_with_a_suggestion(
+        superbuild: Superbuild) -> None:
+    """gfx103 has an arch's shape but is in no target table: configure fails at once,
+    not the pack later ("dormant: no kernels for gfx103")."""
+    r = superbuild.configure("-DGPU_TARGETS=gfx90a;gfx103", check=False)
+    text = " ".join(r.stderr.split())
+    assert r.returncode != 0 and "CMake Error" in text
+    assert "'gfx103' is an unknown GPU arch" in text and "did you mean gfx1030" in text, text
+    r = superbuild.configure("-DGPU_TARGETS=gfx90a;gfx1300", "-DUKDPACK_ALLOW_UNKNOWN_ARCHES=ON")
+    assert "'gfx1300' is not in ukdpack's target table" in " ".join(r.stderr.split())
+    assert "-- ukdpack: ukd_pack_example: shards gfx90a, gfx1300 from" in r.stdout
+    r = superbuild.configure("-DGPU_TARGETS=gfx90a:xnack-;gfx1030", "-DUKDPACK_ALLOW_UNKNOWN_ARCHES=OFF")
 
 
 def test_pull_then_a_clean_configure(superbuild: Superbuild) -> None:

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 from kpack_oracle import Archive
+from machine import need_nvcc
 from pack_support import REPO, read_json, run_pack
 
 from ukdpack import _runtime
@@ -25,6 +26,7 @@ def _args(*parts: tuple[dict[str, object], int]) -> list[dict[str, object]]:
 
 @pytest.fixture(scope="module")
 def shard(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    need_nvcc()
     base = tmp_path_factory.mktemp("cuda")
     r = run_pack(TREE, base / "out", ["sm_90"], cache=base / "cache")
     assert r.returncode == 0, r.stderr

@@ -38,7 +38,7 @@ def test_one_kernel_removed_and_one_launch_symbol_changed(shard: Path, other: Pa
     r = ukdpack("diff", str(shard), str(other))
     assert r.returncode == 1
     lines = r.stdout.splitlines()
-    assert lines[-1] == "0 kernels added, 1 removed, 1 changed (1 launches changed)"
+    assert lines[-1] == "0 kernels added, 1 removed, 1 changed (1 launch changed)"
     assert ("changed kernel 'split_kv.f32' (d168fb16-29a6-564c-b73f-f659c7cd8e72) in pack "
             "'split_kv' (attention/split_kv.kdp.json: $.kernelDescriptors[0])") in lines
     assert "  launch 'produce': symbol: 'split_kv_produce' -> 'split_kv_unused'" in lines
@@ -50,7 +50,7 @@ def test_one_kernel_removed_and_one_launch_symbol_changed(shard: Path, other: Pa
     assert r.returncode == 1
     doc = json.loads(r.stdout)
     assert doc["ok"] is False and "equal" not in doc
-    assert doc["summary"] == "1 kernels added, 0 removed, 1 changed (1 launches changed)"
+    assert doc["summary"] == "1 kernel added, 0 removed, 1 changed (1 launch changed)"
     assert [k["name"] for k in doc["kernels"]["added"]] == ["scale.f16"]
     assert doc["kernels"]["removed"] == []
     (changed,) = doc["kernels"]["changed"]
@@ -85,7 +85,7 @@ def test_fields_launches_and_other_descriptors(shard: Path, other: Path) -> None
     edit(other / "prebuilt" / "twostage.udd.json",
          lambda d: d.update(dispatch_symbol="renamed_dispatch"))
     result = diff(shard, other)
-    assert result.summary() == "1 kernels added, 0 removed, 1 changed (2 launches changed)"
+    assert result.summary() == "1 kernel added, 0 removed, 1 changed (2 launches changed)"
     (changed,) = [k for k in result.kernels if k.status == "changed"]
     assert [(c.field, c.a, c.b) for c in changed.changes] == [
         ("metadata", {"op": "sum_squares"}, {"op": "sum_cubes"}), ("priority", 0, 3)]

@@ -6,13 +6,13 @@ from __future__ import annotations
 import json
 import os
 import re
-import shutil
 import subprocess
 import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
+from machine import need_nvcc
 from pack_support import EXAMPLE, REPO
 
 from ukdpack import _runtime
@@ -146,7 +146,7 @@ def test_a_cache_that_is_not_a_folder_fails(tmp_path: Path) -> None:
 
 def test_a_hipcc_set_to_the_nvidia_platform_is_an_error_with_the_fix(tmp_path: Path) -> None:
     """A pack would compile with nvcc through it and make no AMDGPU code object."""
-    assert shutil.which("nvcc"), "needs nvcc (the machine's NVIDIA toolchain) for hipcc's NVIDIA platform"
+    need_nvcc()  # hipcc's NVIDIA platform runs it
     r = _doctor("--source-root", tmp_path, "--cache-dir", tmp_path / "c",
                 env={"HIP_PLATFORM": "nvidia"})
     assert r.returncode == 1

@@ -31,6 +31,7 @@ from pack_support import (
     counting_compiler,
     run_pack,
     shard_files,
+    write_engine,
     write_json,
 )
 
@@ -160,12 +161,7 @@ def test_an_authored_root_beside_the_shards_still_packs(tmp_path: Path, cache: P
 # ------------------------------------------------------------------ producers
 
 def _builder_tree(root: Path, module: str, function: str) -> Path:
-    write_json(root / "e.kmd.json", {"id": "kmd", "version": "1.0", "name": "md",
-                                     "fields": [{"name": "v", "type": "int"}]})
-    write_json(root / "e.ued.json", {"id": "ued", "version": "1.0", "name": "t:e",
-                                     "metadata": "kmd"})
-    write_json(root / "d.udd.json", {"id": "udd", "version": "1.0", "name": "d",
-                                     "dispatch_symbol": "sym"})
+    write_engine(root)
     kernel: dict[str, Any] = {"id": "gen", "version": "1.0", "name": "gen", "priority": 0,
                               "metadata": {"v": 1},
                               "kernel_source": {"kind": "builder", "module": module,

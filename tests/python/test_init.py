@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -40,11 +41,19 @@ def test_init_writes_a_tree_that_validates_packs_and_loads_with_its_manifest(
     assert r.returncode == 0, r.stderr
     assert r.stderr == ""
     handlers = root / "handlers.json"
-    # The next commands, with the paths given.
-    assert f"ukdpack validate {root}\n" in r.stdout
-    assert (f"ukdpack pack --source-root {root} --out-root out --arch gfx90a "
+    # The next commands, with the paths given, run as they were: `python -m ukdpack`.
+    me = f"{sys.executable} -m ukdpack"
+    assert f"  {me} validate {root}\n" in r.stdout
+    assert (f"  {me} pack --source-root {root} --out-root out --arch gfx90a "
             f"--handlers {handlers}\n") in r.stdout
-    assert "ukdpack-validate out/gfx90a" in r.stdout
+    # ukdpack-validate: bare where PATH finds this one, else by its path.
+    (line,) = [ln.split() for ln in r.stdout.splitlines() if ln.endswith(" out/gfx90a")
+               and "inspect" not in ln]
+    found = shutil.which(line[0])
+    assert found and Path(found).resolve() == (Path(sys.executable).parent
+                                               / "ukdpack-validate").resolve()
+    assert "\n  ukdpack " not in r.stdout
+
 
     files = sorted(str(p.relative_to(root)) for p in root.rglob("*") if p.is_file())
     assert files == sorted(scaffold.render("a:b")), "exactly the template's files"
@@ -196,7 +205,7 @@ def test_init_dot_fills_the_empty_working_folder(tmp_path: Path) -> None:
     r = _ukdpack("init", ".", cwd=tmp_path)
     assert r.returncode == 0, r.stderr
     assert tmp_path.stat().st_ino == inode, "the folder itself is kept"
-    assert "ukdpack validate .\n" in r.stdout
+    assert "-m ukdpack validate .\n" in r.stdout
     assert _ukdpack("validate", ".", cwd=tmp_path).returncode == 0
 
 
@@ -208,3 +217,22 @@ def test_the_template_ships_with_the_package() -> None:
                       and "__pycache__" not in p.parts)
     assert sorted(scaffold.render("a:b")) == expected
     assert len(expected) == 10
+
+
+def test_init_prints_commands_that_run_as_typed(tmp_path: Path) -> None:
+    """Through the console script named by its path (as the README's .venv/bin/ukdpack
+    is, with .venv/bin not on PATH), every printed command runs as printed."""
+    script = Path(sys.executable).parent / "ukdpack"
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    env["PATH"] = os.pathsep.join(p for p in env.get("PATH", "").split(os.pathsep)
+                                  if Path(p).resolve() != script.parent.resolve())
+    root = tmp_path / "kernels"
+    r = subprocess.run([str(script), "init", str(root)], capture_output=True, text=True,
+                       env=env, cwd=tmp_path, check=False)
+    assert r.returncode == 0, r.stderr
+    lines = [ln.strip() for ln in r.stdout.splitlines() if ln.startswith("  ")]
+    assert lines[0] == f"{script} validate {root}"
+    v = subprocess.run(lines[0].split(), capture_output=True, text=True, env=env, cwd=tmp_path,
+                       check=False)
+    assert v.returncode == 0, v.stderr
+    assert lines[2].split()[0] == str(script.parent / "ukdpack-validate")

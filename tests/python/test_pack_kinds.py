@@ -246,7 +246,7 @@ def test_refused_tree_packs_nothing_and_removes_stale_shards(tmp_path: Path, cac
         assert fragment in said
     assert "nothing was packed" in r.stderr
     assert not (out / "gfx90a").exists()
-    assert [p.name for p in out.iterdir() if not p.name.endswith(".lock")] == []
+    assert [p.name for p in out.iterdir()] == []  # no lock file either
 
 
 def test_dormant_root_and_required(tmp_path: Path, cache: Path) -> None:
@@ -266,10 +266,14 @@ def test_dormant_root_and_required(tmp_path: Path, cache: Path) -> None:
     for arch in ("gfx90a", "gfx940"):
         assert "dormant: no kernels for gfx90a, gfx940" in \
             (tmp_path / "out" / f".{arch}.dormant").read_text()
+    # The dormancy markers are all a dormant pack leaves: no lock file.
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == [".gfx90a.dormant",
+                                                                   ".gfx940.dormant"]
     r = _pack(root, tmp_path / "out", cache, ("gfx90a",), "--required")
     assert r.returncode == 1
     assert "no kernels for gfx90a, and the root is required" in r.stderr
     assert not (tmp_path / "out" / ".gfx90a.dormant").exists()
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == [".gfx940.dormant"]
 
 
 def test_arch_without_kernels_gets_no_shard_and_a_note(tmp_path: Path, cache: Path) -> None:

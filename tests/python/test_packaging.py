@@ -13,6 +13,7 @@ import sysconfig
 from importlib import metadata
 from pathlib import Path
 
+from machine import need_other_python
 from pack_support import REPO, copy_example
 
 CONSUMER = REPO / "tests" / "cmake" / "consumer"
@@ -132,23 +133,8 @@ def test_the_wheel_config_is_relocatable(tmp_path: Path) -> None:
     assert Path(pythonpath) == site
 
 
-def _other_python() -> str | None:
-    """An interpreter of another Python version, which cannot load the wheel's extension."""
-    mine = f"{sys.version_info[0]}.{sys.version_info[1]}"
-    for version in ("3.12", "3.13", "3.10", "3.11"):
-        if version == mine:
-            continue
-        for found in sorted(Path.home().glob(f".pyenv/versions/{version}*/bin/python{version}")):
-            return str(found)
-        for folder in ("/usr/bin", "/usr/local/bin"):
-            if os.access(f"{folder}/python{version}", os.X_OK):
-                return f"{folder}/python{version}"
-    return None
-
-
 def test_an_interpreter_that_cannot_run_the_wheel_stops_configure(tmp_path: Path) -> None:
-    other = _other_python()
-    assert other is not None, "needs a Python of another version (python3.12 from pyenv or /usr/bin)"
+    other = need_other_python()
     project = tmp_path / "probe"
     project.mkdir()
     (project / "CMakeLists.txt").write_text(

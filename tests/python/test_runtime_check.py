@@ -86,6 +86,10 @@ def test_pack_refuses_a_shard_the_runtime_would_drop(tmp_path: Path) -> None:
     assert ("attention/split_kv.kdp.json: $.kernelDescriptors[0]: the runtime drops kernel "
             "'split_kv.f32': dispatch symbol 'example_split_kv_dispatch' declares launches "
             "{produce}, the kernel has {consume, produce}") in r.stderr
+    # The launches it is held against come from the manifest: the message points there.
+    # write_json indents one entry a line, the first on line 2.
+    assert (f"(the handler manifest {manifest}:2 declares them; change the kernel's launches "
+            "or that entry)") in r.stderr
     assert "failed: gfx90a" in r.stderr
     assert not (out / "gfx90a").exists()
     assert not (out / ".gfx90a.staging").exists()

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 from kpack_oracle import Archive
-from pack_support import read_json, run_pack, write_json
+from pack_support import read_json, run_pack, write_engine, write_json
 
 from ukdpack import _runtime
 from ukdpack.produce import codeobject
@@ -52,12 +52,7 @@ def cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def _engine(root: Path) -> None:
-    write_json(root / "e.kmd.json", {"id": "kmd", "version": "1.0", "name": "md",
-                                     "fields": [{"name": "v", "type": "int"}]})
-    write_json(root / "e.ued.json", {"id": "ued", "version": "1.0", "name": "t:e",
-                                     "metadata": "kmd"})
-    write_json(root / "d.udd.json", {"id": "udd", "version": "1.0", "name": "d",
-                                     "dispatch_symbol": "sym"})
+    write_engine(root)
 
 
 def _tree(root: Path, kernels: list[dict[str, Any]]) -> Path:

@@ -49,6 +49,14 @@ std::vector<std::string> genericMembers(std::string_view generic);
 // The generic family holding `processor` (bare), or empty.
 std::string genericFamilyOf(std::string_view processor);
 
+// Every target of the table (targets.def: AMD processors, generic families, sm_ arches),
+// in table order; whether `bare` is one; the known targets nearest to `bare` (at most
+// two edits away, at the least distance, those extending `bare` first, three at most)
+// for a "did you mean".
+const std::vector<std::string>& knownTargets();
+bool isKnownTarget(std::string_view bare);
+std::vector<std::string> nearestTargets(std::string_view bare);
+
 // The features (xnack, sramecc) `processor` (bare or generic) supports, by name.
 std::vector<std::string> supportedFeatures(std::string_view processor);
 

@@ -10,6 +10,7 @@ from ukdpack.authored import rules
 from ukdpack.authored.load import Tree, load_tree
 from ukdpack.authored.model import Kdp
 from ukdpack.errors import Problem
+from ukdpack.words import count
 
 
 @dataclass(frozen=True)
@@ -29,8 +30,8 @@ class Validation:
 
     def summary(self) -> str:
         kdps = self.tree.of_type(Kdp)
-        counts = (f"{len(self.tree.files)} descriptors, {len(kdps)} packs, "
-                  f"{len(self.tree.members)} kernels")
+        counts = (f"{count(len(self.tree.files), 'descriptor')}, {count(len(kdps), 'pack')}, "
+                  f"{count(len(self.tree.members), 'kernel')}")
         if self.valid:
             return f"valid: {counts}"
         n = len(self.errors)

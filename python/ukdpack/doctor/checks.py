@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from ukdpack.errors import UkdError
+from ukdpack.words import count
 
 Status = Literal["ok", "missing", "error"]
 
@@ -101,24 +102,17 @@ def _arch_key(arch: str) -> tuple[int, str]:
 
 
 def clang_amdgpu_arches(clang: str) -> list[str] | str:
-    """The AMDGPU processors ``clang`` can build for, or why it cannot say.
-    ``-nogpulib``: the listing needs no device library."""
-    r = _run([clang, "--target=amdgcn-amd-amdhsa", "-nogpulib", "--print-supported-cpus"])
-    if isinstance(r, str):
-        return r
-    rc, out, err = r
-    arches = sorted({w for w in (out + "\n" + err).split() if re.fullmatch(
-        r"gfx[0-9a-f]+(-[0-9a-f]+)*(-generic)?", w)}, key=_arch_key)
-    if rc != 0 or not arches:
-        return (f"'{clang} --target=amdgcn-amd-amdhsa --print-supported-cpus' listed no "
-                f"AMDGPU processor (exit {rc}): {_first_line(err) or _first_line(out)}")
-    return arches
+    """The AMDGPU processors ``clang`` can build for, in arch order, or why it cannot say."""
+    from ukdpack.produce.compiler import amdgpu_arches
+
+    arches = amdgpu_arches(clang, PROBE_TIMEOUT)
+    return arches if isinstance(arches, str) else sorted(arches, key=_arch_key)
 
 
 def _arch_summary(arches: list[str] | str) -> str:
     if isinstance(arches, str):
         return f"arches unknown: {arches}"
-    return f"builds {len(arches)} arches: {' '.join(arches)}"
+    return f"builds {count(len(arches), 'arch')}: {' '.join(arches)}"
 
 
 def check_extension() -> Check:

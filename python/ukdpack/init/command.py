@@ -13,6 +13,7 @@ def cmd_init(args: argparse.Namespace) -> int:
     """Write the starter tree, then print the commands that validate and pack it."""
     from ukdpack.errors import UsageError
     from ukdpack.init.scaffold import write
+    from ukdpack.invocation import ukdpack_command, validator_command
 
     if args.dir == "":
         raise UsageError("DIR '': expected a folder to create (an unset variable?); "
@@ -23,13 +24,15 @@ def cmd_init(args: argparse.Namespace) -> int:
     print(f"ukdpack: wrote {args.dir}: engine '{made.engine_name}', {len(made.files)} files: "
           "a single-launch kernel (scale) and a two-launch kernel (twostage: partial, "
           "combine) from one translation unit, and the handler manifest handlers.json")
+    # As they run from here: the command this was run with, not a bare name PATH lacks.
+    me, validator = ukdpack_command(), validator_command()
     print("next:\n"
-          f"  ukdpack validate {root}\n"
-          f"  ukdpack pack --source-root {root} --out-root out --arch gfx90a "
+          f"  {me} validate {root}\n"
+          f"  {me} pack --source-root {root} --out-root out --arch gfx90a "
           f"--handlers {handlers}\n"
-          "  ukdpack-validate out/gfx90a\n"
-          "  ukdpack inspect out/gfx90a\n"
-          "(ukdpack doctor says what is missing when a compiler or DVC is not found)")
+          f"  {validator} out/gfx90a\n"
+          f"  {me} inspect out/gfx90a\n"
+          f"({me} doctor says what is missing when a compiler or DVC is not found)")
     return 0
 
 

@@ -254,6 +254,25 @@ def _run_tool(argv: Sequence[str], env: Mapping[str, str], timeout: float
             err.decode("utf-8", errors="replace"))
 
 
+def amdgpu_arches(clang: str, timeout: float = PROBE_TIMEOUT) -> list[str] | str:
+    """The AMDGPU processors ``clang`` (or hipcc, which passes the flags on) can build
+    for, or why it cannot say. ``-nogpulib``: the listing needs no device library."""
+    argv = [clang, "--target=amdgcn-amd-amdhsa", "-nogpulib", "--print-supported-cpus"]
+    try:
+        rc, out, err = _run_tool(argv, tool_env(), timeout)
+    except OSError as e:
+        return f"cannot run '{clang}': {e.strerror or e}"
+    except subprocess.TimeoutExpired:
+        return f"'{clang}' did not finish within {timeout:g} s"
+    arches = sorted({w for w in (out + "\n" + err).split()
+                     if re.fullmatch(r"gfx[0-9a-f]+(-[0-9a-f]+)*(-generic)?", w)})
+    if rc != 0 or not arches:
+        first = next((ln.strip() for ln in (err or out).splitlines() if ln.strip()), "")
+        return (f"'{clang} --target=amdgcn-amd-amdhsa --print-supported-cpus' listed no "
+                f"AMDGPU processor (exit {rc}): {first}")
+    return arches
+
+
 def locate(kind: str, explicit: str | None) -> str:
     """The compiler's path, or a UkdError that says how to get one."""
     candidate = explicit or os.environ.get(ENV_VAR[kind]) or PROGRAM[kind]

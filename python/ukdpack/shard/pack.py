@@ -17,7 +17,7 @@ import re
 import tempfile
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
@@ -41,6 +41,7 @@ from ukdpack.shard import archive as kpack
 from ukdpack.shard import packed, provenance, publish
 from ukdpack.shard.depfile import write_depfile
 from ukdpack.shard.runtime_check import HandlerManifest, check_shard, load_handler_manifest
+from ukdpack.words import count
 
 if TYPE_CHECKING:
     from ukdpack.produce.remote import RemoteConfig, RemoteStats, RemoteTier
@@ -48,19 +49,40 @@ if TYPE_CHECKING:
 DEFAULT_GROUP = "kernels"
 
 
-def normalize_arches(names: Sequence[str]) -> list[str]:
+def normalize_arches(names: Sequence[str], allow_unknown: bool = False,
+                     reported: Callable[[str], Collection[str] | str] | None = None
+                     ) -> list[str]:
     """The shards: bare arches (feature suffixes stripped), duplicates dropped, order
-    kept; refuses non-arches and target IDs with features the arch does not support."""
+    kept; refuses non-arches, target IDs with features the arch does not support, and
+    (unless ``allow_unknown``) arches neither in the target table nor in what
+    ``reported(arch)`` says the chosen compiler builds (a list, or why it cannot say)."""
     out: list[str] = []
     for name in names:
         bare = _runtime.bare_arch(name.strip())
         if not _runtime.is_arch_name(bare):
-            raise UsageError(f"--arch {name}: expected a GPU arch such as gfx90a or sm_90")
+            raise UsageError(f"--arch {name}: expected a GPU arch such as gfx90a or sm_90"
+                             f"{_did_you_mean(bare)}")
         if why := _runtime.target_id_problem(name.strip()):
             raise UsageError(f"--arch {name}: {why}")
+        if not allow_unknown and not _runtime.is_known_target(bare):
+            listed = reported(bare) if reported is not None else "no compiler was asked"
+            if isinstance(listed, str) or bare not in listed:
+                compiler = (f"; the compiler cannot say ({listed})" if isinstance(listed, str)
+                            else "; the compiler does not list it either")
+                raise UsageError(f"--arch {name}: unknown GPU arch (not in ukdpack's target "
+                                 f"table{compiler}){_did_you_mean(bare)}; to pack for it "
+                                 "anyway, add --allow-unknown-arch")
         if bare not in out:
             out.append(bare)
     return out
+
+
+def _did_you_mean(bare: str) -> str:
+    near = _runtime.nearest_targets(bare)
+    if not near:
+        return ""
+    listed = near[0] if len(near) == 1 else f"{', '.join(near[:-1])} or {near[-1]}"
+    return f"; did you mean {listed}?"
 
 
 def arch_variants(names: Sequence[str]) -> dict[str, tuple[str, ...]]:
@@ -611,8 +633,9 @@ def _produce_and_publish(opts: PackOptions, reporter: Reporter, report: PackRepo
                 told.add(p)
                 reporter.problem(p)
         if result.ok:
-            say(f"{arch}: {result.kernels} kernels, {result.launches} launches, "
-                f"{result.objects} code objects, {result.archive_bytes:,} archive bytes, "
+            say(f"{arch}: {count(result.kernels, 'kernel')}, "
+                f"{count(result.launches, 'launch')}, {count(result.objects, 'code object')}, "
+                f"{count(result.archive_bytes, 'archive byte')}, "
                 f"{result.seconds:.1f} s -> {result.published}")
         else:
             reporter.info(f"{arch}: failed; no shard")

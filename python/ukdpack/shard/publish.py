@@ -89,29 +89,35 @@ def shard_lock(out_root: Path, arch: str, timeout: float,
     a kill would, tidied before the lock is released: the previous shard or the complete
     new one, and no staging folder."""
     path = out_root / f".{arch}.lock"
-    try:
-        out_root.mkdir(parents=True, exist_ok=True)
-        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
-    except OSError as e:
-        raise UkdError(f"--out-root {out_root}: cannot write the shard of {arch} there: "
-                       f"{e.strerror} ({e.filename or out_root})") from None
-    try:
-        deadline = time.monotonic() + timeout
-        said = False
-        while True:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                break
-            except OSError as e:
-                if e.errno not in (errno.EAGAIN, errno.EACCES):
-                    raise
+    deadline = time.monotonic() + timeout
+    said = False
+    while True:
+        try:
+            out_root.mkdir(parents=True, exist_ok=True)
+            fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        except OSError as e:
+            raise UkdError(f"--out-root {out_root}: cannot write the shard of {arch} there: "
+                           f"{e.strerror} ({e.filename or out_root})") from None
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError as e:
+            os.close(fd)
+            if e.errno not in (errno.EAGAIN, errno.EACCES):
+                raise
             if not said:
                 waiting(f"waiting for another pack of {out_root / arch} (lock {path})")
                 said = True
             if time.monotonic() >= deadline:
                 raise UkdError(f"{out_root / arch}: gave up after {timeout:.0f} s waiting for "
-                               f"another pack to release {path}")
+                               f"another pack to release {path}") from None
             time.sleep(0.05)
+            continue
+        # The holder before us removes the file as it lets go (below): a lock taken on
+        # a file no longer at the path is no lock; open the path anew.
+        if _same_file(fd, path):
+            break
+        os.close(fd)
+    try:
         try:
             _recover(out_root, arch)
             yield
@@ -119,7 +125,19 @@ def shard_lock(out_root: Path, arch: str, timeout: float,
             _recover(out_root, arch)
             raise
     finally:
+        # No lock file outlives the pack: removed while still held, so a waiter that
+        # gets this file's lock next sees it gone and starts over on a new one.
+        with contextlib.suppress(OSError):
+            os.unlink(path)
         os.close(fd)
+
+
+def _same_file(fd: int, path: Path) -> bool:
+    try:
+        held, there = os.fstat(fd), os.stat(path)
+    except OSError:
+        return False
+    return (held.st_dev, held.st_ino) == (there.st_dev, there.st_ino)
 
 
 def _recover(out_root: Path, arch: str) -> None:

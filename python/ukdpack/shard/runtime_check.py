@@ -17,8 +17,9 @@ whose code fails the integrity checks, fails the arch with the runtime's own mes
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +33,13 @@ class HandlerManifest:
 
     path: Path
     handlers: Mapping[str, list[str]]
+    #: The line of each dispatch symbol's key in the file, for messages that point there.
+    lines: Mapping[str, int] = field(default_factory=dict)
+
+    def where(self, symbol: str) -> str:
+        """``FILE:LINE`` of ``symbol``'s entry (``FILE`` alone when not found)."""
+        line = self.lines.get(symbol)
+        return f"{self.path}:{line}" if line else str(self.path)
 
 
 def load_handler_manifest(path: Path) -> HandlerManifest:
@@ -57,7 +65,21 @@ def load_handler_manifest(path: Path) -> HandlerManifest:
         out[symbol] = list(names)
     if problems:
         raise UkdError(problems)
-    return HandlerManifest(path, out)
+    return HandlerManifest(path, out, _key_lines(path, out))
+
+
+def _key_lines(path: Path, symbols: Mapping[str, object]) -> dict[str, int]:
+    """The line of each symbol's key (``"symbol":``) in the manifest's text."""
+    try:
+        text = path.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return {}
+    lines = {}
+    for symbol in symbols:
+        m = re.search(re.escape(json.dumps(symbol, ensure_ascii=False)) + r"\s*:", text)
+        if m:
+            lines[symbol] = text.count("\n", 0, m.start()) + 1
+    return lines
 
 
 def check_shard(shard: Path, arch: str, manifest: HandlerManifest | None,
@@ -90,8 +112,13 @@ def launch_problems(dset: _runtime.DescriptorSet, arch: str,
         # A pack without a dispatch is served by nothing native by its author's choice:
         # the runtime keeps its kernels out of selection and says so, as a warning.
         severity: Severity = "warning" if d["code"] == "NO_DISPATCH" else "error"
+        reason = d["reason"]
+        if manifest and d["code"] == "LAUNCH_SET_MISMATCH":
+            # The launches the kernel is held against come from the manifest: say where.
+            reason += (f" (the handler manifest {manifest.where(d['dispatch_symbol'])} "
+                       "declares them; change the kernel's launches or that entry)")
         problems.append(Problem(d.get("file", ""), d.get("path", ""),
-                                f"the runtime drops kernel '{d['name']}': {d['reason']}",
+                                f"the runtime drops kernel '{d['name']}': {reason}",
                                 severity, d["code"]))
     # Every launch of a kept kernel but embedded_source ones (no code object), without
     # building kept()'s dicts.

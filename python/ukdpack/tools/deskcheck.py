@@ -17,6 +17,7 @@ from pathlib import Path
 from ukdpack import jsonpath
 from ukdpack.errors import Problem, errors_only
 from ukdpack.tools.shard import Shard, load_shard
+from ukdpack.words import count
 
 
 @dataclass(frozen=True)
@@ -32,8 +33,8 @@ class DeskCheck:
 
     def summary(self) -> str:
         t = self.shard.tree
-        counts = (f"{len(self.shard.kdps())} packs, {len(t.members)} kernels, "
-                  f"{len(self.shard.launches)} launches")
+        counts = (f"{count(len(self.shard.kdps()), 'pack')}, {count(len(t.members), 'kernel')}, "
+                  f"{count(len(self.shard.launches), 'launch')}")
         if self.ok:
             return f"desk-check passed: {counts}"
         n = len(errors_only(self.problems))

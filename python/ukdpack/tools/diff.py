@@ -21,6 +21,7 @@ from ukdpack.authored.model import Descriptor, Ukd
 from ukdpack.errors import Problem, errors_only
 from ukdpack.reports import problem_doc, report
 from ukdpack.tools.shard import Shard, ShardLaunch, describe_signature, load_shard
+from ukdpack.words import count
 
 Status = Literal["added", "removed", "changed"]
 #: Launch fields compared, in the order changes are listed.
@@ -136,8 +137,9 @@ class ShardDiff:
         return not self.kernels and not self.descriptors
 
     def summary(self) -> str:
-        return (f"{self.count('added')} kernels added, {self.count('removed')} removed, "
-                f"{self.count('changed')} changed ({self.launches_changed} launches changed)")
+        return (f"{count(self.count('added'), 'kernel')} added, {self.count('removed')} removed, "
+                f"{self.count('changed')} changed ({count(self.launches_changed, 'launch')} "
+                "changed)")
 
     def lines(self) -> list[str]:
         out = [ln for k in self.kernels for ln in k.lines()]

@@ -19,6 +19,7 @@ from ukdpack.authored.model import Kdp, Kmd, Udd, Ued
 from ukdpack.errors import Problem, errors_only
 from ukdpack.reports import print_report, report
 from ukdpack.tools.shard import LIBRARY, Shard, ShardLaunch, describe_signature, load_shard
+from ukdpack.words import count
 
 #: Width of the table when stdout is no terminal (a log, a pipe): wide enough that
 #: toc keys and signatures are not wrapped mid-word.
@@ -196,8 +197,9 @@ def print_tables(ins: Inspection, out: TextIO) -> None:
     objects = sum(len(a.get("entries", [])) for a in doc["archives"])
     archive_bytes = sum(a.get("bytes", 0) for a in doc["archives"])
     console.print(f"shard {doc['shard']}: arch {doc['arch'] or '(unknown)'}, "
-                  f"{len(doc['engines'])} engines, {len(packs)} packs, {len(kernels)} kernels, "
-                  f"{launches} launches, {objects} code objects ({archive_bytes:,} archive bytes)",
+                  f"{count(len(doc['engines']), 'engine')}, {count(len(packs), 'pack')}, "
+                  f"{count(len(kernels), 'kernel')}, {count(launches, 'launch')}, "
+                  f"{count(objects, 'code object')} ({count(archive_bytes, 'archive byte')})",
                   markup=False)
 
     engines = new_table("engines")

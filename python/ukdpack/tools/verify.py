@@ -39,6 +39,7 @@ from ukdpack.produce import codeobject
 from ukdpack.produce.plan import ArchPlan, Launch, plan_arch
 from ukdpack.shard import packed, provenance
 from ukdpack.tools.shard import Shard, ShardLaunch, describe_signature, launch_label, load_shard
+from ukdpack.words import count
 
 #: Fields of a UKD the packer rewrites or moves; every other field ships as authored.
 _REWRITTEN = frozenset({"kernel_source", "sources", "provenance", "arch"}) | packed.AUTHORING_KEYS
@@ -65,7 +66,8 @@ class Verification:
         return not errors_only(self.problems)
 
     def summary(self) -> str:
-        counts = f"{self.kernels} kernels, {self.launches} launches for {self.shard.arch}"
+        counts = (f"{count(self.kernels, 'kernel')}, {count(self.launches, 'launch')} for "
+                  f"{self.shard.arch}")
         if self.ok:
             return f"verified against {self.source_root}: {counts}"
         n = len(errors_only(self.problems))

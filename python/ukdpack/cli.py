@@ -530,8 +530,7 @@ def cmd_cache_admin(args: argparse.Namespace) -> int:
         else:
             gone = cache_admin.evict(cache, cache_admin.limit(folder).max_size or 0)
             what = "evicted (least recently used first)"
-    plural = "s" if gone.objects != 1 else ""
-    print(f"ukdpack: {name}: {what}: {gone.objects} object{plural}, "
+    print(f"ukdpack: {name}: {what}: {count(gone.objects, 'object')}, "
           f"{cache_admin.human(gone.bytes)} removed; it holds {cache_admin.human(gone.left_bytes)}")
     return 0
 

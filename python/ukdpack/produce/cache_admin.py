@@ -31,6 +31,7 @@ from pathlib import Path
 from ukdpack.errors import Problem, UkdError, UsageError
 from ukdpack.files import write_atomic
 from ukdpack.produce.cache import VERSION, CompileCache
+from ukdpack.words import count
 
 LOCK_NAME = "cache.lock"
 CONFIG_NAME = "cache.conf"
@@ -339,7 +340,7 @@ def evict_after_pack(root: Path, say: Callable[[str], None]) -> Removed | None:
         say(f"compile cache {root}: warning: eviction stopped: {e}")
         return None
     if removed.objects:
-        say(f"compile cache {root}: evicted {removed.objects} least recently used "
-            f"object{'s' if removed.objects != 1 else ''} ({human(removed.bytes)}) to stay "
-            f"within {human(lim.max_size)} ({lim.origin}); it holds {human(removed.left_bytes)}")
+        say(f"compile cache {root}: evicted {count(removed.objects, 'least recently used object')}"
+            f" ({human(removed.bytes)}) to stay within {human(lim.max_size)} ({lim.origin}); "
+            f"it holds {human(removed.left_bytes)}")
     return removed

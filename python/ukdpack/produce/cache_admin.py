@@ -101,7 +101,7 @@ def _read_config(root: Path) -> tuple[int | None, int] | None:
     path = config_path(root)
     try:
         text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
+    except (FileNotFoundError, NotADirectoryError):  # no cache yet, or one that is a file
         return None
     except (OSError, UnicodeDecodeError) as e:
         raise UkdError(Problem(str(path), "", f"cannot read it: {e}")) from None

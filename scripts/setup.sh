@@ -21,6 +21,7 @@ packages=(
   libzstd-dev libmsgpack-cxx-dev nlohmann-json3-dev libssl-dev libgtest-dev
   util-linux procps                  # unshare, kill/race tests (ps, pkill)
   nginx-light redis-server           # servers the remote-cache tests start on loopback
+  zsh                                # the shell-completion test loads its script in zsh
 )
 missing=()
 for p in "${packages[@]}"; do

@@ -21,6 +21,7 @@
 #include "json_reader.hpp"
 #include "json_tape.hpp"
 #include "paths.hpp"
+#include "shard_folder.hpp"
 #include "utf8.hpp"
 #include "worker_threads.hpp"
 #include "ukdpack/arch.hpp"
@@ -256,6 +257,14 @@ void Loader::loadRoot(const fs::path& given, std::size_t index) {
   if (ec) realRoot_.clear();
   const std::size_t before = set_.diagnostics.size();
   const std::vector<WalkedFile> walked = walkRoot(root, set_.diagnostics, options_.excludeFolders);
+  // An out root (OUT_ROOT for OUT_ROOT/<arch>/) holds every shard's copy of each id: one
+  // line saying so, not a duplicate id per descriptor. An empty root loads empty.
+  if (!walked.empty()) {
+    if (std::optional<std::string> why = detail::noShardIn(root, walked)) {
+      set_.diagnostics.push_back(makeError("NO_SHARD", given.string(), "", *why));
+      return;
+    }
+  }
   for (std::size_t i = before; i < set_.diagnostics.size(); ++i) {
     const Diagnostic& d = set_.diagnostics[i];
     if (d.code != "SKIPPED") continue;
@@ -1171,6 +1180,30 @@ Result<Json> parseDescriptorText(std::string_view text) {
     return Result<Json>::failure(
         makeError("JSON_SYNTAX", "", "", "not valid JSON: " + utf8Text(shortQuotes(wordParseError(e.what())))));
   }
+}
+
+std::optional<std::string> detail::noShardIn(const fs::path& folder, const std::vector<WalkedFile>& files) {
+  std::error_code ec;
+  // Folders below named like arches, links not followed (the walk follows none);
+  // those holding kpack/ are shards as pack writes them.
+  std::set<std::string> archFolders, shards;
+  for (fs::directory_iterator it(folder, ec), end; !ec && it != end; it.increment(ec)) {
+    const std::string name = it->path().filename().string();
+    std::error_code e2;
+    if (it->is_symlink(e2) || !it->is_directory(e2) || !isArchName(name)) continue;
+    archFolders.insert(name);
+    if (fs::is_directory(fs::symlink_status(it->path() / "kpack", e2))) shards.insert(name);
+  }
+  const std::string guess = !shards.empty() ? *shards.begin() : archFolders.empty() ? "" : *archFolders.begin();
+  const std::string hint = guess.empty() ? "" : "; did you mean " + (folder / guess).string() + "?";
+  if (files.empty()) return "holds no shard: no descriptor file (<name>.<type>.json) lies under it" + hint;
+  if (shards.empty()) return std::nullopt;
+  for (const WalkedFile& f : files)
+    if (shards.count(f.rel.substr(0, f.rel.find('/'))) == 0) return std::nullopt;
+  std::string listed;
+  for (const std::string& s : shards) listed += (listed.empty() ? "" : ", ") + s;
+  return "holds no shard: its descriptors lie in the shard folder" + std::string(shards.size() == 1 ? " " : "s ") +
+         listed + " below it (it is an out root; a shard is OUT_ROOT/<arch>/)" + hint;
 }
 
 }  // namespace ukdpack

@@ -8,6 +8,7 @@
 #include <utility>
 
 #include "paths.hpp"
+#include "shard_folder.hpp"
 #include "ukdpack/arch.hpp"
 #include "ukdpack/set_rules.hpp"
 
@@ -87,34 +88,14 @@ std::map<std::string, EngineVerdict> collisionVerdicts(const DescriptorSet& set,
 
 std::optional<std::string> noShardReason(const std::filesystem::path& folder,
                                          const std::vector<std::string>& excludeFolders) {
-  namespace fs = std::filesystem;
   std::error_code ec;
-  if (!fs::is_directory(folder, ec)) return std::nullopt;
-  // Folders below named like arches, links not followed (the walk follows none);
-  // those holding kpack/ are shards as pack writes them.
-  std::set<std::string> archFolders, shards;
-  for (fs::directory_iterator it(folder, ec), end; !ec && it != end; it.increment(ec)) {
-    const std::string name = it->path().filename().string();
-    std::error_code e2;
-    if (it->is_symlink(e2) || !it->is_directory(e2) || !isArchName(name)) continue;
-    archFolders.insert(name);
-    if (fs::is_directory(fs::symlink_status(it->path() / "kpack", e2))) shards.insert(name);
-  }
-  const std::string guess = !shards.empty() ? *shards.begin() : archFolders.empty() ? "" : *archFolders.begin();
-  const std::string hint = guess.empty() ? "" : "; did you mean " + (folder / guess).string() + "?";
+  if (!std::filesystem::is_directory(folder, ec)) return std::nullopt;
   std::vector<Diagnostic> ignored;  // what the walk skips, the load reports
   const std::vector<WalkedFile> files = walkRoot(folder, ignored, excludeFolders);
   // A descriptor the walk refused unread (a FIFO, a link out of the root) is there: the
   // load says what is wrong with it.
   if (files.empty() && hasErrors(ignored)) return std::nullopt;
-  if (files.empty()) return "holds no shard: no descriptor file (<name>.<type>.json) lies under it" + hint;
-  if (shards.empty()) return std::nullopt;
-  for (const WalkedFile& f : files)
-    if (shards.count(f.rel.substr(0, f.rel.find('/'))) == 0) return std::nullopt;
-  std::string listed;
-  for (const std::string& s : shards) listed += (listed.empty() ? "" : ", ") + s;
-  return "holds no shard: its descriptors lie in the shard folder" + std::string(shards.size() == 1 ? " " : "s ") +
-         listed + " below it (it is an out root; a shard is OUT_ROOT/<arch>/)" + hint;
+  return detail::noShardIn(folder, files);
 }
 
 ValidationReport validateRoots(const std::vector<std::filesystem::path>& roots, const ValidateOptions& options) {

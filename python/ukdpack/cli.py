@@ -398,6 +398,12 @@ def _cmd_remote_cache(args: argparse.Namespace, config: RemoteConfig) -> int:
     try:
         if args.cache_command == "stats":
             st = remote.server_stats(store)
+            if args.json:
+                print_report(report(True, [], {
+                    "remote_cache": where, "entries": st.entries, "keys": st.keys,
+                    "broken": st.broken, "objects": st.objects,
+                    "object_bytes": st.object_bytes, "compile_seconds": st.compile_seconds}))
+                return 0
             print(f"remote compile cache {where}\n"
                   f"  entries  {st.entries} under {st.keys} action keys ({st.broken} failing "
                   f"their digest or key)\n"
@@ -434,18 +440,36 @@ def cmd_cache(args: argparse.Namespace) -> int:
                          "$UKDPACK_CACHE_DIR, $XDG_CACHE_HOME/ukdpack, ~/.cache/ukdpack)")
     cache = CompileCache(folder)
     if args.cache_command == "stats":
+        from ukdpack.produce import cache_admin
+        from ukdpack.reports import report as json_report  # `report` is a local below
+
         st = stats(cache)
+        lim = cache_admin.limit(folder)
+        if args.json:
+            def iso(t: float | None) -> str | None:
+                return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(t)) if t else None
+
+            print_report(json_report(True, [], {
+                "cache": str(folder), "entries": st.entries, "unrerunnable": st.unrerunnable,
+                "manifests": st.manifests, "broken_manifests": st.broken_manifests,
+                "objects": st.objects, "object_bytes": st.object_bytes, "files": st.files,
+                "bytes": st.bytes, "oldest_use": iso(st.oldest), "newest_use": iso(st.newest),
+                "max_size": lim.max_size, "max_size_origin": lim.origin}))
+            return 0
 
         def when(t: float | None) -> str:
             return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(t)) if t else "-"
 
+        limit_line = "none" if lim.max_size is None else \
+            f"{cache_admin.human(lim.max_size)} ({lim.origin})"
         print(f"compile cache {folder}\n"
               f"  entries  {st.entries} in {st.manifests} manifests ({st.unrerunnable} without "
               f"a rerun record, {st.broken_manifests} manifests failing their digest)\n"
               f"  objects  {st.objects}, {st.object_bytes:,} bytes\n"
               f"  total    {st.bytes:,} bytes in {st.files} files\n"
               f"  oldest   {when(st.oldest)}\n"
-              f"  newest   {when(st.newest)}")
+              f"  newest   {when(st.newest)}\n"
+              f"  limit    {limit_line}")
         return 0
     from ukdpack.shard.pack import default_jobs
 
@@ -470,6 +494,89 @@ def cmd_cache(args: argparse.Namespace) -> int:
           f"{report.count('same')} same when compiled again, {report.count('differs')} "
           f"differ, {report.count('skipped')} skipped")
     return 0 if report.ok else 1
+
+
+def cmd_cache_admin(args: argparse.Namespace) -> int:
+    """``ukdpack cache config|prune|clear``: the local cache's limit and removals, each
+    under the exclusive lock, so no running pack loses an entry (cache_admin)."""
+    from ukdpack.produce import cache_admin
+    from ukdpack.produce.cache import CompileCache, default_cache_dir
+
+    folder = Path(args.cache_dir) if args.cache_dir else default_cache_dir()
+    setting = args.cache_command == "config" and args.max_size is not None
+    if setting and not folder.exists():
+        folder.mkdir(parents=True)  # setting a limit first is how a cache may start
+    if not folder.is_dir():
+        raise UsageError(f"{folder}: no compile cache there (--cache-dir, else "
+                         "$UKDPACK_CACHE_DIR, $XDG_CACHE_HOME/ukdpack, ~/.cache/ukdpack)")
+    cache = CompileCache(folder)
+    name = f"compile cache {folder}"
+    older_than = 0.0
+    try:
+        if args.cache_command == "prune":
+            older_than = cache_admin.parse_duration(args.older_than)
+        max_size = cache_admin.parse_size(args.max_size) if setting else None
+    except ValueError as e:
+        raise UsageError(f"--{'older-than' if args.cache_command == 'prune' else 'max-size'}: "
+                         f"{e}") from None
+
+    def say(line: str) -> None:
+        print(f"ukdpack: {line}", file=sys.stderr, flush=True)
+
+    if args.cache_command == "config" and not setting:
+        lim = cache_admin.limit(folder)
+        size = "none" if lim.max_size is None else cache_admin.human(lim.max_size)
+        print(f"{name}: max_size {size} ({lim.origin})")
+        return 0
+    if setting:
+        path = cache_admin.write_max_size(folder, max_size)
+        size = "none" if max_size is None else cache_admin.human(max_size)
+        print(f"ukdpack: {name}: max_size {size}, written to {path}")
+        if os.environ.get(cache_admin.MAX_SIZE_ENV, "").strip():
+            say(f"note: ${cache_admin.MAX_SIZE_ENV} is set: it overrides the file")
+        if cache_admin.limit(folder).max_size is None:
+            return 0
+    with cache_admin.exclusive_lock(folder, args.wait, say) as held:
+        if not held:
+            raise UkdError(f"{name}: packs still use it after {args.wait:g} s; nothing "
+                           "removed (--wait S waits longer)")
+        if args.cache_command == "clear":
+            gone = cache_admin.clear(cache)
+            what = "cleared"
+        elif args.cache_command == "prune":
+            gone = cache_admin.prune(cache, older_than)
+            what = f"pruned (not used for {args.older_than})"
+        else:
+            gone = cache_admin.evict(cache, cache_admin.limit(folder).max_size or 0)
+            what = "evicted (least recently used first)"
+    print(f"ukdpack: {name}: {what}: {count(gone.objects, 'object')}, "
+          f"{cache_admin.human(gone.bytes)} removed; it holds {cache_admin.human(gone.left_bytes)}")
+    return 0
+
+
+#: What shell completion offers for a value, by argument name: folders, or files.
+_FOLDER_ARGS = frozenset({"root", "source_root", "out_root", "cache_dir", "shard", "a", "b",
+                          "out"})
+_FILE_ARGS = frozenset({"handlers", "depfile", "config", "hipcc", "nvcc"})
+
+
+def cmd_completion(args: argparse.Namespace) -> int:
+    """``ukdpack completion bash|zsh``: a completion script made by shtab from this very
+    parser, so every subcommand and flag is there and none is written twice."""
+    import shtab
+
+    parser = build_parser()
+    parsers = [parser]
+    while parsers:
+        for action in parsers.pop()._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                parsers.extend(action.choices.values())
+            elif action.dest in _FOLDER_ARGS:
+                action.complete = shtab.DIRECTORY  # type: ignore[attr-defined]
+            elif action.dest in _FILE_ARGS:
+                action.complete = shtab.FILE  # type: ignore[attr-defined]
+    print(shtab.complete(parser, shell=args.shell), end="")
+    return 0
 
 
 def _positive_count(text: str) -> int:
@@ -676,7 +783,8 @@ def build_parser() -> argparse.ArgumentParser:
                        help="rewrite the files that change in ROOT itself")
     p.set_defaults(handler=cmd_migrate)
 
-    p = sub.add_parser("cache", help="look into the compile cache: stats, verify")
+    p = sub.add_parser("cache", help="the compile cache: stats, verify, config (size "
+                                     "limit), prune, clear")
     cache_sub = p.add_subparsers(dest="cache_command", metavar="ACTION")
     cache_sub.required = True
     stats_p = cache_sub.add_parser("stats", help="entries, bytes, oldest and newest object")
@@ -687,12 +795,35 @@ def build_parser() -> argparse.ArgumentParser:
                        help="the cache (default: as pack: $UKDPACK_CACHE_DIR, ...)")
         _remote_flags(c, "look at this remote cache instead of the local folder")
         c.set_defaults(handler=cmd_cache, remote_cache_mode="read")
+    stats_p.add_argument("--json", action="store_true", help="print the counts as JSON")
+    config_p = cache_sub.add_parser("config", help="show or set the size limit (max_size in "
+                                                   "the cache folder's cache.conf)")
+    config_p.add_argument("--max-size", metavar="SIZE",
+                          help="keep the cache within SIZE (5G, 500M, 2GiB; 0: no limit), "
+                          "evicting least recently used entries after each pack; "
+                          "$UKDPACK_CACHE_MAX_SIZE overrides it")
+    prune_p = cache_sub.add_parser("prune", help="remove entries no pack used for a while")
+    prune_p.add_argument("--older-than", required=True, metavar="AGE",
+                         help="remove entries unused for AGE: 30d, 12h, 90m, 3600s, 2w")
+    clear_p = cache_sub.add_parser("clear", help="remove every entry (cache.conf stays)")
+    for c in (config_p, prune_p, clear_p):
+        c.add_argument("--cache-dir", metavar="D",
+                       help="the cache (default: as pack: $UKDPACK_CACHE_DIR, ...)")
+        c.add_argument("--wait", type=float, default=600.0, metavar="S",
+                       help="seconds to wait for running packs to finish with the cache "
+                       "(default 600)")
+        c.set_defaults(handler=cmd_cache_admin)
     verify_p.add_argument("--sample", type=_positive_count, metavar="N",
                           help="compile N entries picked at random (default: every entry)")
     verify_p.add_argument("--jobs", type=int, default=0, metavar="N",
                           help="parallel compiles (default: the CPUs this process may use)")
     verify_p.add_argument("--hipcc", metavar="PATH", help="HIP compiler to try first")
     verify_p.add_argument("--nvcc", metavar="PATH", help="CUDA compiler to try first")
+
+    p = sub.add_parser("completion", help="print a shell completion script (bash, zsh): "
+                                          "docs/cli.md, \"Shell completion\"")
+    p.add_argument("shell", choices=("bash", "zsh"), help="the shell it is for")
+    p.set_defaults(handler=cmd_completion)
 
     from ukdpack.doctor.command import add_parser as add_doctor
     from ukdpack.init.command import add_parser as add_init

@@ -10,6 +10,7 @@
 
 #include "runtime_support.hpp"
 #include "ukdpack/integrity.hpp"
+#include "ukdpack/loader.hpp"
 #include "ukdpack/validate.hpp"
 
 using ukdtest::dump;
@@ -115,6 +116,31 @@ TEST(ValidateFolder, ArchNamedFoldersWithoutArchivesAreAnAuthoredLayout) {
   writeTree(mixed, "gfx90a/", true);
   mixed.write("top.udd.json", ukdtest::udd("udd-top", "sym_top"));
   EXPECT_FALSE(ukdpack::noShardReason(mixed.root()).has_value());
+}
+
+TEST(LoadShard, AnOutRootIsOneNoShardErrorNotADuplicateIdPerDescriptor) {
+  // A consuming library's common slip: loadShard("out") for loadShard("out/gfx90a").
+  TempTree t;
+  writeTree(t, "gfx940/", true);
+  writeTree(t, "gfx90a/", true);
+  const ukdpack::DescriptorSet set = ukdpack::loadShard(t.root());
+  EXPECT_FALSE(set.ok());
+  ASSERT_EQ(set.diagnostics.size(), 1u) << dump(set.diagnostics);
+  const ukdpack::Diagnostic& d = set.diagnostics.front();
+  EXPECT_EQ(d.code, "NO_SHARD");
+  EXPECT_EQ(d.file, t.root().string());
+  EXPECT_EQ(d.message,
+            "holds no shard: its descriptors lie in the shard folders gfx90a, gfx940 below it (it is an "
+            "out root; a shard is OUT_ROOT/<arch>/); did you mean " +
+                (t.root() / "gfx90a").string() + "?");
+  EXPECT_TRUE(set.packs.empty());
+  // The shard it names loads, and so do an authored root of arch-named folders
+  // (no kpack/ there) and an empty folder (nothing to load, nothing wrong).
+  EXPECT_TRUE(ukdpack::loadShard(t.path("gfx90a")).ok()) << dump(ukdpack::loadShard(t.path("gfx90a")).diagnostics);
+  TempTree authored, empty;
+  writeTree(authored, "gfx90a/", false);
+  EXPECT_EQ(ukdtest::findDiag(ukdpack::loadShard(authored.root()).diagnostics, "NO_SHARD"), nullptr);
+  EXPECT_TRUE(ukdpack::loadShard(empty.root()).diagnostics.empty());
 }
 
 TEST(LocateLibrary, ALinkedArchiveFolderIsRefusedEvenInsideTheShard) {

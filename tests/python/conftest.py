@@ -21,6 +21,7 @@ HEAVY = frozenset({
     "test_concurrency", "test_corpus", "test_escapes", "test_fuzz", "test_hostile",
     "test_kill", "test_mutation", "test_pack", "test_pack_kinds", "test_packaging",
     "test_runtime_check",
+    "test_cache_admin", "test_cpp_consumer",  # real packs; a full CMake build of the example
     "test_dvc::test_validate_warns_and_pack_fails_only_the_arches_missing_objects",
     "test_hostile_generate_dvc::test_the_advice_after_verify_repairs_a_damaged_output",
     "test_migrate::test_a_legacy_example_tree_migrates_to_one_that_packs_and_loads",

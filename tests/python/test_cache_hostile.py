@@ -357,6 +357,7 @@ def test_stats_counts_entries_bytes_and_ages(warm: Warm, tmp_path: Path) -> None
         f"{len(everything)} files",
         "  oldest   2001-02-03 04:05:06",
         "  newest   2002-03-04 05:06:07",
+        "  limit    none",
     ]
 
     r = _cache_cli("stats", "--cache-dir", str(tmp_path / "nothing"))

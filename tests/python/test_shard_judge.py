@@ -150,6 +150,20 @@ def test_the_out_root_holds_no_shard_and_names_one(packed: tuple[Path, Path],
                      f"OUT_ROOT/<arch>/); did you mean {out / ARCH}?"]
 
 
+def test_the_runtime_load_of_the_out_root_says_so_in_one_line(packed: tuple[Path, Path]
+                                                             ) -> None:
+    """A consuming library's loadShard("out") (the extension's load_shard is the same
+    call): one NO_SHARD error in the tools' words, not a duplicate id per descriptor."""
+    _, out = packed
+    dset = _runtime.load_shard(str(out))
+    assert dset.diagnostics == [{
+        "severity": "error", "code": "NO_SHARD", "file": str(out), "path": "",
+        "message": f"holds no shard: its descriptors lie in the shard folder {ARCH} below it "
+                   f"(it is an out root; a shard is OUT_ROOT/<arch>/); did you mean "
+                   f"{out / ARCH}?"}]
+    assert not _runtime.load_shard(str(out / ARCH)).diagnostics
+
+
 def test_an_empty_folder_beside_arch_folders_suggests_one(tmp_path: Path) -> None:
     (tmp_path / "gfx1030").mkdir()
     r = ukdpack("desk-check", str(tmp_path))

@@ -283,13 +283,16 @@ class CompileCache:
             with contextlib.suppress(OSError):
                 path.unlink()
             return None
+        _mark_used(path)
         return data
 
     def put_object(self, data: bytes) -> str | None:
         """Store an object; its sha256, or None when it could not be written."""
         sha = sha256_hex(data)
         path = self._object_path(sha)
-        if not path.is_file() and not self._write(path, data):
+        if path.is_file():
+            _mark_used(path)
+        elif not self._write(path, data):
             return None
         return sha
 
@@ -392,6 +395,29 @@ class CompileCache:
                     canonical_json({"digest": _bound(key, record), **record}))
 
     # ------------------------------------------------------------ whole cache
+    def forget_objects(self, gone: set[str]) -> int:
+        """Drop the manifest entries naming an object of ``gone`` (removed by eviction or
+        prune); a manifest left empty goes. The bytes this freed."""
+        freed = 0
+        for path in (self.folder / "manifests").glob("*/*.json"):
+            key = path.name.removesuffix(".json")
+            entries = self._manifest(key)
+            kept = [e for e in entries if e["object"] not in gone]
+            if len(kept) == len(entries):
+                continue
+            try:
+                before = path.lstat().st_size
+                if kept:
+                    write_atomic(path, canonical_json({"digest": _bound(key, kept),
+                                                       "entries": kept}))
+                    freed += before - path.lstat().st_size
+                else:
+                    path.unlink()
+                    freed += before
+            except FileNotFoundError:
+                continue
+        return freed
+
     def entries(self) -> Iterator[tuple[str, dict[str, Any] | None]]:
         """Every manifest's (base key, entry); (base key, None) for a manifest that fails
         its digest (packs ignore it)."""
@@ -402,6 +428,13 @@ class CompileCache:
                 yield key, None
             for entry in found:
                 yield key, entry
+
+
+def _mark_used(path: Path) -> None:
+    """An object's mtime is when a pack last used it: eviction removes the least recently
+    used first (cache_admin). A cache that cannot be written keeps the old time."""
+    with contextlib.suppress(OSError):
+        os.utime(path)
 
 
 def _info_digest(sha: str, info: Mapping[str, Any]) -> str:
@@ -457,7 +490,8 @@ class Stats:
     object_bytes: int
     files: int
     bytes: int  # every file under the folder
-    oldest: float | None  # mtime of the oldest and newest object (when compiled)
+    oldest: float | None  # mtime of the least and most recently used object (a pack's
+    # last hit or store of it)
     newest: float | None
 
 

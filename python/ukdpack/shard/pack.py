@@ -30,6 +30,7 @@ from ukdpack.authored.model import Uhd, Ukd
 from ukdpack.authored.validate import check_tree
 from ukdpack.errors import Problem, UkdError, UsageError, escape_controls, has_controls
 from ukdpack.files import found_at, read_regular
+from ukdpack.produce import cache_admin
 from ukdpack.produce.cache import CompileCache, default_cache_dir
 from ukdpack.produce.compiler import DEFAULT_JOB_TIMEOUT
 from ukdpack.produce.plan import ArchPlan, Job, Launch, plan_arch
@@ -579,13 +580,17 @@ def _pack(opts: PackOptions, reporter: Reporter) -> PackReport:
     with contextlib.suppress(OSError):
         out_root.mkdir(parents=True, exist_ok=True)
     spool_dir = out_root if out_root.is_dir() else Path(tempfile.gettempdir())
+    cache_admin.limit(cache.root)  # a bad limit fails now, not after the compiles
     producer = Producer(root, cache, opts.jobs, {"hip": opts.hipcc, "cuda": opts.nvcc},
                         opts.job_timeout, remote, spool_dir=spool_dir)
     try:
-        return _produce_and_publish(opts, reporter, report, tree, plans, handlers, producer,
-                                    remote)
+        # Shared: no prune, clear or eviction removes an entry while this pack may use it.
+        with cache_admin.pack_lock(cache.root, opts.lock_timeout, say):
+            return _produce_and_publish(opts, reporter, report, tree, plans, handlers,
+                                        producer, remote)
     finally:
         producer.close()
+        cache_admin.evict_after_pack(cache.root, say)
 
 
 def _produce_and_publish(opts: PackOptions, reporter: Reporter, report: PackReport, tree: Tree,

@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import os
 import resource
-import shutil
 import signal
 import socket
 import subprocess
@@ -725,9 +724,6 @@ def test_a_uhd_without_objective_gets_one(tmp_path: Path, capsys: pytest.Capture
                              f'"sort_kernel_catalog": {{"default": "{UHD_ID}"}}')
     root = write(tmp_path / "old", {**base(), "e.ued.json": ued, "h.uhd.json": uhd,
                                     "a.kdp.json": LEGACY_KDP})
-    rc, out, err = migrate(capsys, str(root), "--out", str(tmp_path / "bad-check"))
-    shutil.rmtree(tmp_path / "bad-check")
-    assert rc == 0, out + err
     (tmp_path / "v").mkdir()
     write(tmp_path / "v", {**base(), "e.ued.json": ued, "h.uhd.json": uhd})
     rc = main(["validate", str(tmp_path / "v")])

@@ -338,8 +338,8 @@ std::optional<Kernel> parseKernelFrom(const V& ukd, const KernelContext& ctx,
   // Older kernels carried no version: what to write is the version their form
   // needs (a multi-launch kernel's 'sources' came with 1.1), never a made-up 0.0.
   bool versionRead = false;
-  const std::string wantVersion = std::string("\"version\": \"") + (r.has("sources") ? "1.1" : "1.0") + "\"";
   if (!r.has("version")) {
+    const std::string wantVersion = r.has("sources") ? "\"version\": \"1.1\"" : "\"version\": \"1.0\"";
     r.error(r.path(), ctx.jsonPath != "$"
                           ? legacyFormMessage("an inline UKD without 'version'", wantVersion, true)
                           : "missing required field 'version'; write " + wantVersion +

@@ -415,8 +415,11 @@ def check_out(root: Path, out: Path) -> bool:
     if o == r or r in o.parents:
         raise UsageError(f"--out {quote_name(str(out))}: lies inside {quote_name(str(root))}; "
                          "write the new tree elsewhere")
-    if not out.is_dir() or not any(out.iterdir()):
-        return False
+    try:
+        if not out.is_dir() or not any(out.iterdir()):
+            return False
+    except OSError as e:
+        raise UsageError(f"--out {quote_name(str(out))}: cannot be listed ({e.strerror})") from None
     mark = out / UNFINISHED
     if not mark.is_file() or mark.is_symlink():
         raise UsageError(f"--out {quote_name(str(out))}: expected a new or empty folder; "

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "modules.hpp"
+#include "pyjson.hpp"
 #include "ukdpack/json_spans.hpp"
 #include "ukdpack/loader.hpp"
 
@@ -41,6 +42,30 @@ void bindEdit(py::module_& m) {
       "message). One dict per value in document order: path, begin, end (byte offsets of the value), "
       "key_begin, key_end (of an object member's quoted key, else None), indent (the blanks opening "
       "the line it starts on) and inline (whether something precedes it on that line).");
+  m.def(
+      "read_json_text",
+      [](const py::bytes& data) -> py::tuple {
+        auto doc = parseDescriptorText(std::string(data));
+        if (!doc) return py::make_tuple(py::none(), doc.error().jsonPath, doc.error().message);
+        return py::make_tuple(fromJson(doc.value()), py::none(), py::none());
+      },
+      py::arg("text"),
+      "read_json_file's reading of bytes already read: (value, None, None), else (None, json_path, "
+      "message).");
+  m.def(
+      "walk_root",
+      [](const std::string& root, const std::vector<std::string>& excludeFolders) -> py::tuple {
+        std::vector<Diagnostic> diags;
+        const std::vector<WalkedFile> files = walkRoot(root, diags, excludeFolders);
+        py::list out;
+        // A name is bytes: the file system's, which need not be UTF-8 (os.fsdecode reads it).
+        for (const WalkedFile& f : files) out.append(py::make_tuple(py::bytes(f.rel), f.type));
+        return py::make_tuple(std::move(out), diagnosticList(diags));
+      },
+      py::arg("root"), py::arg("exclude_folders") = std::vector<std::string>{},
+      "The loader's walk of a descriptor root: ([(rel as bytes, type)], diagnostics), sorted by "
+      "rel; the diagnostics say what was skipped (notes) or refused (a FIFO, a link leaving the "
+      "root, a folder that cannot be listed).");
   m.def(
       "descriptor_type", [](const std::string& name) { return descriptorType(name); }, py::arg("name"),
       "'foo.kdp.json' -> 'kdp': the type token of a descriptor file name as the loader's walk "

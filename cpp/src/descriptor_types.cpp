@@ -798,7 +798,15 @@ std::optional<HeuristicDescriptor> parseHeuristic(const Json& uhd, const Descrip
   const bool ordered = h.adapter == "static_order";
   const bool trained = h.adapter == "tree_data" || h.adapter == "table";
   // static_order ranks by kernel priority: nothing to maximise or minimise.
-  h.objective = readEnum(r, "objective", !ordered && !h.adapter.empty(), {"max", "min"});
+  const bool needsObjective = !ordered && !h.adapter.empty();
+  if (needsObjective && !r.has("objective")) {
+    // Upstream's earlier UHDs carried none; a score of time is minimised, else maximised.
+    const Json* score = r.has("score") ? &uhd.at("score") : nullptr;
+    const bool time = score != nullptr && score->is_object() && score->value("metric", Json()) == "time";
+    r.error(r.path(), legacyFormMessage("a UHD without 'objective' (adapter '" + h.adapter + "')",
+                                        time ? "\"objective\": \"min\"" : "\"objective\": \"max\"", true));
+  }
+  h.objective = readEnum(r, "objective", false, {"max", "min"});
   bool partsOk = true;
   const auto metric = readScore(r, partsOk);
   if (metric && h.objective) {

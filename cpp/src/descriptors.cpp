@@ -335,12 +335,19 @@ std::optional<Kernel> parseKernelFrom(const V& ukd, const KernelContext& ctx,
   k.id = r.string("id", true).value_or("");
   k.name = r.string("name", true).value_or("");
   detail::readSchemaKey(r);
-  if (!r.has("version") && ctx.jsonPath != "$") {
-    // Inline kernels of older packs carried no version; they read as UKD 1.0.
-    r.error(r.path(), legacyFormMessage("an inline UKD without 'version'", "\"version\": \"1.0\"", true));
+  // Older kernels carried no version: what to write is the version their form
+  // needs (a multi-launch kernel's 'sources' came with 1.1), never a made-up 0.0.
+  bool versionRead = false;
+  if (!r.has("version")) {
+    const std::string wantVersion = r.has("sources") ? "\"version\": \"1.1\"" : "\"version\": \"1.0\"";
+    r.error(r.path(), ctx.jsonPath != "$"
+                          ? legacyFormMessage("an inline UKD without 'version'", wantVersion, true)
+                          : "missing required field 'version'; write " + wantVersion +
+                                " (`ukdpack migrate ROOT --out NEW` adds it)");
   } else if (auto v = r.string("version", true)) {
     if (auto parsed = Version::parse(*v)) {
       k.version = *parsed;
+      versionRead = true;
     } else {
       r.error(r.pathOf("version"), "expected a version '<major>.<minor>', found '" + *v + "'");
     }
@@ -394,7 +401,7 @@ std::optional<Kernel> parseKernelFrom(const V& ukd, const KernelContext& ctx,
     }
   } else if (const V* map = r.object("sources", false)) {
     const std::string mapPath = r.pathOf("sources");
-    if (k.version < Version{1, 1}) {
+    if (versionRead && k.version < Version{1, 1}) {
       r.error(mapPath, "'sources' needs UKD version 1.1, found version " + k.version.str());
     }
     if (map->size() < 2) {

@@ -1,9 +1,14 @@
 // Byte spans of the values of descriptor text (see ukdpack/json_spans.hpp).
 //
 // The text is judged by the one reader (parseDescriptorText) before it is
-// scanned, so the scan below may trust its shape: it only has to step over
-// blanks, comments and strings correctly, never to diagnose.
+// scanned, and the scan then runs the reader's own tokenizer (nlohmann's lexer,
+// with comments on, over the same bytes): blanks, comments (a `//` comment ends
+// at LF, CR or NUL there), strings and the byte order mark are stepped over by
+// the code that reads them, so the spans cannot disagree with the document on
+// any byte. Only the offsets are worked out here.
 #include "ukdpack/json_spans.hpp"
+
+#include <nlohmann/json.hpp>
 
 #include "ukdpack/descriptors.hpp"
 #include "ukdpack/loader.hpp"
@@ -12,14 +17,19 @@ namespace ukdpack {
 
 namespace {
 
+using Adapter = decltype(nlohmann::detail::input_adapter(static_cast<const char*>(nullptr),
+                                                         static_cast<const char*>(nullptr)));
+using Lexer = nlohmann::detail::lexer<Json, Adapter>;
+using Token = Lexer::token_type;
+
 class SpanScanner {
  public:
-  explicit SpanScanner(std::string_view text) : text_(text) {}
+  explicit SpanScanner(std::string_view text)
+      : text_(text),
+        lexer_(nlohmann::detail::input_adapter(text.data(), text.data() + text.size()), /*ignore_comments=*/true) {}
 
   std::vector<JsonSpan> run() {
-    // A UTF-8 byte order mark is allowed before the document.
-    if (text_.substr(0, 3) == "\xEF\xBB\xBF") pos_ = 3;
-    skipBlanks();
+    next();
     JsonSpan root;
     root.path = "$";
     value(std::move(root));
@@ -27,36 +37,46 @@ class SpanScanner {
   }
 
  private:
-  void skipBlanks() {
-    while (pos_ < text_.size()) {
-      const char c = text_[pos_];
-      if (c == ' ' || c == '\t' || c == '\n' || c == '\r') {
-        ++pos_;
-      } else if (c == '/' && pos_ + 1 < text_.size() && text_[pos_ + 1] == '/') {
-        const std::size_t nl = text_.find('\n', pos_);
-        pos_ = nl == std::string_view::npos ? text_.size() : nl + 1;
-      } else if (c == '/' && pos_ + 1 < text_.size() && text_[pos_ + 1] == '*') {
-        const std::size_t close = text_.find("*/", pos_ + 2);
-        pos_ = close == std::string_view::npos ? text_.size() : close + 2;
-      } else {
-        return;
-      }
+  // Reads the next token and where it lies: the lexer counts the bytes it has
+  // read (a number's lookahead given back), so a token ends there and begins
+  // its own length before.
+  void next() {
+    token_ = lexer_.scan();
+    end_ = lexer_.get_position().chars_read_total;
+    std::size_t length = 1;
+    switch (token_) {
+      case Token::literal_true:
+      case Token::literal_null:
+        length = 4;
+        break;
+      case Token::literal_false:
+        length = 5;
+        break;
+      case Token::value_string:
+      case Token::value_unsigned:
+      case Token::value_integer:
+      case Token::value_float:
+        // The token's bytes as read: the reader took the text, so a string holds
+        // no raw control byte (the only bytes this rendering would escape).
+        length = lexer_.get_token_string().size();
+        break;
+      case Token::end_of_input:
+        length = 0;
+        break;
+      default:
+        break;
     }
+    begin_ = end_ - length;
   }
 
-  // Past the string whose opening quote is at pos_; a backslash escapes the
-  // next byte, so an escaped quote does not end it.
-  void skipString() {
-    ++pos_;
-    while (pos_ < text_.size() && text_[pos_] != '"') pos_ += text_[pos_] == '\\' ? 2 : 1;
-    ++pos_;
-  }
-
-  // The blanks that start the line holding `at`, and whether anything else
-  // precedes `at` on that line.
-  void lineOf(std::size_t at, JsonSpan& span) const {
-    const std::size_t nl = text_.rfind('\n', at == 0 ? 0 : at - 1);
-    std::size_t start = (nl == std::string_view::npos || at == 0) ? 0 : nl + 1;
+  // The blanks that start the line holding `at` (a line ends at LF or CR, as
+  // the reader's `//` comment does), and whether anything else precedes `at` on
+  // it. `at` only grows, so the line is followed forward, not searched back.
+  void lineOf(std::size_t at, JsonSpan& span) {
+    for (; lineScan_ < at; ++lineScan_) {
+      if (text_[lineScan_] == '\n' || text_[lineScan_] == '\r') lineStart_ = lineScan_ + 1;
+    }
+    std::size_t start = lineStart_;
     if (start == 0 && text_.substr(0, 3) == "\xEF\xBB\xBF") start = 3;
     std::size_t blank = start;
     while (blank < at && (text_[blank] == ' ' || text_[blank] == '\t')) ++blank;
@@ -64,71 +84,54 @@ class SpanScanner {
     span.inlineStart = blank < at;
   }
 
-  // The value at pos_, described by `span` (path and key already set).
+  // The value whose first token is current, described by `span` (path and key
+  // already set); leaves the token after it current.
   void value(JsonSpan span) {
-    span.begin = pos_;
-    if (!span.member) lineOf(pos_, span);
+    span.begin = begin_;
+    if (!span.member) lineOf(begin_, span);
     const std::size_t slot = out_.size();
     out_.push_back(span);  // a container precedes its contents
-    const char c = pos_ < text_.size() ? text_[pos_] : '\0';
-    if (c == '{') {
+    if (token_ == Token::begin_object) {
       object(span.path);
-    } else if (c == '[') {
+    } else if (token_ == Token::begin_array) {
       array(span.path);
-    } else if (c == '"') {
-      skipString();
-    } else {
-      // A number, true, false or null: runs to the next delimiter.
-      while (pos_ < text_.size() && std::string_view(",]} \t\r\n/").find(text_[pos_]) == std::string_view::npos) ++pos_;
     }
-    out_[slot].end = pos_;
+    out_[slot].end = end_;
+    next();
   }
 
   void object(const std::string& path) {
-    ++pos_;
-    skipBlanks();
-    while (pos_ < text_.size() && text_[pos_] != '}') {
+    next();
+    while (token_ == Token::value_string) {
       JsonSpan member;
       member.member = true;
-      member.keyBegin = pos_;
-      lineOf(pos_, member);
-      skipString();
-      member.keyEnd = pos_;
-      // The key as the reader decodes it (escapes included): the reader itself says.
-      const auto key = parseDescriptorText(text_.substr(member.keyBegin, member.keyEnd - member.keyBegin));
-      member.path = jsonPathKey(path, key && key.value().is_string() ? key.value().get<std::string>() : std::string());
-      skipBlanks();
-      ++pos_;  // ':'
-      skipBlanks();
+      member.keyBegin = begin_;
+      member.keyEnd = end_;
+      lineOf(begin_, member);
+      member.path = jsonPathKey(path, lexer_.get_string());  // the key as the reader decodes it
+      next();  // ':'
+      next();
       value(std::move(member));
-      skipBlanks();
-      if (pos_ < text_.size() && text_[pos_] == ',') {
-        ++pos_;
-        skipBlanks();
-      }
+      if (token_ == Token::value_separator) next();
     }
-    ++pos_;
   }
 
   void array(const std::string& path) {
-    ++pos_;
-    skipBlanks();
+    next();
     std::size_t index = 0;
-    while (pos_ < text_.size() && text_[pos_] != ']') {
+    while (token_ != Token::end_array && token_ != Token::end_of_input && token_ != Token::parse_error) {
       JsonSpan element;
       element.path = jsonPathIndex(path, index++);
       value(std::move(element));
-      skipBlanks();
-      if (pos_ < text_.size() && text_[pos_] == ',') {
-        ++pos_;
-        skipBlanks();
-      }
+      if (token_ == Token::value_separator) next();
     }
-    ++pos_;
   }
 
   std::string_view text_;
-  std::size_t pos_ = 0;
+  Lexer lexer_;
+  Token token_ = Token::uninitialized;
+  std::size_t begin_ = 0, end_ = 0;
+  std::size_t lineStart_ = 0, lineScan_ = 0;
   std::vector<JsonSpan> out_;
 };
 

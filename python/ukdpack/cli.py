@@ -24,7 +24,7 @@ from types import FrameType
 from typing import TYPE_CHECKING, Any, NoReturn, cast
 
 from ukdpack import __version__
-from ukdpack.errors import UkdError, UsageError, escape_controls, has_controls
+from ukdpack.errors import UkdError, UsageError, escape_controls, has_controls, quote_name
 from ukdpack.produce.compiler import DEFAULT_JOB_TIMEOUT
 from ukdpack.redact import redact
 from ukdpack.reports import print_report, report
@@ -348,21 +348,28 @@ def cmd_migrate(args: argparse.Namespace) -> int:
 
     root = _need_folder(Path(args.root), "a descriptor root folder")
     out = Path(args.out) if args.out is not None else None
-    if out is not None:
-        migrate.check_out(root, out)
-    m = migrate.plan(root)
-    if m.refused:
-        _print_problem_lines([p.line() for p in m.all_problems()])
-        print(f"ukdpack: {root}: not migrated; nothing was written")
+    if args.out == "":  # Path("") is the current folder: never what was meant
+        raise UsageError("--out '': expected a folder to write the migrated tree to")
+    resume = migrate.check_out(root, out) if out is not None else False
+    m = migrate.plan(root, args.exclude_folder)
+    problems = m.all_problems() + (migrate.copy_problems(m) if out is not None else [])
+    if problems:
+        _print_problem_lines([p.line() for p in problems])
+        print(f"ukdpack: {quote_name(str(root))}: not migrated; nothing was written")
         return 1
-    target = migrate.write(m, out)
-    for f in m.changed():
-        print(f"ukdpack: rewrote {f.rel}: {', '.join(f.changes)}")
-    result = validate(target)
+    if resume:
+        print(f"ukdpack: {quote_name(str(out))}: finishing the unfinished migrate of "
+              f"{quote_name(str(root))}")
+
+    def written(f: migrate.FilePlan) -> None:
+        # At once: an interrupted run has said what it rewrote.
+        print(f"ukdpack: rewrote {quote_name(f.rel)}: {', '.join(f.changes)}", flush=True)
+
+    target = migrate.write(m, out, written)
+    result = validate(target, args.exclude_folder)
     _print_problem_lines([p.line() for p in result.problems])
-    print(f"ukdpack: {target}: {len(m.changed())} of {count(len(m.files), 'descriptor')} "
-          "rewritten; "
-          f"{result.summary()}")
+    print(f"ukdpack: {quote_name(str(target))}: {len(m.changed())} of "
+          f"{count(len(m.files), 'descriptor')} rewritten; {result.summary()}")
     return 0 if result.valid else 1
 
 
@@ -781,6 +788,9 @@ def build_parser() -> argparse.ArgumentParser:
     where.add_argument("--out", metavar="NEW", help="write the migrated tree here (new or empty)")
     where.add_argument("--in-place", action="store_true",
                        help="rewrite the files that change in ROOT itself")
+    p.add_argument("--exclude-folder", action="append", default=[], metavar="X",
+                   help="leave folders named X alone (as validate and pack do); --out "
+                        "still copies them (repeatable)")
     p.set_defaults(handler=cmd_migrate)
 
     p = sub.add_parser("cache", help="the compile cache: stats, verify, config (size "

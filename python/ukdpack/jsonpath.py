@@ -9,12 +9,16 @@ import json
 import re
 from collections.abc import Iterable
 
-_PLAIN = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_PLAIN = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
 def key(base: str, name: str) -> str:
     """``base`` followed by the member ``name``."""
-    return f"{base}.{name}" if _PLAIN.match(name) else f"{base}[{json.dumps(name)}]"
+    # As the runtime writes it (jsonPathKey): a whole-name match (``$`` would let a
+    # trailing newline by), and UTF-8 kept, not escaped.
+    if _PLAIN.fullmatch(name):
+        return f"{base}.{name}"
+    return f"{base}[{json.dumps(name, ensure_ascii=False)}]"
 
 
 def index(base: str, i: int) -> str:

@@ -88,3 +88,16 @@ TEST(JsonSpans, WhatTheReaderRefusesIsRefusedWithItsDiagnostic) {
   ASSERT_FALSE(broken.ok());
   EXPECT_EQ(broken.error().code, "JSON_SYNTAX");
 }
+
+// The reader ends a `//` comment at a lone CR too: the next value is no part of it
+// (it was, for a scanner of its own, and a migrate insert landed in another kernel).
+TEST(JsonSpans, ALoneCrEndsALineCommentAsTheReaderSays) {
+  const std::string text = "{\"k\": [1, // one\r 2, 3],\r\t\"z\": 4}";
+  const auto spans = spansOf(text);
+  std::vector<std::string> paths;
+  for (const auto& s : spans) paths.push_back(s.path);
+  EXPECT_EQ(paths, (std::vector<std::string>{"$", "$.k", "$.k[0]", "$.k[1]", "$.k[2]", "$.z"}));
+  EXPECT_EQ(slice(text, find(spans, "$.k[1]")->begin, find(spans, "$.k[1]")->end), "2");
+  EXPECT_EQ(find(spans, "$.z")->indent, "\t");  // a CR starts a line
+  EXPECT_FALSE(find(spans, "$.z")->inlineStart);
+}

@@ -104,7 +104,9 @@ TEST(UpstreamUhd, ObjectiveIsRequiredExceptForStaticOrder) {
   Json doc = nativeUhd();
   doc.erase("objective");
   doc.erase("score");
-  EXPECT_EQ(uhdErrors(doc), std::vector<std::string>{"x.json: $: missing required field 'objective'"});
+  EXPECT_EQ(uhdErrors(doc), std::vector<std::string>{
+                               "x.json: $: legacy form: a UHD without 'objective' (adapter 'native'); write "
+                               "\"objective\": \"max\" instead (`ukdpack migrate ROOT --out NEW` rewrites it)"});
 }
 
 TEST(UpstreamUhd, TrainedAdaptersNeedFeaturesAndTrainedAgainst) {

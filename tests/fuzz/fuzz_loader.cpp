@@ -6,12 +6,15 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <string>
 #include <string_view>
 #include <system_error>
 
+#include "ukdpack/json_spans.hpp"
 #include "ukdpack/loader.hpp"
 
 namespace fs = std::filesystem;
@@ -38,6 +41,40 @@ bool safeRelative(std::string_view rel) {
   return true;
 }
 
+void valuesOf(const ukdpack::Json& v, const std::string& path, std::map<std::string, const ukdpack::Json*>& out) {
+  out.emplace(path, &v);
+  if (v.is_object()) {
+    for (auto it = v.begin(); it != v.end(); ++it) valuesOf(*it, ukdpack::jsonPathKey(path, it.key()), out);
+  } else if (v.is_array()) {
+    for (std::size_t i = 0; i < v.size(); ++i) valuesOf(v[i], ukdpack::jsonPathIndex(path, i), out);
+  }
+}
+
+// The differential of migrate's span scanner and the reader: the spans of text the
+// reader took name exactly its values, and each scalar's bytes read as that value.
+// A disagreement is a finding (abort), as a crash is.
+void checkSpans(std::string_view text, const ukdpack::Json& doc) {
+  const auto spans = ukdpack::jsonSpans(text);
+  if (!spans) std::abort();
+  std::map<std::string, const ukdpack::Json*> values;
+  valuesOf(doc, "$", values);
+  if (spans.value().size() != values.size()) std::abort();
+  for (const ukdpack::JsonSpan& s : spans.value()) {
+    const auto it = values.find(s.path);
+    if (it == values.end() || s.begin >= s.end || s.end > text.size()) std::abort();
+    const ukdpack::Json& v = *it->second;
+    const char first = text[s.begin], last = text[s.end - 1];
+    if (v.is_object()) {
+      if (first != '{' || last != '}') std::abort();
+    } else if (v.is_array()) {
+      if (first != '[' || last != ']') std::abort();
+    } else {
+      const auto again = ukdpack::parseDescriptorText(text.substr(s.begin, s.end - s.begin));
+      if (!again || again.value() != v) std::abort();
+    }
+  }
+}
+
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
@@ -60,8 +97,9 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
       rel = std::string(file.substr(0, nl));
       file = file.substr(nl + 1);
     }
-    // The in-memory parser on its own, as the Python binding calls it.
-    (void)ukdpack::parseDescriptorText(file);
+    // The in-memory parser on its own, as the Python binding calls it, and the span
+    // scanner against it.
+    if (const auto doc = ukdpack::parseDescriptorText(file)) checkSpans(file, doc.value());
     const fs::path path = root / rel;
     fs::create_directories(path.parent_path(), ec);
     std::ofstream out(path, std::ios::binary);

@@ -3,15 +3,22 @@ validates), what is refused, and every byte the rewrite does not touch kept."""
 
 from __future__ import annotations
 
+import json
 import os
+import resource
+import signal
+import socket
 import subprocess
 import sys
+import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from pack_support import copy_example, read_json, run_pack, write_json
 
-from ukdpack import _runtime
+from ukdpack import _runtime, jsonpath
+from ukdpack.authored.migrate import plan
 from ukdpack.cli import main
 
 KMD_ID = "00000000-0000-4000-8000-000000000001"
@@ -407,3 +414,353 @@ def test_a_legacy_example_tree_migrates_to_one_that_packs_and_loads(tmp_path: Pa
                         str(tmp_path / "out" / "gfx90a")], capture_output=True, text=True,
                        check=False, timeout=60)
     assert v.returncode == 0, v.stdout + v.stderr
+
+
+# ---------------------------------------------------------------------------
+# The span scanner and the reader agree on every byte (issue 32, High 3)
+
+CORPUS = Path(__file__).resolve().parents[1] / "corpus"
+
+
+def _values(value: object, path: str = "$") -> Iterator[tuple[str, object]]:
+    """Every (path, value) of a document as the reader built it."""
+    yield path, value
+    if isinstance(value, dict):
+        for k, v in value.items():
+            yield from _values(v, jsonpath.key(path, k))
+    elif isinstance(value, list):
+        for i, v in enumerate(value):
+            yield from _values(v, jsonpath.index(path, i))
+
+
+def _corpus_texts() -> list[bytes]:
+    """Every JSON file of the conformance corpus and every file of the fuzz seeds
+    (tests/fuzz/seeds.py), each once."""
+    sys.path.insert(0, str(CORPUS.parent / "fuzz"))
+    try:
+        import seeds  # type: ignore[import-not-found]
+    finally:
+        sys.path.pop(0)
+    texts = {p.read_bytes() for p in CORPUS.rglob("*.json") if p.is_file()}
+    for data in seeds.loader_inputs():
+        for file in data.split(b"\0"):
+            texts.add(file.partition(b"\n")[2])
+    return sorted(texts)
+
+
+def _variants(data: bytes) -> list[bytes]:
+    """The text, and its line ends as CRLF, as lone CR, and ended by a `//` comment
+    that CR, CRLF or LF closes, each with and without a byte order mark."""
+    out = []
+    for ends in (b"\n", b"\r\n", b"\r", b" // c\r", b" // c\r\n", b"/* c */\r"):
+        body = data.replace(b"\n", ends)
+        out += [body, b"\xef\xbb\xbf" + body]
+    return out
+
+
+def _check_spans_agree(text: bytes) -> None:
+    doc, where, message = _runtime.read_json_text(text)
+    spans, s_where, s_message = _runtime.json_spans(text)
+    if message is not None:
+        assert spans is None and (s_where, s_message) == (where, message)
+        return
+    assert spans is not None, (text[:80], s_message)
+    values = dict(_values(doc))
+    by = {s["path"]: s for s in spans}
+    assert len(by) == len(spans) and by.keys() == values.keys(), text[:200]
+    for path, s in by.items():
+        value, raw = values[path], text[s["begin"]:s["end"]]
+        if isinstance(value, dict):
+            assert raw[:1] == b"{" and raw[-1:] == b"}", (path, raw[:40])
+        elif isinstance(value, list):
+            assert raw[:1] == b"[" and raw[-1:] == b"]", (path, raw[:40])
+        else:
+            assert _runtime.read_json_text(raw)[0] == value, (path, raw)
+        if s["key_begin"] is not None:
+            key = _runtime.read_json_text(text[s["key_begin"]:s["key_end"]])[0]
+            assert path.endswith(jsonpath.key("", key)), (path, key)
+        assert set(s["indent"]) <= {" ", "\t"}
+
+
+def test_spans_agree_with_the_reader_on_every_byte_of_the_corpora() -> None:
+    """The differential: for every text of the corpus and the fuzz seeds, in every
+    line-end and BOM variant, the spans name exactly the reader's values, each span's
+    bytes read as its value and each key's as its name."""
+    texts = _corpus_texts()
+    assert len(texts) > 500
+    for data in texts:
+        for text in _variants(data):
+            _check_spans_agree(text)
+
+
+@pytest.mark.parametrize("text", [
+    b'{"a": [1, // c\r 2, 3], "b": {"x": // y\r "z"}}',
+    b'[// only a comment, ended by CR\r1]',
+    b'{"a": 1} // to the end, no line end',
+    b'{"a": 1}\0',
+    b'{"\\u00e9": "\\"", "a\\nb": -1.5e3, "": null}',
+    b'\xef\xbb\xbf/* a\r\n */{"a"/*k*/:/*v*/[]/**/}',
+    b'{"a": 1 // c\r, "b": 2}',
+])
+def test_spans_agree_with_the_reader_on_hand_made_texts(text: bytes) -> None:
+    _check_spans_agree(text)
+
+
+def test_a_comment_ended_by_cr_does_not_move_an_insert(tmp_path: Path,
+                                                       capsys: pytest.CaptureFixture[str]) -> None:
+    """The red team's probe: a `//` comment ended by a lone CR hid the next kernel from
+    the span scanner, so the version insert of a later kernel landed in another one."""
+    kernels = ",".join(
+        f'\n    // kernel {i}\r    {{"id": "00000000-0000-4000-8000-0000000001{i:02d}", '
+        f'"name": "a.k{i}", "priority": 0, "metadata": {{}}, "kernel_source": {{"kind": "hip", '
+        f'"source": "kernels/a.hip", "entry": "k{i}", "build": {{}}}}}}' for i in range(3))
+    kdp = (f'{{"id": "{KDP_ID}", "version": "1.0", "name": "a", "engine": null, "dispatch": '
+           f'null, "matchers": [],\r    "kernelDescriptors": [{kernels}\n  ]\n}}\n')
+    root = write(tmp_path / "old", {**base(), "a.kdp.json": kdp})
+    rc, out, err = migrate(capsys, str(root), "--in-place")
+    assert rc == 0, out + err
+    d = doc(root / "a.kdp.json")
+    assert isinstance(d, dict)
+    assert [k.get("version") for k in d["kernelDescriptors"]] == ["1.0", "1.0", "1.0"]
+    assert "3 kernels' version added" in out
+
+
+# ---------------------------------------------------------------------------
+# Hostile trees and failed writes (issue 32, Medium 5 and Low)
+
+
+def _run_migrate(*argv: str, fsize: int | None = None,
+                 cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    """``ukdpack migrate`` in its own process; ``fsize`` caps the bytes of any file it
+    writes (RLIMIT_FSIZE: a write past it fails with EFBIG, as a full disk fails)."""
+    def limit() -> None:
+        if fsize is not None:
+            signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+            resource.setrlimit(resource.RLIMIT_FSIZE, (fsize, fsize))
+    return subprocess.run([sys.executable, "-m", "ukdpack", "migrate", *argv],
+                          capture_output=True, text=True, check=False, timeout=60,
+                          preexec_fn=limit, cwd=cwd)
+
+
+@pytest.mark.parametrize("where", ["--in-place", "--out"])
+def test_a_fifo_named_like_a_descriptor_is_refused_at_once(tmp_path: Path, where: str) -> None:
+    root = engine_tree(tmp_path / "old")
+    os.mkfifo(root / "x.kdp.json")
+    argv = [str(root), "--in-place"] if where == "--in-place" else [str(root), "--out",
+                                                                     str(tmp_path / "new")]
+    r = _run_migrate(*argv)  # before the fix: waited for a writer forever
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert "x.kdp.json" in r.stderr and "expected a regular file, found a FIFO" in r.stderr
+    assert "internal error" not in r.stderr
+    assert "nothing was written" in r.stdout
+    assert (root / "e.ued.json").read_text() == LEGACY_UED
+    assert not (tmp_path / "new").exists()
+
+
+@pytest.mark.parametrize("special", ["fifo", "socket"])
+def test_out_refuses_a_tree_holding_a_fifo_or_socket_before_writing(
+        tmp_path: Path, special: str) -> None:
+    root = engine_tree(tmp_path / "old")
+    if special == "fifo":
+        os.mkfifo(root / "kernels" / "pipe")
+    else:
+        s = socket.socket(socket.AF_UNIX)
+        s.bind(str(root / "kernels" / "sock"))
+        s.close()
+    r = _run_migrate(str(root), "--out", str(tmp_path / "new"))
+    assert r.returncode == 1, r.stdout + r.stderr
+    name = "kernels/pipe" if special == "fifo" else "kernels/sock"
+    found = "a FIFO" if special == "fifo" else "a socket"
+    assert f"ukdpack: error: {name}: --out copies regular files, folders and symbolic links; " \
+           f"this is {found}" in r.stderr
+    assert "internal error" not in r.stderr and "nothing was written" in r.stdout
+    assert not (tmp_path / "new").exists()
+
+
+def test_out_in_a_folder_that_cannot_be_made_is_a_clear_error(tmp_path: Path) -> None:
+    root = engine_tree(tmp_path / "old")
+    r = _run_migrate(str(root), "--out", "/proc/ukdpack-migrate-test/new")
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert "internal error" not in r.stderr
+    assert "ukdpack: error: /proc/ukdpack-migrate-test/new: cannot write there: " in r.stderr
+    assert "nothing was written" in r.stderr
+
+
+def test_out_empty_is_a_usage_error(tmp_path: Path) -> None:
+    root = engine_tree(tmp_path / "old")
+    (tmp_path / "cwd").mkdir()
+    r = _run_migrate(str(root), "--out", "", cwd=tmp_path / "cwd")
+    assert r.returncode == 2, r.stdout + r.stderr
+    assert "--out '': expected a folder" in r.stderr
+    assert not any((tmp_path / "cwd").iterdir())
+
+
+def test_a_failed_in_place_write_says_what_was_rewritten(tmp_path: Path) -> None:
+    """Each file is replaced atomically and listed as soon as it is: a write that fails
+    part way (here a file-size limit, as a full disk) leaves the files before it
+    rewritten and listed, the failing one and the rest as they were."""
+    big = LEGACY_UHD.replace('"name": "rank",', '"name": "rank",' + " " * 4000)
+    root = write(tmp_path / "old", {**base(), "e.ued.json": LEGACY_UED, "h.uhd.json": big})
+    r = _run_migrate(str(root), "--in-place", fsize=3000)
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert "ukdpack: rewrote e.ued.json: heuristic rewritten as sort_kernel_catalog.default" \
+        in r.stdout
+    assert "ukdpack: error: h.uhd.json: cannot write it: File too large; 1 of 2 changed " \
+           "descriptors were rewritten before it (listed above)" in r.stderr
+    assert "internal error" not in r.stderr
+    assert "sort_kernel_catalog" in (root / "e.ued.json").read_text()
+    assert (root / "h.uhd.json").read_text() == big
+    assert [p.name for p in root.iterdir() if p.name.endswith(".tmp")] == []
+
+
+def test_an_interrupted_out_is_finished_by_the_same_command(tmp_path: Path) -> None:
+    root = engine_tree(tmp_path / "old")
+    (root / "objects" / "big.bin").write_bytes(b"\0" * 5000)
+    new = tmp_path / "new"
+    r = _run_migrate(str(root), "--out", str(new), fsize=3000)
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert "ukdpack: error: objects/big.bin: cannot copy it to " in r.stderr
+    assert "run the same command again to finish it" in r.stderr
+    assert (new / ".ukdpack-migrate-unfinished").is_file()
+    r = _run_migrate(str(root), "--out", str(new))
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "finishing the unfinished migrate" in r.stdout
+    assert not (new / ".ukdpack-migrate-unfinished").exists()
+    assert (new / "objects" / "big.bin").read_bytes() == b"\0" * 5000
+    assert "sort_kernel_catalog" in (new / "e.ued.json").read_text()
+    # Another root's unfinished copy is not taken over.
+    other = engine_tree(tmp_path / "other")
+    (new / ".ukdpack-migrate-unfinished").write_text("/somewhere/else")
+    r = _run_migrate(str(other), "--out", str(new))
+    assert r.returncode == 2 and "holds an unfinished migrate of /somewhere/else" in r.stderr
+
+
+@pytest.mark.parametrize("launch", ["é", "x\n", "λ-2"])
+def test_a_non_ascii_launch_name_is_rewritten(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                              launch: str) -> None:
+    """A launch named outside ASCII (or ending in a newline) was looked up under
+    another path than the runtime wrote: internal error: KeyError."""
+    src = '{"kind": "hsaco_file", "code_object_file": "objects/p.hsaco", "code_object_symbol": "%s"}'
+    ukd = (f'{{"id": "{SOLO_ID}", "version": "1.1", "name": "p.solo", "arch": ["gfx90a"], '
+           f'"metadata": {{}}, "priority": 0, "sources": {{{json.dumps(launch)}: {src % "a"}, '
+           f'"zz": {src % "b"}}}}}\n')
+    root = write(tmp_path / "old", {**base(), "s.ukd.json": ukd})
+    _, out, err = migrate(capsys, str(root), "--out", str(tmp_path / "new"))
+    assert "internal error" not in out + err
+    d = doc(tmp_path / "new" / "s.ukd.json")
+    assert isinstance(d, dict)
+    assert d["sources"][launch] == {"kind": "hsaco", "file": "objects/p.hsaco", "symbol": "a"}
+    assert "rewrote s.ukd.json" in out
+
+
+def test_json_paths_are_written_as_the_runtime_writes_them() -> None:
+    names = ["é", "a\n", "plain_1", "a b", "1x", "\x7f", "q\"", "\t", ""]
+    text = json.dumps({n: i for i, n in enumerate(names)}, ensure_ascii=False).encode()
+    spans, _, message = _runtime.json_spans(text)
+    assert spans is not None, message
+    assert [s["path"] for s in spans[1:]] == [jsonpath.key("$", n) for n in names]
+
+
+def _kdp_without_versions(n: int) -> str:
+    kernels = ",\n".join(
+        f'    {{"id": "k{i}", "name": "k{i}", "priority": 0, "metadata": {{}}, '
+        f'"kernel_source": {{"kind": "hip", "source": "k.hip", "entry": "k{i}", "build": {{}}}}}}'
+        for i in range(n))
+    return (f'{{\n  "id": "p", "version": "1.0", "name": "p", "arch": [], "engine": null, '
+            f'"dispatch": null, "matchers": [],\n  "kernelDescriptors": [\n{kernels}\n  ]\n}}\n')
+
+
+def test_the_plan_is_linear_in_the_kernels(tmp_path: Path) -> None:
+    """One KDP of N kernels without version: 8 times the kernels take about 8 times as
+    long (it took 64 times: 1.2 s for 2k kernels, 76 s for 16k)."""
+    times = {}
+    for n in (1000, 8000):
+        root = tmp_path / str(n)
+        write(root, {"p.kdp.json": _kdp_without_versions(n)})
+        best = float("inf")
+        for _ in range(2):
+            start = time.perf_counter()
+            m = plan(root)
+            best = min(best, time.perf_counter() - start)
+        assert len(m.changed()) == 1
+        times[n] = best
+    assert times[8000] < 24 * times[1000] + 0.05, times
+
+
+# ---------------------------------------------------------------------------
+# Issue 29: what migrate writes where versions and objectives are missing
+
+
+def test_a_multi_launch_kernel_gets_version_1_1(tmp_path: Path,
+                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    multi = ('{"id": "%s", "name": "%s", "priority": 0, "metadata": {}, "sources": {'
+             '"a": {"kind": "hip", "source": "kernels/a.hip", "entry": "a", "build": {}}, '
+             '"b": {"kind": "hip", "source": "kernels/a.hip", "entry": "b", "build": {}}}}')
+    kdp = (f'{{"id": "{KDP_ID}", "version": "1.0", "name": "a", "arch": [], "engine": null, '
+           f'"dispatch": null, "matchers": [], "kernelDescriptors": [\n    '
+           f'{multi % ("00000000-0000-4000-8000-0000000000c1", "a.multi")},\n    "{SOLO_ID}"\n  ]}}\n')
+    root = write(tmp_path / "old", {**base(), "a.kdp.json": kdp,
+                                    "s.ukd.json": multi % (SOLO_ID, "a.solo") + "\n"})
+    rc, out, err = migrate(capsys, str(root), "--out", str(tmp_path / "new"))
+    assert rc == 0, out + err
+    d = doc(tmp_path / "new" / "a.kdp.json")
+    assert isinstance(d, dict)
+    assert d["kernelDescriptors"][0]["version"] == "1.1"  # sources (a kernel_source: 1.0)
+    s = doc(tmp_path / "new" / "s.ukd.json")
+    assert isinstance(s, dict) and s["version"] == "1.1"
+    assert 'rewrote s.ukd.json: version "1.1" added' in out
+
+
+@pytest.mark.parametrize(("score", "objective"), [(None, "max"), ({"metric": "tflops"}, "max"),
+                                                  ({"metric": "time"}, "min")])
+def test_a_uhd_without_objective_gets_one(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                          score: dict[str, str] | None, objective: str) -> None:
+    """Upstream's earlier native UHDs carry no objective: validate names the legacy form
+    with what to write, migrate writes it."""
+    scored = f',\n  "score": {json.dumps(score)}' if score else ""
+    uhd = (f'{{\n  "id": "{UHD_ID}",\n  "version": "1.0",\n  "name": "rank",\n  "adapter": '
+           f'"native", // no objective\n  "native": {{"symbol": "rank_kernels"}}{scored}\n}}\n')
+    ued = LEGACY_UED.replace(f'"heuristic": "{UHD_ID}"',
+                             f'"sort_kernel_catalog": {{"default": "{UHD_ID}"}}')
+    root = write(tmp_path / "old", {**base(), "e.ued.json": ued, "h.uhd.json": uhd,
+                                    "a.kdp.json": LEGACY_KDP})
+    (tmp_path / "v").mkdir()
+    write(tmp_path / "v", {**base(), "e.ued.json": ued, "h.uhd.json": uhd})
+    rc = main(["validate", str(tmp_path / "v")])
+    _, verr = capsys.readouterr()
+    assert rc == 1
+    assert (f"h.uhd.json: $: legacy form: a UHD without 'objective' (adapter 'native'); write "
+            f'"objective": "{objective}" instead (`ukdpack migrate ROOT --out NEW` rewrites it)') \
+        in verr
+    rc, out, err = migrate(capsys, str(root), "--in-place")
+    assert rc == 0, out + err
+    text = (root / "h.uhd.json").read_text()
+    assert f'"adapter": "native",\n  "objective": "{objective}", // no objective\n' in text
+    assert f'rewrote h.uhd.json: objective "{objective}" added' in out
+
+
+def test_comments_inside_a_rewritten_member_are_kept(tmp_path: Path,
+                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    ued = LEGACY_UED.replace(f'"heuristic": "{UHD_ID}"',
+                             f'"heuristic" /* k */ : /* v */ "{UHD_ID}" /* after */')
+    uhd = LEGACY_UHD.replace('"kind": "native"', '"kind": /* kind */ "native"').replace(
+        '"payload": "rank_kernels"', '"payload": // the symbol\n    "rank_kernels"')
+    root = write(tmp_path / "old", {**base(), "e.ued.json": ued, "h.uhd.json": uhd,
+                                    "a.kdp.json": LEGACY_KDP})
+    rc, out, err = migrate(capsys, str(root), "--in-place")
+    assert rc == 0, out + err
+    assert (f'"sort_kernel_catalog" /* k */ : /* v */ {{"default": "{UHD_ID}"}} /* after */'
+            in (root / "e.ued.json").read_text())
+    text = (root / "h.uhd.json").read_text()
+    assert '"adapter": /* kind */ "native",\n  "objective": "max",\n' in text
+    assert '"native": // the symbol\n    {"symbol": "rank_kernels"}' in text
+
+
+def test_exclude_folder_is_left_alone(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    root = engine_tree(tmp_path / "old")
+    write(root, {"vendor/v.kdp.json": rocke_kdp("rocke")})  # refused, were it migrated
+    rc, out, err = migrate(capsys, str(root), "--out", str(tmp_path / "new"),
+                           "--exclude-folder", "vendor")
+    assert rc == 0, out + err
+    assert (tmp_path / "new" / "vendor" / "v.kdp.json").read_text() == rocke_kdp("rocke")
+    assert "3 of 5 descriptors rewritten" in out

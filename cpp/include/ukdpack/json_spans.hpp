@@ -21,14 +21,15 @@ struct JsonSpan {
   bool member = false;     // an object member (else the root or an array element)
   std::size_t keyBegin = 0;  // the key's opening quote
   std::size_t keyEnd = 0;    // one past its closing quote
-  std::string indent;      // leading blanks of the line the member (or value) starts on
+  std::string indent;      // leading blanks of the line (ended by LF or CR) the member or value starts on
   bool inlineStart = false;  // something other than blanks precedes it on its line ({"a": 1, "b": 2})
 };
 
 // Every value of `text`, in document order (a container before its contents).
 // The text is first read by parseDescriptorText, so what the reader refuses
-// is refused here with its diagnostic; the scan itself then skips `//` and
-// `/* */` comments and strings with escapes.
+// is refused here with its diagnostic; the scan then runs the reader's own
+// tokenizer over the same bytes, so blanks, comments, strings and the byte
+// order mark are stepped over exactly as the reader steps over them.
 Result<std::vector<JsonSpan>> jsonSpans(std::string_view text);
 
 }  // namespace ukdpack

@@ -162,7 +162,7 @@ def test_state_manager_drops_kernels_whose_launch_set_differs(shard: Shard) -> N
     (dropped,) = fewer.dropped()
     assert dropped["kernel_id"] == "ukd-split" and dropped["code"] == "LAUNCH_SET_MISMATCH"
     assert fewer.log() == [
-        "dropping kernel 'split.f32' of pack 'split' (ops/split.kdp.json): dispatch symbol "
+        "dropping kernel 'split.f32' (id ukd-split) of pack 'split' (ops/split.kdp.json): dispatch symbol "
         "'example_split_kv_dispatch' declares launches {produce}, the kernel has {consume, produce}"]
 
     agreeing = _runtime.StateManager(dset, handlers=HANDLERS, arch="gfx90a")
@@ -206,7 +206,7 @@ def test_digest_mismatch_raises_naming_kernel_and_launch(shard: Shard) -> None:
         sm.load_launch_code("ukd-split", "consume")
     assert isinstance(err.value, ValueError)
     assert str(err.value).startswith("DIGEST_MISMATCH: ops/split.kdp.json: ")
-    assert "kernel 'split.f32' launch 'consume'" in str(err.value)
+    assert "kernel 'split.f32' (id ukd-split) launch 'consume'" in str(err.value)
     assert err.value.code == "DIGEST_MISMATCH"  # type: ignore[attr-defined]
     assert err.value.diagnostic["path"] == "$.kernelDescriptors[0].sources.consume.sha256"  # type: ignore[attr-defined]
     assert sm.load_launch_code("ukd-split", "produce") == shard.object
@@ -276,6 +276,8 @@ def test_validate_roots_verifies_every_launch(shard: Shard) -> None:
     verdict = _runtime.validate_roots([str(shard.root)], expect_engine="test:eng")
     assert verdict["ok"], verdict["diagnostics"]
     assert verdict["launches_verified"] == 3
+    two = _runtime.validate_roots([str(shard.root)], expect_engine=["test:eng", "x:other"])
+    assert two["expected_engines_missing"] == ["x:other"]
     (shard.root / "linked").symlink_to(shard.root / "kpack")
     shard.multi["sources"]["produce"]["library"] = "../linked/kernels_gfx90a.kpack"
     shard.write_kernels()

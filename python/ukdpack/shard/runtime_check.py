@@ -91,7 +91,8 @@ def launch_problems(dset: _runtime.DescriptorSet, arch: str,
         # the runtime keeps its kernels out of selection and says so, as a warning.
         severity: Severity = "warning" if d["code"] == "NO_DISPATCH" else "error"
         problems.append(Problem(d.get("file", ""), d.get("path", ""),
-                                f"the runtime drops kernel '{d['name']}': {d['reason']}",
+                                f"the runtime drops kernel '{d['name']}' (id {d['kernel_id']}): "
+                                f"{d['reason']}",
                                 severity, d["code"]))
     # Every launch of a kept kernel but embedded_source ones (no code object), without
     # building kept()'s dicts.

@@ -294,3 +294,20 @@ def test_packer_runtime_check_uses_these_bindings(shard: Shard) -> None:
     shard.write_kernels()
     problems = [str(p) for p in check_shard(shard.root, "gfx90a", None) if p.severity == "error"]
     assert len(problems) == 1 and "DIGEST_MISMATCH" in problems[0], problems
+
+
+CORPUS = Path(__file__).resolve().parents[1] / "corpus"
+
+
+def test_trained_against_revisions_are_compared_with_the_descriptors_they_name() -> None:
+    """A stale revision is a warning naming both sides; matching revisions say nothing."""
+    def stale(case: str) -> list[str]:
+        dset = _runtime.load_shard(str(CORPUS / case / "tree"), authored=True)
+        assert not [d for d in dset.diagnostics if d["severity"] == "error"], dset.diagnostics
+        return sorted(f"{d['file']}: {d['message']}" for d in dset.diagnostics
+                      if d["code"] == "TRAINED_AGAINST_STALE")
+    assert stale("ok_uhd_ued_parity") == []
+    assert stale("ok_uhd_trained_against_stale") == [
+        f"{f}.uhd.json: UHD '{f}' was trained against UED 'ued-1' revision 1.0, but eng.ued.json "
+        "has revision 1.2; retrain the model against revision 1.2 (or correct trained_against)"
+        for f in ("t", "tb")]

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cctype>
 #include <cmath>
 #include <exception>
 #include <limits>
@@ -546,6 +547,16 @@ void Loader::checkArtifacts() {
     const char* field = isLibrary ? "library" : "artifact";
     const auto v = detail::checkContained(set_.roots[h.root], h.baseDir, name, false);
     std::string msg = detail::describeFileProblem(v, name, field, h.file);
+    if (msg.empty()) {
+      // A shard's archives live in its top-level kpack/ folder; a file shipped there would
+      // mix with them (any letter case: one folder on a case-insensitive filesystem).
+      std::string top = v.rootRel.substr(0, v.rootRel.find('/'));
+      for (char& c : top) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+      if (top == "kpack" && v.rootRel.find('/') != std::string::npos) {
+        msg = std::string(field) + " '" + name + "' lands in the reserved top-level folder '" +
+              v.rootRel.substr(0, 5) + "/', where a shard's archives are written; move it to another folder";
+      }
+    }
     const std::string hashPath = "$." + h.adapter + ".hash";
     if (msg.empty() && h.hash) {
       // A sha256 in either spelling is checked; any other string is carried, as upstream does.

@@ -53,6 +53,17 @@ void bindDescriptors(py::module_& m) {
       },
       py::arg("names"), "'{a, b}' for a set of launch names, sorted; '{}' when empty.");
   m.def(
+      "kernel_label", [](const std::string& name, const std::string& id) { return kernelLabel(name, id); },
+      py::arg("name"), py::arg("id"), "How every diagnostic names a kernel: \"kernel 'x' (id I)\".");
+  m.def(
+      "launch_label",
+      [](const std::string& name, const std::string& id, const std::optional<std::string>& launch) {
+        return launchLabel(name, id, launch.value_or(""));
+      },
+      py::arg("name"), py::arg("id"), py::arg("launch") = py::none(),
+      "How every diagnostic names a kernel's launch: \"kernel 'x' (id I) launch 'produce'\", or "
+      "\"kernel 'x' (id I, single launch)\" for None.");
+  m.def(
       "check_kernel",
       [](const py::handle& ukd, const std::string& file, const std::string& jsonPath) {
         std::vector<Diagnostic> diags;

@@ -9,6 +9,7 @@
 #include <optional>
 #include <string>
 #include <utility>
+#include <variant>
 #include <vector>
 
 #include "bind_device.hpp"
@@ -959,12 +960,19 @@ void bindRuntime(py::module_& m) {
       "with several launches.");
   m.def(
       "validate_roots",
-      [](const std::vector<std::string>& paths, const std::optional<std::string>& expectEngine,
+      [](const std::vector<std::string>& paths,
+         const std::optional<std::variant<std::string, std::vector<std::string>>>& expectEngine,
          const std::optional<std::string>& maxUkd, const std::vector<std::string>& excludeFolders,
          std::uint64_t maxDecompressedBytes) {
         ValidateOptions options;
         options.loader = loaderOptions(maxUkd, std::nullopt, excludeFolders, maxDecompressedBytes);
-        options.expectEngine = expectEngine;
+        if (expectEngine) {
+          if (const auto* one = std::get_if<std::string>(&*expectEngine)) {
+            options.expectEngines.push_back(*one);
+          } else {
+            options.expectEngines = std::get<std::vector<std::string>>(*expectEngine);
+          }
+        }
         std::vector<std::filesystem::path> roots(paths.begin(), paths.end());
         return fromJson(validateRoots(roots, options).toJson());
       },

@@ -3,6 +3,8 @@
 // x-message texts), so the packer and the runtime read alike.
 #include <algorithm>
 #include <cctype>
+#include <cstdint>
+#include <set>
 #include <regex>
 #include <utility>
 
@@ -193,7 +195,8 @@ std::optional<std::string> readEnum(ObjectReader& r, std::string_view key, bool 
 // An optional "<major>.<minor>" string (`revision` of a UED, KMD or UMD, and of
 // the descriptors a UHD was trained against): upstream writes it so.
 std::optional<std::string> readRevision(ObjectReader& r, std::string_view key, bool required = false) {
-  static const std::regex dotted("^[0-9]+\\.[0-9]+$");
+  // Each half at most nine digits, as upstream's loader reads it (an int32 either way).
+  static const std::regex dotted("^[0-9]{1,9}\\.[0-9]{1,9}$");
   return readPatterned(r, key, required, dotted, "a revision '<major>.<minor>'");
 }
 
@@ -434,9 +437,13 @@ std::optional<Pack> parsePackFrom(const V& kdp, Json* consume, const DescriptorC
       }
       if (vc.gate == VersionGate::Skip) {
         const auto name = item.find("name");
+        const auto id = item.find("id");
+        const bool named = name != item.end() && name->is_string();
         const std::string label =
-            name != item.end() && name->is_string() ? "kernel '" + name->template get<std::string>() + "'"
-                                                    : "this kernel";
+            !named ? std::string("this kernel")
+            : id != item.end() && id->is_string()
+                ? kernelLabel(name->template get<std::string>(), id->template get<std::string>())
+                : "kernel '" + name->template get<std::string>() + "'";
         diags.push_back(makeWarning("VERSION_SKIPPED", ctx.file, path,
                                     "skipping " + label + ": " + vc.message));
         continue;
@@ -579,6 +586,29 @@ void readRoleMap(ObjectReader& r, const std::string& role, Engine& e) {
 
 }  // namespace
 
+namespace {
+
+// Whether `text` reads as an SDK version the way upstream's Version does: three
+// integers (each may carry a sign and fit 32 bits) split by '.', whitespace allowed
+// before each integer and dot, anything after the patch ignored.
+bool sdkVersionFits(const std::string& text) {
+  static const std::regex shape("^\\s*([+-]?[0-9]+)\\s*\\.\\s*([+-]?[0-9]+)\\s*\\.\\s*([+-]?[0-9]+)");
+  std::smatch m;
+  if (!std::regex_search(text, m, shape)) return false;
+  for (std::size_t i = 1; i <= 3; ++i) {
+    std::string part = m[i].str();
+    const bool negative = part.front() == '-';
+    if (part.front() == '+' || part.front() == '-') part.erase(0, 1);
+    part.erase(0, std::min(part.find_first_not_of('0'), part.size() - 1));  // leading zeros
+    if (part.size() > 10) return false;
+    const long long n = std::stoll(part);
+    if (negative ? n > 2147483648LL : n > 2147483647LL) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
 // The behavior notes an engine may declare: a closed vocabulary, because the
 // runtime acts on them (today: an engine that compiles kernels at run time).
 const std::vector<std::string>& behaviorNoteVocabulary() {
@@ -596,8 +626,13 @@ std::optional<Engine> parseEngine(const Json& ued, const DescriptorContext& ctx,
   e.name = readPatterned(r, "name", true, scoped, "a scoped engine name 'namespace:local'").value_or("");
   e.metadata = r.string("metadata", true).value_or("");
   e.revision = readRevision(r, "revision");
-  static const std::regex semver("^[0-9]+\\.[0-9]+\\.[0-9]+$");
-  e.sdkVersion = readPatterned(r, "sdk_version", false, semver, "a version 'MAJOR.MINOR.PATCH'");
+  if (const Json* v = r.get("sdk_version")) {
+    if (v->is_string() && sdkVersionFits(v->get_ref<const std::string&>())) {
+      e.sdkVersion = v->get<std::string>();
+    } else {
+      r.error(r.pathOf("sdk_version"), "expected a version 'MAJOR.MINOR.PATCH', found " + describeFound(*v));
+    }
+  }
   readProvenance(r);
   bool ok = true;
   if (const Json* gm = r.object("graph_match", false)) {
@@ -616,6 +651,12 @@ std::optional<Engine> parseEngine(const Json& ued, const DescriptorContext& ctx,
       const Json& item = (*notes)[i];
       if (item.is_string() &&
           std::find(vocabulary.begin(), vocabulary.end(), item.get<std::string>()) != vocabulary.end()) {
+        if (std::find(e.behaviorNotes.begin(), e.behaviorNotes.end(), item.get<std::string>()) !=
+            e.behaviorNotes.end()) {
+          r.error(jsonPathIndex(r.pathOf("behavior_notes"), i),
+                  "expected each note once, found '" + item.get<std::string>() + "' again");
+          continue;
+        }
         e.behaviorNotes.push_back(item.get<std::string>());
         continue;
       }
@@ -623,7 +664,7 @@ std::optional<Engine> parseEngine(const Json& ued, const DescriptorContext& ctx,
               "expected one of " + listed + ", found " + describeFound(item));
     }
   }
-  e.numericalNotes = readStrings(r, "numerical_notes", false, false, false).value_or(std::vector<std::string>{});
+  e.numericalNotes = readStrings(r, "numerical_notes", false, false, true).value_or(std::vector<std::string>{});
   for (const std::string& role : heuristicRoles()) readRoleMap(r, role, e);
   if (const Json* legacy = r.get("heuristic")) {
     const std::string id = legacy->is_string() ? legacy->get<std::string>() : std::string("X");
@@ -723,53 +764,174 @@ std::optional<MatcherDescriptor> parseMatcher(const Json& umd, const DescriptorC
 namespace {
 
 // `{id, revision}` of a descriptor a UHD was trained against; false when refused.
-bool readTrainedRef(const Json& value, ObjectReader& parent, const std::string& path) {
+bool readTrainedRef(const Json& value, ObjectReader& parent, const std::string& path, const std::string& type,
+                    std::vector<HeuristicDescriptor::TrainedRef>& out) {
   ObjectReader t(value, parent.file(), path, parent.diags());
   if (!t.isObject()) return false;
-  t.string("id", true);
-  readRevision(t, "revision", true);
+  const auto id = t.string("id", true);
+  const auto revision = readRevision(t, "revision", true);
   t.finish();
-  return !t.failed();
+  if (t.failed()) return false;
+  out.push_back(HeuristicDescriptor::TrainedRef{type, *id, *revision, t.pathOf("revision")});
+  return true;
 }
 
-// `trained_against`: what a data-driven UHD was fitted to, so a packer can
-// tell a model trained on another engine or catalog revision.
+// `trained_against`: what a data-driven UHD was fitted to. It names the
+// descriptor set (ued, kmd and umd, all three) or the provider build measured
+// (selector_revision), or both, and may add feature_semantics_revision.
 // False when refused (the child readers' errors are already in the diagnostics).
-bool readTrainedAgainst(ObjectReader& r) {
+bool readTrainedAgainst(ObjectReader& r, std::vector<HeuristicDescriptor::TrainedRef>& out) {
   const Json* ta = r.object("trained_against", false);
   if (ta == nullptr) return true;
   ObjectReader t(*ta, r.file(), r.pathOf("trained_against"), r.diags());
   bool ok = true;
-  for (const char* key : {"ued", "kmd"}) {
-    if (const Json* v = t.get(key)) ok = readTrainedRef(*v, t, t.pathOf(key)) && ok;
+  const bool namesSet = t.has("ued") || t.has("kmd") || t.has("umd");
+  if (!namesSet && !t.has("selector_revision")) {
+    t.error(t.path(), "expected a descriptor set ('ued', 'kmd' and 'umd') or a 'selector_revision', found " +
+                          describeFound(*ta));
+    ok = false;
   }
-  if (const Json* umd = t.array("umd", false)) {
-    for (std::size_t i = 0; i < umd->size(); ++i)
-      ok = readTrainedRef((*umd)[i], t, jsonPathIndex(t.pathOf("umd"), i)) && ok;
+  if (namesSet) {
+    // All three or none: two thirds of a descriptor set is a claim nothing can check.
+    for (const char* key : {"ued", "kmd"}) {
+      if (!t.has(key)) {
+        t.error(t.path(), std::string("missing required field '") + key +
+                              "' (a descriptor set names 'ued', 'kmd' and 'umd')");
+      } else {
+        ok = readTrainedRef(*t.get(key), t, t.pathOf(key), key, out) && ok;
+      }
+    }
+    if (!t.has("umd")) {
+      t.error(t.path(), "missing required field 'umd' (a descriptor set names 'ued', 'kmd' and 'umd')");
+    } else if (const Json* umd = t.array("umd", true)) {
+      std::set<std::string> seen;
+      for (std::size_t i = 0; i < umd->size(); ++i) {
+        const std::string p = jsonPathIndex(t.pathOf("umd"), i);
+        if (!readTrainedRef((*umd)[i], t, p, "umd", out)) {
+          ok = false;
+        } else if (!seen.insert(idKey(out.back().id)).second) {
+          t.error(p, "expected each UMD once, found '" + out.back().id + "' again");
+          out.pop_back();
+        }
+      }
+    }
   }
   t.string("selector_revision", false);
+  if (const Json* fs = t.get("feature_semantics_revision")) {
+    if (!fs->is_number_integer() || fs->get<std::int64_t>() < 1) {
+      t.error(t.pathOf("feature_semantics_revision"), "expected an integer >= 1, found " + describeFound(*fs));
+    }
+  }
   t.finish();
   return ok && !t.failed();
 }
 
+// The transforms a score may name: a consumer inverts the transform to get the
+// metric's units back, so the vocabulary is closed (upstream's ScoreTransform).
+const std::vector<std::string>& scoreTransforms() {
+  static const std::vector<std::string> names{"identity", "log1p", "log", "exp", "sqrt"};
+  return names;
+}
+
 // `score`: what the model predicts. A throughput (tflops) is maximised, a time
-// minimised; `objective` must say the same.
+// minimised; `objective` must say the same. The metric is optional, but a
+// calibrated score (comparable across engines) names one.
 // Sets `ok` false when refused.
 std::optional<std::string> readScore(ObjectReader& r, bool& ok) {
   const Json* score = r.object("score", false);
   if (score == nullptr) return std::nullopt;
   ObjectReader s(*score, r.file(), r.pathOf("score"), r.diags());
-  auto metric = readEnum(s, "metric", true, {"tflops", "time"});
+  auto metric = readEnum(s, "metric", false, {"tflops", "time"});
   if (const Json* c = s.get("calibrated"); c != nullptr && !c->is_boolean()) {
     s.error(s.pathOf("calibrated"), "expected boolean, found " + describeFound(*c));
+  } else if (c != nullptr && c->get<bool>() && !s.has("metric")) {
+    s.error(s.pathOf("calibrated"),
+            "a calibrated score is comparable across engines only in a named quantity: expected "
+            "'metric' ('tflops' or 'time') beside \"calibrated\": true");
   }
-  s.string("transform", false);
+  readEnum(s, "transform", false, scoreTransforms());
   s.finish();
   if (s.failed()) ok = false;
   return metric;
 }
 
+// `features_signature`: what the model reads, each entry a `$name` reference
+// or a single-key expression object, each once.
+void readFeaturesSignature(ObjectReader& r, bool required) {
+  const Json* list = r.array("features_signature", required);
+  if (list == nullptr) return;
+  const std::string path = r.pathOf("features_signature");
+  if (list->empty()) {
+    r.error(path, "expected at least 1 entries, found 0");
+    return;
+  }
+  std::set<std::string> seen;
+  bool repeated = false;
+  for (std::size_t i = 0; i < list->size(); ++i) {
+    const Json& item = (*list)[i];
+    const bool reference = item.is_string() && item.get_ref<const std::string&>().size() > 1 &&
+                           item.get_ref<const std::string&>().front() == '$';
+    if (!reference && !(item.is_object() && item.size() == 1)) {
+      const bool bare = item.is_string() && !item.get_ref<const std::string&>().empty() &&
+                        item.get_ref<const std::string&>().front() != '$';
+      r.error(jsonPathIndex(path, i),
+              "expected a '$name' feature reference or a single-key expression object, found " +
+                  describeFound(item) +
+                  (bare ? " (write '$" + item.get<std::string>() + "')" : std::string()));
+      continue;
+    }
+    if (!seen.insert(item.dump()).second) repeated = true;
+  }
+  if (repeated) r.error(path, "expected unique items, found a repeated item");
+}
+
+// `categorical_encoding`: `$name` -> {category: int32 code}, each vocabulary non-empty.
+void readCategoricalEncoding(ObjectReader& r) {
+  const Json* enc = r.object("categorical_encoding", false);
+  if (enc == nullptr) return;
+  const std::string encPath = r.pathOf("categorical_encoding");
+  for (auto f = enc->begin(); f != enc->end(); ++f) {
+    const std::string fp = jsonPathKey(encPath, f.key());
+    if (f.key().empty() || f.key().front() != '$') {
+      r.error(fp, "expected a '$name' feature reference as key, found '" + f.key() + "'" +
+                      (f.key().empty() ? std::string() : " (write '$" + f.key() + "')"));
+      continue;
+    }
+    if (!f->is_object()) {
+      r.error(fp, "expected an object of category -> integer, found " + describeFound(*f));
+      continue;
+    }
+    if (f->empty()) {
+      r.error(fp, "expected at least 1 category, found 0");
+      continue;
+    }
+    for (auto c = f->begin(); c != f->end(); ++c) {
+      const bool fits = c->is_number_integer() && c->get<std::int64_t>() >= INT32_MIN &&
+                        c->get<std::int64_t>() <= INT32_MAX;
+      if (!fits) {
+        r.error(jsonPathKey(fp, c.key()),
+                std::string(c->is_number_integer() ? "expected an integer within 32 bits" : "expected integer") +
+                    ", found " + describeFound(*c));
+      }
+    }
+  }
+}
+
 }  // namespace
+
+std::optional<std::string> statedSha256(std::string_view hash) {
+  std::string_view hex = hash;
+  if (hex.size() == 71 && hex.substr(0, 7) == "sha256:") hex.remove_prefix(7);
+  if (hex.size() != 64) return std::nullopt;
+  std::string out;
+  out.reserve(64);
+  for (const char c : hex) {
+    const char l = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    if (!((l >= '0' && l <= '9') || (l >= 'a' && l <= 'f'))) return std::nullopt;
+    out += l;
+  }
+  return out;
+}
 
 std::optional<HeuristicDescriptor> parseHeuristic(const Json& uhd, const DescriptorContext& ctx,
                                                   std::vector<Diagnostic>& diags) {
@@ -808,48 +970,41 @@ std::optional<HeuristicDescriptor> parseHeuristic(const Json& uhd, const Descrip
   }
   h.objective = readEnum(r, "objective", false, {"max", "min"});
   bool partsOk = true;
-  const auto metric = readScore(r, partsOk);
-  if (metric && h.objective) {
-    const std::string want = *metric == "tflops" ? "max" : "min";
+  h.metric = readScore(r, partsOk);
+  if (h.metric && h.objective) {
+    const std::string want = *h.metric == "tflops" ? "max" : "min";
     if (*h.objective != want) {
-      r.error(r.pathOf("objective"), "a score of metric '" + *metric + "' is " +
+      r.error(r.pathOf("objective"), "a score of metric '" + *h.metric + "' is " +
                                          (want == "max" ? "maximised" : "minimised") +
                                          ": expected objective '" + want + "', found '" +
                                          *h.objective + "'");
     }
+  } else if (h.metric && ordered && !r.has("objective")) {
+    const std::string want = *h.metric == "tflops" ? "max" : "min";
+    r.error(r.path(), "missing required field 'objective': a score of metric '" + *h.metric +
+                          "' needs objective '" + want + "'");
   }
-  readStrings(r, "features_signature", trained, true, true);
+  readFeaturesSignature(r, trained);
+  // A model reading features states which (features_hash) and what it was trained on.
+  const bool reads = trained || r.has("features_signature");
   static const std::regex featuresHash("^sha256:[0-9a-f]{16}$");
-  readPatterned(r, "features_hash", trained, featuresHash,
+  readPatterned(r, "features_hash", reads, featuresHash,
                 "'sha256:' and 16 lowercase hex digits");
-  if (trained && !r.has("trained_against")) {
-    r.error(r.path(), "missing required field 'trained_against' (adapter '" + h.adapter +
-                          "' is trained on data)");
+  if (reads && !r.has("trained_against")) {
+    r.error(r.path(), "missing required field 'trained_against' (" +
+                          (trained ? "adapter '" + h.adapter + "' is trained on data"
+                                   : std::string("a UHD with a features_signature was trained on data")) +
+                          ")");
   }
-  partsOk = readTrainedAgainst(r) && partsOk;
-  if (const Json* enc = r.object("categorical_encoding", false)) {
-    const std::string encPath = r.pathOf("categorical_encoding");
-    for (auto f = enc->begin(); f != enc->end(); ++f) {
-      const std::string fp = jsonPathKey(encPath, f.key());
-      if (!f->is_object()) {
-        r.error(fp, "expected an object of category -> integer, found " + describeFound(*f));
-        continue;
-      }
-      for (auto c = f->begin(); c != f->end(); ++c) {
-        if (!c->is_number_integer()) {
-          r.error(jsonPathKey(fp, c.key()), "expected integer, found " + describeFound(*c));
-        }
-      }
-    }
-  }
+  partsOk = readTrainedAgainst(r, h.trainedAgainst) && partsOk;
+  readCategoricalEncoding(r);
   // Every body present is checked for shape; only the adapter's one is used.
-  static const std::regex fileHash("^sha256:[0-9a-f]{64}$");
   bool bodiesOk = true;
   for (const std::string& name : adapters) {
     const Json* body = r.object(name, false);
     if (body == nullptr) continue;
     ObjectReader b(*body, r.file(), r.pathOf(name), r.diags());
-    std::optional<std::string> symbol, artifact, library;
+    std::optional<std::string> symbol, artifact, library, hash;
     if (name == "native") {
       symbol = b.string("symbol", true);
     } else if (name == "static_order") {
@@ -861,12 +1016,16 @@ std::optional<HeuristicDescriptor> parseHeuristic(const Json& uhd, const Descrip
       }
     } else if (name == "tree_data" || name == "table") {
       artifact = b.string("artifact", true);
-      readPatterned(b, "hash", false, fileHash, "'sha256:' and 64 lowercase hex digits");
+      hash = b.string("hash", false);
     } else {
       library = b.string("library", true);
       symbol = b.string("symbol", true);
-      readPatterned(b, "hash", false, fileHash, "'sha256:' and 64 lowercase hex digits");
-      b.object("config", false);
+      hash = b.string("hash", false);
+      // The runtime supports no library configuration: only an empty one loads.
+      if (const Json* config = b.object("config", false); config != nullptr && !config->empty()) {
+        b.error(b.pathOf("config"), "expected an empty object (custom_library takes no configuration), found " +
+                                        describeFound(*config));
+      }
     }
     b.finish();
     if (b.failed()) {
@@ -878,6 +1037,7 @@ std::optional<HeuristicDescriptor> parseHeuristic(const Json& uhd, const Descrip
       h.symbol = symbol;
       h.artifact = artifact;
       h.library = library;
+      h.hash = hash;
     } else if (!h.adapter.empty()) {
       r.error(r.pathOf(name), "adapter '" + h.adapter + "' takes exactly one body, '" + h.adapter +
                                   "', found '" + name + "' too");

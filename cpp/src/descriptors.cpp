@@ -63,6 +63,21 @@ bool allLaunchSources(const Kernel& kernel,
                      [&](const auto& entry) { return pred(entry.second); });
 }
 
+std::string kernelLabel(std::string_view name, std::string_view id) {
+  return "kernel '" + std::string(name) + "' (id " + std::string(id) + ")";
+}
+
+std::string kernelLabel(const Kernel& kernel) { return kernelLabel(kernel.name, kernel.id); }
+
+std::string launchLabel(std::string_view name, std::string_view id, const std::string& launch) {
+  if (launch.empty()) return "kernel '" + std::string(name) + "' (id " + std::string(id) + ", single launch)";
+  return kernelLabel(name, id) + " launch '" + launch + "'";
+}
+
+std::string launchLabel(const Kernel& kernel, const std::string& launch) {
+  return launchLabel(kernel.name, kernel.id, launch);
+}
+
 std::string describeLaunchSet(const std::set<std::string>& names) {
   std::string out = "{";
   bool first = true;

@@ -3,10 +3,13 @@
 #include <cerrno>
 #include <cstring>
 #include <utility>
+#include <vector>
 
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
+
+#include "ukdpack/sha256.hpp"
 
 namespace ukdpack::detail {
 
@@ -92,6 +95,21 @@ Result<std::string> readRegularFile(const std::filesystem::path& path, std::uint
   }
   out.resize(done);
   return Result<std::string>::success(std::move(out));
+}
+
+Result<std::string> sha256OfRegularFile(const std::filesystem::path& path) {
+  auto opened = openRegularFile(path);
+  if (!opened) return Result<std::string>::failure(opened.error());
+  Sha256 digest;
+  std::vector<char> chunk(1 << 20);
+  while (true) {
+    const ssize_t n = ::read(opened.value().fd.get(), chunk.data(), chunk.size());
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return Result<std::string>::failure(cannotRead(errno));
+    if (n == 0) break;
+    digest.update(chunk.data(), static_cast<std::size_t>(n));
+  }
+  return Result<std::string>::success(digest.hex());
 }
 
 }  // namespace ukdpack::detail

@@ -43,6 +43,10 @@ Result<RegularFile> openRegularFile(const std::filesystem::path& path);
 // opened as openRegularFile opens it.
 Result<std::string> readRegularFile(const std::filesystem::path& path, std::uint64_t maxBytes);
 
+// The lowercase hex sha256 of the regular file at `path`, read in chunks (a
+// model file may be large), opened as openRegularFile opens it.
+Result<std::string> sha256OfRegularFile(const std::filesystem::path& path);
+
 // "a FIFO", "a socket", "a character device", ... when something other than a
 // regular file lies at `path` (links followed); nullopt for a regular file or
 // nothing. A stat only: nothing is opened.

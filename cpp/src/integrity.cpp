@@ -170,27 +170,27 @@ Result<std::vector<std::uint8_t>> loadLaunchCode(const Kernel& kernel, const fs:
 
   // Which source: the one reader of a kernel's launches decides the shape.
   const KernelSource* src = singleLaunchSource(kernel);
-  std::string label = "kernel '" + kernel.name + "'";
+  std::string label;
   std::string path = jsonPathKey(kernel.jsonPath, "kernel_source");
   if (src != nullptr) {
     if (!name.empty()) {
       return R::failure(makeError("NO_SUCH_LAUNCH", kernel.file, kernel.jsonPath,
-                                  label + " has a single launch, not launch '" + name +
+                                  kernelLabel(kernel) + " has a single launch, not launch '" + name +
                                       "'; load it without a launch name"));
     }
-    label += " (single launch)";
+    label = launchLabel(kernel, "");
   } else {
     const std::set<std::string> names = launchNamesOf(kernel);
     const auto it = kernel.sources.find(name);
     if (name.empty() || it == kernel.sources.end()) {
       return R::failure(makeError(
           "NO_SUCH_LAUNCH", kernel.file, kernel.jsonPath,
-          label + " has launches " + describeLaunchSet(names) +
+          kernelLabel(kernel) + " has launches " + describeLaunchSet(names) +
               (name.empty() ? std::string("; name the launch to load")
                             : ", not launch '" + name + "'")));
     }
     src = &it->second;
-    label += " launch '" + name + "'";
+    label = launchLabel(kernel, name);
     path = jsonPathKey(jsonPathKey(kernel.jsonPath, "sources"), name);
   }
   auto fail = [&](const std::string& code, const std::string& at, const std::string& message) {

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cctype>
 #include <cmath>
 #include <exception>
 #include <limits>
@@ -178,6 +179,7 @@ class Loader {
   struct Unloaded {
     std::string file;
     std::string why;  // "did not load" / "was skipped (UDD version 1.2)"
+    bool failed = true;  // refused with an error (not skipped by a version gate)
   };
   // What reading one file produced (at most one descriptor), before it joins the set.
   struct FileRead {
@@ -191,6 +193,7 @@ class Loader {
     std::optional<Standalone> kernel;
     std::optional<std::string> unloadedId;  // the id of a file that did not load, and why
     std::string unloadedWhy;
+    bool unloadedFailed = true;  // with an error, not skipped by a version gate
     std::exception_ptr failure;  // what reading it threw (rethrown in walk order)
     bool loaded() const {
       return pack || dispatch || engine || metadataSchema || matcher || heuristic || kernel;
@@ -208,11 +211,21 @@ class Loader {
   void checkMetadataUnique();
   void compact();
 
+  // `failed` (when given) is set when the reference names a descriptor refused with an error.
   RefFound lookup(const std::string& ref, const std::string& want, const std::string& ownerFile,
-                  const std::string& path, std::string* why = nullptr);
+                  const std::string& path, std::string* why = nullptr, bool* failed = nullptr);
+  void checkRoleMetrics(const Engine& e, bool& refused);
+  void checkTrainedAgainst();
   DescriptorInfo* info(const Slot& s);
   void markUnloaded(const DescriptorInfo& d, std::string why) {
-    unloaded_[idKey(d.id)] = Unloaded{d.file, std::move(why)};
+    unloaded_[idKey(d.id)] = Unloaded{d.file, std::move(why), true};
+  }
+  // A kept descriptor of `type` with this id, or nullptr.
+  template <class T>
+  const T* kept(const std::vector<T>& items, const char* type, const std::string& id) const {
+    const auto it = index_.find(idKey(id));
+    if (it == index_.end() || it->second.type != type || removed_.count({type, it->second.index}) != 0) return nullptr;
+    return &items[it->second.index];
   }
 
   LoaderOptions options_;
@@ -224,6 +237,9 @@ class Loader {
   std::unordered_map<std::string, Holder> holders_;
   std::unordered_map<std::string, Unloaded> unloaded_;      // id key -> why it is not there
   std::set<std::pair<std::string, std::size_t>> removed_;  // (type, index)
+  // Packs refused for a failed reference: left out of the set, yet their kernels that
+  // resolve are judged (metadata, launch sets) so one run reports every problem.
+  std::set<std::size_t> judgedOnly_;
   // The root being read, its links resolved once for every path its kernels name
   // (empty: it did not resolve, and each check resolves it again).
   fs::path realRoot_;
@@ -320,11 +336,12 @@ Loader::FileRead Loader::readFile(const WalkedFile& f, const fs::path& root) con
     using Doc = std::decay_t<decltype(doc)>;
     const Version& max = options_.maxVersions.of(f.type);
     const VersionCheck vc = detail::checkVersionOf(doc, f.type, max);
-    auto remember = [&](const std::string& why) {
+    auto remember = [&](const std::string& why, bool failed = true) {
       const auto id = doc.is_object() ? doc.find("id") : doc.end();
       if (doc.is_object() && id != doc.end() && id->is_string() && !id->template get<std::string>().empty()) {
         out.unloadedId = id->template get<std::string>();
         out.unloadedWhy = why;
+        out.unloadedFailed = failed;
       }
     };
     if (vc.gate == VersionGate::Skip && options_.authored) {
@@ -334,7 +351,7 @@ Loader::FileRead Loader::readFile(const WalkedFile& f, const fs::path& root) con
     }
     if (vc.gate == VersionGate::Skip) {
       diags.push_back(makeWarning("VERSION_SKIPPED", f.rel, "", "skipping " + f.rel + ": " + vc.message));
-      remember("was skipped (" + upperType(f.type) + " version " + vc.version.str() + ")");
+      remember("was skipped (" + upperType(f.type) + " version " + vc.version.str() + ")", false);
       return;
     }
     if (vc.gate == VersionGate::Malformed) {
@@ -398,7 +415,9 @@ void Loader::commitFile(const WalkedFile& f, FileRead&& read, std::size_t rootIn
   if (read.failure) std::rethrow_exception(read.failure);
   auto& diags = set_.diagnostics;
   diags.insert(diags.end(), std::make_move_iterator(read.diags.begin()), std::make_move_iterator(read.diags.end()));
-  if (read.unloadedId) unloaded_.emplace(idKey(*read.unloadedId), Unloaded{f.rel, read.unloadedWhy});
+  if (read.unloadedId) {
+    unloaded_.emplace(idKey(*read.unloadedId), Unloaded{f.rel, read.unloadedWhy, read.unloadedFailed});
+  }
   if (read.pack) {
     for (PackMember& m : read.pack->members) m.root = rootIndex;
   }
@@ -512,7 +531,7 @@ void Loader::uniqueIds() {
 }
 
 RefFound Loader::lookup(const std::string& ref, const std::string& want,
-                        const std::string& ownerFile, const std::string& path, std::string* why) {
+                        const std::string& ownerFile, const std::string& path, std::string* why, bool* failed) {
   const std::string key = idKey(ref);
   const std::string wantName = upperType(want);
   const auto it = index_.find(key);
@@ -527,6 +546,7 @@ RefFound Loader::lookup(const std::string& ref, const std::string& want,
   }
   if (const auto u = unloaded_.find(key); u != unloaded_.end()) {
     if (why != nullptr) *why = "'" + ref + "' (" + u->second.file + ") " + u->second.why;
+    if (failed != nullptr) *failed = *failed || u->second.failed;
     return RefFound::Unloaded;
   }
   // A kernel inline in a pack holds its id with no JSON path of its own.
@@ -559,11 +579,116 @@ void Loader::checkArtifacts() {
     const std::string& name = *shipped;
     const char* field = isLibrary ? "library" : "artifact";
     const auto v = detail::checkContained(set_.roots[h.root], h.baseDir, name, false);
-    const std::string msg = detail::describeFileProblem(v, name, field, h.file);
+    std::string msg = detail::describeFileProblem(v, name, field, h.file);
+    if (msg.empty()) {
+      // A shard's archives live in its top-level kpack/ folder; a file shipped there would
+      // mix with them (any letter case: one folder on a case-insensitive filesystem).
+      std::string top = v.rootRel.substr(0, v.rootRel.find('/'));
+      for (char& c : top) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+      if (top == "kpack" && v.rootRel.find('/') != std::string::npos) {
+        msg = std::string(field) + " '" + name + "' lands in the reserved top-level folder '" +
+              v.rootRel.substr(0, 5) + "/', where a shard's archives are written; move it to another folder";
+      }
+    }
+    const std::string hashPath = "$." + h.adapter + ".hash";
+    if (msg.empty() && h.hash) {
+      // A sha256 in either spelling is checked; any other string is carried, as upstream does.
+      if (const auto want = statedSha256(*h.hash)) {
+        const auto got = detail::sha256OfRegularFile(v.joined);
+        if (!got) {
+          msg = "cannot read " + std::string(field) + " '" + name + "' to check its hash: " + got.error().message;
+        } else if (got.value() != *want) {
+          set_.diagnostics.push_back(makeError(
+              "ARTIFACT_HASH", h.file, hashPath,
+              "the " + std::string(field) + " '" + name + "' has sha256 " + got.value() + ", but hash states " +
+                  *want + "; update the hash to the file's, or restore the file it was written for"));
+          removed_.insert({"uhd", i});
+          markUnloaded(h, "did not load");
+          continue;
+        }
+      } else {
+        set_.diagnostics.push_back(Diagnostic{
+            Severity::Note, "HASH_UNCHECKED", h.file, hashPath,
+            "hash '" + *h.hash + "' is no sha256 (64 hex digits, bare or after 'sha256:'); the " + field + " '" +
+                name + "' is not checked against it"});
+      }
+    }
     if (msg.empty()) continue;
     set_.diagnostics.push_back(makeError("ARTIFACT", h.file, "$." + h.adapter + "." + field, msg));
     removed_.insert({"uhd", i});
     markUnloaded(h, "did not load");
+  }
+}
+
+// A scoring role names one UHD per metric for each arch key (the runtime cannot
+// choose between two of one metric, and two without a metric count as one); every
+// predict_engine UHD declares its metric, the units engines are compared in.
+void Loader::checkRoleMetrics(const Engine& e, bool& refused) {
+  for (const std::string role : {"sort_kernel_catalog", "predict_engine"}) {
+    const auto table = e.heuristics.find(role);
+    if (table == e.heuristics.end()) continue;
+    for (const auto& [arch, ids] : table->second) {
+      const std::string base = e.heuristicPaths.at(role + "/" + arch);
+      const bool list = e.raw.at(role).at(arch).is_array();
+      std::map<std::string, const HeuristicDescriptor*> byMetric;  // "" stands for no metric
+      for (std::size_t j = 0; j < ids.size(); ++j) {
+        const HeuristicDescriptor* h = kept(set_.heuristics, "uhd", ids[j]);
+        if (h == nullptr || (role == "predict_engine" && h->adapter == "static_order")) continue;
+        const std::string path = list ? jsonPathIndex(base, j) : base;
+        if (role == "predict_engine" && !h->metric) {
+          set_.diagnostics.push_back(makeError(
+              "ROLE_METRIC", e.file, path,
+              "predict_engine names UHD '" + h->name + "' (" + h->file +
+                  "), which declares no score.metric; an engine prediction is compared across engines in a "
+                  "metric: add \"score\": {\"metric\": \"tflops\"} (or \"time\") to it"));
+          refused = true;
+          continue;
+        }
+        const std::string metric = h->metric.value_or("");
+        const auto [it, fresh] = byMetric.emplace(metric, h);
+        if (fresh) continue;
+        const std::string what = metric.empty() ? "no metric" : "metric '" + metric + "'";
+        set_.diagnostics.push_back(makeError(
+            "ROLE_METRIC", e.file, path,
+            role + " names two UHDs with " + what + " for '" + arch + "': '" + it->second->name + "' (" +
+                it->second->file + ") and '" + h->name + "' (" + h->file +
+                "); a scoring role takes one UHD per metric for each arch"));
+        refused = true;
+      }
+    }
+  }
+}
+
+// A model is trained against the revisions of the descriptors it names; a
+// descriptor of the set at another revision makes it stale (a warning, as the
+// runtime still loads it). A descriptor without a revision makes no claim to compare.
+void Loader::checkTrainedAgainst() {
+  for (std::size_t i = 0; i < set_.heuristics.size(); ++i) {
+    if (removed_.count({"uhd", i}) != 0) continue;
+    const HeuristicDescriptor& h = set_.heuristics[i];
+    for (const HeuristicDescriptor::TrainedRef& ref : h.trainedAgainst) {
+      const DescriptorInfo* named = nullptr;
+      const std::optional<std::string>* revision = nullptr;
+      const auto take = [&](const auto* d) {
+        if (d == nullptr) return;
+        named = d;
+        revision = &d->revision;
+      };
+      if (ref.type == "ued") {
+        take(kept(set_.engines, "ued", ref.id));
+      } else if (ref.type == "kmd") {
+        take(kept(set_.metadataSchemas, "kmd", ref.id));
+      } else {
+        take(kept(set_.matchers, "umd", ref.id));
+      }
+      if (named == nullptr || !*revision || **revision == ref.revision) continue;
+      const std::string T = upperType(ref.type);
+      set_.diagnostics.push_back(makeWarning(
+          "TRAINED_AGAINST_STALE", h.file, ref.path,
+          "UHD '" + h.name + "' was trained against " + T + " '" + ref.id + "' revision " + ref.revision + ", but " +
+              named->file + " has revision " + **revision + "; retrain the model against revision " + **revision +
+              " (or correct trained_against)"));
+    }
   }
 }
 
@@ -612,6 +737,7 @@ void Loader::resolveEngines() {
         }
       }
     }
+    checkRoleMetrics(e, refused);
     if (refused || !unloaded.empty()) {
       if (!refused) {
         set_.diagnostics.push_back(makeWarning("ENGINE_DROPPED", e.file, "",
@@ -628,10 +754,11 @@ void Loader::resolvePacks() {
     if (removed_.count({"kdp", i}) != 0) continue;
     Pack& p = set_.packs[i];
     bool refused = false;
+    bool failedRef = false;  // an unloaded reference whose descriptor was refused with an error
     std::vector<std::string> unloaded;
     auto ref = [&](const std::string& id, const std::string& want, const std::string& path) {
       std::string why;
-      const RefFound r = lookup(id, want, p.file, path, &why);
+      const RefFound r = lookup(id, want, p.file, path, &why, &failedRef);
       if (r == RefFound::Refused) refused = true;
       if (r == RefFound::Unloaded) unloaded.push_back(why);
     };
@@ -661,15 +788,15 @@ void Loader::resolvePacks() {
       m.root = u.root;
       resolved.push_back(std::move(m));
     }
-    if (refused) {
-      removed_.insert({"kdp", i});
-      continue;
-    }
-    if (!unloaded.empty()) {
+    if (!refused && !unloaded.empty()) {
       set_.diagnostics.push_back(makeWarning("PACK_DROPPED", p.file, "",
                                              "dropping pack '" + p.name + "': " + unloaded.front()));
+    }
+    if (refused || !unloaded.empty()) {
       removed_.insert({"kdp", i});
-      continue;
+      // A version skip drops the pack quietly; after an error, what does resolve is still judged.
+      if (!refused && !failedRef) continue;
+      judgedOnly_.insert(i);
     }
     for (PackMember& m : resolved) p.members.push_back(std::move(m));
     const auto byIndex = [](const PackMember& a, const PackMember& b) { return a.index < b.index; };
@@ -678,8 +805,8 @@ void Loader::resolvePacks() {
     }
 
     // A kernel's arch is a subset of its pack's; its metadata fills the KMD.
-    const Engine* engine = p.engine ? findById(set_.engines, *p.engine) : nullptr;
-    const MetadataSchema* kmd = engine ? findById(set_.metadataSchemas, engine->metadata) : nullptr;
+    const Engine* engine = p.engine ? kept(set_.engines, "ued", *p.engine) : nullptr;
+    const MetadataSchema* kmd = engine ? kept(set_.metadataSchemas, "kmd", engine->metadata) : nullptr;
     keepMembers(p.members, [&](PackMember& m) {
       bool ok = true;
       if (!p.arch.empty() && m.kernel.arch && !m.kernel.arch->empty()) {
@@ -742,8 +869,8 @@ void Loader::checkMetadataUnique() {
   std::unordered_map<const Engine*, std::size_t> kernels;
   for (std::size_t i = 0; i < set_.packs.size(); ++i) {
     Pack& p = set_.packs[i];
-    if (removed_.count({"kdp", i}) != 0 || !p.engine) continue;
-    const Engine* engine = findById(set_.engines, *p.engine);
+    if ((removed_.count({"kdp", i}) != 0 && judgedOnly_.count(i) == 0) || !p.engine) continue;
+    const Engine* engine = kept(set_.engines, "ued", *p.engine);
     if (engine == nullptr) continue;
     served.emplace_back(&p, engine);
     kernels[engine] += p.members.size();
@@ -786,8 +913,9 @@ void Loader::checkMetadataUnique() {
         const std::string where = other.jsonPath == "$" ? other.file : other.file + ": " + other.jsonPath;
         set_.diagnostics.push_back(makeError(
             "METADATA_NOT_UNIQUE", m.kernel.file, jsonPathKey(m.kernel.jsonPath, "metadata"),
-            "completed metadata " + text + " equals that of kernel '" + other.name + "' (" + where +
-                ") under engine '" + engine->name + "'" + onText + "; the engine cannot tell them apart"));
+            "completed metadata " + text + " of " + kernelLabel(m.kernel) + " equals that of " + kernelLabel(other) +
+                " (" + where + ") under engine '" + engine->name + "'" + onText +
+                "; the engine cannot tell them apart"));
         clash = true;
         break;
       }
@@ -811,6 +939,7 @@ void Loader::compact() {
       if (removed_.count({type, i}) == 0) out.push_back(std::move(vec[i]));
     vec = std::move(out);
   };
+  for (const std::size_t i : judgedOnly_) set_.refusedPacks.push_back(std::move(set_.packs[i]));
   // A pack left with no kernel is dropped.
   for (std::size_t i = 0; i < set_.packs.size(); ++i) {
     if (removed_.count({"kdp", i}) != 0 || !set_.packs[i].members.empty()) continue;
@@ -832,6 +961,7 @@ void Loader::resolve() {
   uniqueIds();
   checkArtifacts();
   resolveEngines();
+  checkTrainedAgainst();
   resolvePacks();
   checkMetadataUnique();
   compact();

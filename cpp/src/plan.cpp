@@ -21,13 +21,13 @@ Result<SavedPlan> capturePlan(const Kernel& kernel) {
   if (src == nullptr) {
     return Result<SavedPlan>::failure(makeError(
         "PLAN_MULTI_LAUNCH", kernel.file, kernel.jsonPath,
-        "cannot save a plan of kernel '" + kernel.name + "': the kernel has several launches " +
+        "cannot save a plan of " + kernelLabel(kernel) + ": the kernel has several launches " +
             describeLaunchSet(launchNamesOf(kernel)) + ", and a saved plan holds one launch"));
   }
   if (src->kind != "kpack") {
     return Result<SavedPlan>::failure(makeError(
         "PLAN_NOT_PACKED", kernel.file, jsonPathKey(kernel.jsonPath, "kernel_source"),
-        "cannot save a plan of kernel '" + kernel.name + "': its source is kind '" + src->kind +
+        "cannot save a plan of " + kernelLabel(kernel) + ": its source is kind '" + src->kind +
             "', not the packed kind 'kpack'; plans are saved from packed shards"));
   }
   return Result<SavedPlan>::success(
@@ -88,12 +88,6 @@ Result<bool> runPlan(const StateManager& manager, const ExecutionPlan& plan, voi
 // --------------------------------------------------------------------------- device plans
 
 namespace {
-
-std::string kernelLabel(const Kernel& k) { return "kernel '" + k.name + "'"; }
-
-std::string launchLabel(const Kernel& k, const std::string& launch) {
-  return kernelLabel(k) + (launch.empty() ? std::string(" (single launch)") : " launch '" + launch + "'");
-}
 
 // A failure from below (backend, handler), reworded to say where it happened.
 Diagnostic within(Diagnostic d, const Kernel& k, const std::string& where, const std::string& what) {

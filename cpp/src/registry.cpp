@@ -5,7 +5,7 @@
 namespace ukdpack {
 
 Result<bool> DispatchHandler::launch(const LaunchRequest& request) const {
-  const std::string what = request.kernel != nullptr ? "kernel '" + request.kernel->name + "'" : "a kernel";
+  const std::string what = request.kernel != nullptr ? kernelLabel(*request.kernel) : "a kernel";
   return Result<bool>::failure(makeError("NOT_EXECUTABLE", "", "",
                                          "this dispatch handler declares launches but does not run "
                                          "them; cannot launch " + what));
@@ -13,7 +13,7 @@ Result<bool> DispatchHandler::launch(const LaunchRequest& request) const {
 
 Result<bool> DispatchHandler::prepareLaunch(const LaunchContext& context, LaunchArgs& out) const {
   (void)out;
-  const std::string what = context.kernel != nullptr ? "kernel '" + context.kernel->name + "'" : "a kernel";
+  const std::string what = context.kernel != nullptr ? kernelLabel(*context.kernel) : "a kernel";
   return Result<bool>::failure(makeError("NOT_EXECUTABLE", "", "",
                                          "this dispatch handler declares launches but does not prepare "
                                          "them for a device; cannot run " + what));

@@ -61,7 +61,8 @@ std::string kernelList(std::vector<Member> members) {
   std::string out;
   std::string file;
   for (const Member& m : members) {
-    const std::string item = "'" + m.kernel().name + "' " + describeLaunchSet(launchNamesOf(m.kernel()));
+    const std::string item = "'" + m.kernel().name + "' (id " + m.kernel().id + ") " +
+                             describeLaunchSet(launchNamesOf(m.kernel()));
     if (m.pack->file != file) {
       out += (out.empty() ? "" : "; ") + m.pack->file + ": " + item;
       file = m.pack->file;
@@ -81,7 +82,12 @@ void launchSets(const DescriptorSet& set, const std::string& arch, std::vector<F
     groups.push_back({{how, label}, {}});
     return groups.back().second;
   };
-  for (const Pack& p : set.packs) {
+  // Packs refused for a failed reference are judged too: one run reports every problem.
+  std::vector<const Pack*> packs;
+  for (const Pack& p : set.packs) packs.push_back(&p);
+  for (const Pack& p : set.refusedPacks) packs.push_back(&p);
+  for (const Pack* pack : packs) {
+    const Pack& p = *pack;
     for (const PackMember& m : p.members) {
       if (!inShard(p, m.kernel, arch)) continue;
       if (!p.dispatch) {
@@ -142,9 +148,6 @@ void launchSets(const DescriptorSet& set, const std::string& arch, std::vector<F
   }
 }
 
-std::string launchLabel(const Kernel& k, const std::string& launch) {
-  return launch.empty() ? "kernel '" + k.name + "' (single launch)" : "kernel '" + k.name + "' launch '" + launch + "'";
-}
 
 std::string where(const Kernel& k) { return k.jsonPath == "$" ? k.file : k.file + ": " + k.jsonPath; }
 
@@ -207,21 +210,33 @@ bool inShard(const Pack& pack, const Kernel& kernel, const std::string& arch) {
   return (pack.arch.empty() || has(pack.arch)) && (!kernelNames || has(*kernel.arch));
 }
 
-std::vector<std::string> namedArches(const DescriptorSet& set) {
-  std::set<std::string> named;
-  for (const Pack& p : set.packs) {
+namespace {
+
+// Every arch the packs or their kernels name, into `named`.
+void collectArches(const std::vector<Pack>& packs, std::set<std::string>& named) {
+  for (const Pack& p : packs) {
     named.insert(p.arch.begin(), p.arch.end());
     for (const PackMember& m : p.members)
       if (m.kernel.arch) named.insert(m.kernel.arch->begin(), m.kernel.arch->end());
   }
+}
+
+}  // namespace
+
+std::vector<std::string> namedArches(const DescriptorSet& set) {
+  std::set<std::string> named;
+  collectArches(set.packs, named);
   return std::vector<std::string>(named.begin(), named.end());
 }
 
 std::vector<Diagnostic> checkSetRules(const DescriptorSet& set, const std::vector<std::string>& arches) {
   std::vector<std::string> shards = arches;
   if (shards.empty()) {
+    std::set<std::string> named;
+    collectArches(set.packs, named);
+    collectArches(set.refusedPacks, named);
     shards.push_back("");
-    for (const std::string& a : namedArches(set)) shards.push_back(a);
+    shards.insert(shards.end(), named.begin(), named.end());
   }
   std::vector<Finding> found;
   for (const std::string& arch : shards) launchSets(set, arch, found);

@@ -88,7 +88,7 @@ StateManager::StateManager(std::shared_ptr<const DescriptorSet> set, const Regis
 
 void StateManager::drop(const Pack& pack, const PackMember& m, const std::string& symbol,
                         const std::string& code, const std::string& reason) {
-  const std::string line = "dropping kernel '" + m.kernel.name + "' of pack '" + pack.name + "' (" +
+  const std::string line = "dropping " + kernelLabel(m.kernel) + " of pack '" + pack.name + "' (" +
                            pack.file + "): " + reason;
   dropped_.push_back(DroppedKernel{m.kernel.id, m.kernel.name, pack.id, pack.name, m.kernel.file,
                                    m.kernel.jsonPath, symbol, code, reason});
@@ -211,7 +211,7 @@ Result<const KernelDefinition*> StateManager::select(const Json& problem) const 
       if (!verdict) {
         Diagnostic e = verdict.error();
         if (e.code.empty()) e.code = "MATCHER_FAILED";
-        e.message = "matcher '" + m.symbol + "' failed for kernel '" + d->kernel->name + "' of pack '" +
+        e.message = "matcher '" + m.symbol + "' failed for " + kernelLabel(*d->kernel) + " of pack '" +
                     d->pack->name + "': " + e.message;
         return R::failure(std::move(e));
       }
@@ -239,10 +239,10 @@ Result<std::vector<std::uint8_t>> StateManager::loadLaunchCode(std::string_view 
     std::string why = "no kept kernel has id '" + std::string(kernelId) + "'";
     const std::string key = idKey(kernelId);
     for (const DroppedKernel& d : dropped_) {
-      if (idKey(d.kernelId) == key) why = "kernel '" + d.kernelName + "' was dropped: " + d.reason;
+      if (idKey(d.kernelId) == key) why = kernelLabel(d.kernelName, d.kernelId) + " was dropped: " + d.reason;
     }
     for (const DroppedKernel& d : filtered_) {
-      if (idKey(d.kernelId) == key) why = "kernel '" + d.kernelName + "' is not kept: " + d.reason;
+      if (idKey(d.kernelId) == key) why = kernelLabel(d.kernelName, d.kernelId) + " is not kept: " + d.reason;
     }
     return Result<std::vector<std::uint8_t>>::failure(makeError("KERNEL_UNKNOWN", "", "", why));
   }

@@ -141,9 +141,12 @@ ValidationReport validateRoots(const std::vector<std::filesystem::path>& roots, 
     return true;
   };
   std::set<std::string> engines;
-  std::set<std::string> keptIds;
+  std::map<std::string, std::string> keptIds;  // kernel id key -> its engine's id key ("" for none)
   std::set<std::string> dropKeys;  // kernel id, code, reason
-  bool expectedFound = false;
+  std::set<std::string> expectedFound;  // of options.expectEngines
+  const auto names = [](const Engine& e, const std::string& wanted) {
+    return e.name == wanted || idKey(e.id) == idKey(wanted);
+  };
   for (const std::string& arch : arches) {
     const Registry registry = stubRegistry(set, arch);
     const StateManager manager(shared, registry, arch, cache);
@@ -155,13 +158,11 @@ ValidationReport validateRoots(const std::vector<std::filesystem::path>& roots, 
       if (std::find(report.log.begin(), report.log.end(), line) == report.log.end()) report.log.push_back(line);
 
     for (const KernelDefinition& def : manager.kept()) {
-      keptIds.insert(idKey(def.kernel->id));
+      keptIds.emplace(idKey(def.kernel->id), def.engine != nullptr ? idKey(def.engine->id) : std::string());
       if (def.engine != nullptr) {
         engines.insert(def.engine->name);
-        if (options.expectEngine &&
-            (def.engine->name == *options.expectEngine || idKey(def.engine->id) == idKey(*options.expectEngine))) {
-          expectedFound = true;
-        }
+        for (const std::string& wanted : options.expectEngines)
+          if (names(*def.engine, wanted)) expectedFound.insert(wanted);
       }
       // Only packed kernels have code to check; an authored tree has none yet.
       const bool packed = allLaunchSources(*def.kernel, [](const KernelSource& s) { return s.kind == "kpack"; });
@@ -197,20 +198,21 @@ ValidationReport validateRoots(const std::vector<std::filesystem::path>& roots, 
     }
     report.diagnostics.push_back(std::move(out));
   }
-  // A kernel is kept when some shard keeps it and none drops it.
-  std::set<std::string> droppedIds;
-  for (const DroppedKernel& d : report.dropped) droppedIds.insert(idKey(d.kernelId));
-  for (const std::string& id : keptIds) report.kept += droppedIds.count(id) == 0 ? 1 : 0;
   // Engine verdicts: upstream drops an engine whose kernels collide on their
-  // metadata from its validated sets, so here it is dropped from `engines` and
-  // an expected engine it is counts as missing (the run fails on the
-  // collision's errors already).
+  // metadata from its validated sets, so here it is dropped from `engines`, its
+  // kernels are not counted kept, and an expected engine it is counts as missing
+  // (the run fails on the collision's errors already).
   std::map<std::string, EngineVerdict> verdicts = collisionVerdicts(set, set.diagnostics);
   for (const auto& [key, v] : verdicts) {
     engines.erase(v.name);
-    if (options.expectEngine && (v.name == *options.expectEngine || key == idKey(*options.expectEngine)))
-      expectedFound = false;
+    for (const std::string& wanted : options.expectEngines)
+      if (v.name == wanted || key == idKey(wanted)) expectedFound.erase(wanted);
   }
+  // A kernel is kept when some shard keeps it, none drops it, and its engine is not dropped.
+  std::set<std::string> droppedIds;
+  for (const DroppedKernel& d : report.dropped) droppedIds.insert(idKey(d.kernelId));
+  for (const auto& [id, engine] : keptIds)
+    report.kept += droppedIds.count(id) == 0 && verdicts.count(engine) == 0 ? 1 : 0;
   for (const Engine& e : set.engines) {
     EngineVerdict& v = verdicts[idKey(e.id)];
     v.id = e.id;
@@ -232,13 +234,18 @@ ValidationReport validateRoots(const std::vector<std::filesystem::path>& roots, 
   std::sort(report.engineVerdicts.begin(), report.engineVerdicts.end(),
             [](const EngineVerdict& a, const EngineVerdict& b) { return std::tie(a.name, a.id) < std::tie(b.name, b.id); });
   report.engines.assign(engines.begin(), engines.end());
-  if (options.expectEngine && !expectedFound) {
-    report.expectedEnginesMissing.push_back(*options.expectEngine);
-    std::string loaded;
-    for (const std::string& e : report.engines) loaded += (loaded.empty() ? "'" : ", '") + e + "'";
+  std::string loaded;
+  for (const std::string& e : report.engines) loaded += (loaded.empty() ? "'" : ", '") + e + "'";
+  for (const std::string& wanted : options.expectEngines) {
+    if (expectedFound.count(wanted) != 0 ||
+        std::find(report.expectedEnginesMissing.begin(), report.expectedEnginesMissing.end(), wanted) !=
+            report.expectedEnginesMissing.end()) {
+      continue;
+    }
+    report.expectedEnginesMissing.push_back(wanted);
     report.diagnostics.push_back(makeError(
         "ENGINE_MISSING", "", "",
-        "expected engine '" + *options.expectEngine + "' to load with at least one kept kernel; " +
+        "expected engine '" + wanted + "' to load with at least one kept kernel; " +
             (loaded.empty() ? std::string("no engine has a kept kernel") : "engines with kept kernels: " + loaded)));
   }
   // A pack without a dispatch is dropped by the runtime by design: not a failure here.

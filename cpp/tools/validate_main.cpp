@@ -1,4 +1,4 @@
-// ukdpack-validate ROOT... [--json] [--expect-engine NAME]: loads descriptor
+// ukdpack-validate ROOT... [--json] [--expect-engine NAME]...: loads descriptor
 // roots (or shards) as the runtime does, with stub handlers for every symbol
 // they name, and verifies the code of every launch of every kept packed kernel.
 // Exit 0 ok, 1 any error or drop (a ROOT holding no shard included), 2 usage, a
@@ -24,11 +24,11 @@
 namespace {
 
 constexpr const char* kUsage =
-    "usage: ukdpack-validate ROOT... [--json] [--expect-engine NAME] [--exclude-folder NAME]... [--authored]\n"
+    "usage: ukdpack-validate ROOT... [--json] [--expect-engine NAME]... [--exclude-folder NAME]... [--authored]\n"
     "                        [--max-decompressed-bytes N] [--version]\n"
     "  ROOT               a descriptor root or packed shard (OUT_ROOT/<arch>/)\n"
     "  --json             print the verdict as JSON on stdout\n"
-    "  --expect-engine N  fail unless engine N (UED name or id) loads with a kept kernel\n"
+    "  --expect-engine N  fail unless engine N (UED name or id) loads with a kept kernel (repeatable)\n"
     "  --exclude-folder X leave out folders named X (repeatable)\n"
     "  --authored         the roots are authored trees, not shards: a packed source is refused and a\n"
     "                     version newer than this build is an error (what `ukdpack validate` applies)\n"
@@ -73,10 +73,11 @@ int main(int argc, char** argv) {
       } else if (!positionalOnly && arg == "--json") {
         json = true;
       } else if (!positionalOnly && arg == "--expect-engine") {
-        if (i + 1 >= argc) return usage("--expect-engine needs an engine name");
-        options.expectEngine = argv[++i];
+        if (i + 1 >= argc || std::string(argv[i + 1]).empty()) return usage("--expect-engine needs an engine name");
+        options.expectEngines.emplace_back(argv[++i]);
       } else if (!positionalOnly && arg.rfind("--expect-engine=", 0) == 0) {
-        options.expectEngine = arg.substr(16);
+        if (arg.size() == 16) return usage("--expect-engine needs an engine name");
+        options.expectEngines.push_back(arg.substr(16));
       } else if (!positionalOnly && arg == "--authored") {
         options.loader.authored = true;
       } else if (!positionalOnly &&
@@ -102,7 +103,6 @@ int main(int argc, char** argv) {
       }
     }
     if (roots.empty()) return usage("name at least one ROOT");
-    if (options.expectEngine && options.expectEngine->empty()) return usage("--expect-engine needs an engine name");
 
     const ukdpack::ValidationReport report = ukdpack::validateRoots(roots, options);
     if (json) {

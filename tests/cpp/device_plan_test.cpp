@@ -371,7 +371,7 @@ TEST(DevicePlan, ACallersWorkspaceIsUsedAndCheckedForSize) {
   auto small = plan.run(buffer.value().ptr(), 32, &args);
   ASSERT_FALSE(small);
   EXPECT_EQ(small.error().code, "WORKSPACE_TOO_SMALL");
-  EXPECT_EQ(small.error().message, "kernel 'split.f32' needs a workspace of 64 bytes, the run was given 32 bytes");
+  EXPECT_EQ(small.error().message, "kernel 'split.f32' (id ukd-split) needs a workspace of 64 bytes, the run was given 32 bytes");
   auto none = plan.run(0, 0, &args);
   ASSERT_FALSE(none);
   EXPECT_EQ(none.error().code, "WORKSPACE_TOO_SMALL");
@@ -433,7 +433,7 @@ TEST(DevicePlan, ADigestMismatchRefusesThePlanNamingKernelAndLaunch) {
   auto made = DevicePlan::create(sm, "ukd-split", s.backend);
   ASSERT_FALSE(made);
   EXPECT_EQ(made.error().code, "DIGEST_MISMATCH");
-  EXPECT_NE(made.error().message.find("kernel 'split.f32' launch 'consume'"), std::string::npos) << made.error().str();
+  EXPECT_NE(made.error().message.find("kernel 'split.f32' (id ukd-split) launch 'consume'"), std::string::npos) << made.error().str();
   EXPECT_EQ(made.error().jsonPath, "$.kernelDescriptors[0].sources.consume.sha256");
   // produce's module was loaded before consume failed, and went with the refused plan.
   EXPECT_EQ(s.backend->images.size(), 1u);
@@ -448,7 +448,7 @@ TEST(DevicePlan, ASignatureMismatchRefusesThePlanBeforeAnyCodeLoads) {
   auto made = DevicePlan::create(sm, "ukd-split", s.backend);
   ASSERT_FALSE(made);
   EXPECT_EQ(made.error().code, "SIGNATURE_MISMATCH");
-  EXPECT_NE(made.error().message.find("kernel 'split.f32' launch 'produce'"), std::string::npos) << made.error().str();
+  EXPECT_NE(made.error().message.find("kernel 'split.f32' (id ukd-split) launch 'produce'"), std::string::npos) << made.error().str();
   EXPECT_NE(made.error().message.find("the handler passes 3 arguments, the kernel takes 4"), std::string::npos)
       << made.error().str();
   EXPECT_TRUE(s.backend->images.empty());
@@ -462,7 +462,7 @@ TEST(DevicePlan, ASymbolTheCubinLacksRefusesThePlan) {
   auto made = DevicePlan::create(sm, "ukd-split", s.backend);
   ASSERT_FALSE(made);
   EXPECT_EQ(made.error().code, "SYMBOL_MISSING");
-  EXPECT_NE(made.error().message.find("kernel 'split.f32' launch 'consume'"), std::string::npos);
+  EXPECT_NE(made.error().message.find("kernel 'split.f32' (id ukd-split) launch 'consume'"), std::string::npos);
   EXPECT_NE(made.error().message.find("it holds split_kv_consume, split_kv_produce, split_kv_unused"),
             std::string::npos)
       << made.error().str();
@@ -478,10 +478,10 @@ TEST(DevicePlan, BackendFailuresAtCreationNameKernelLaunchAndCall) {
     EXPECT_EQ(made.error().code, "DEVICE_ERROR");
     const std::string& m = made.error().message;
     if (failing == "load") {
-      EXPECT_EQ(m, "kernel 'split.f32' launch 'produce': cannot load its code object (toc key "
+      EXPECT_EQ(m, "kernel 'split.f32' (id ukd-split) launch 'produce': cannot load its code object (toc key "
                    "'split_kv_aaaaaaaaaaaa'): test device: loadModule failed: TEST_ERROR (told to)");
     } else {
-      EXPECT_EQ(m, "kernel 'split.f32' launch 'consume': cannot resolve symbol 'split_kv_consume': test device: "
+      EXPECT_EQ(m, "kernel 'split.f32' (id ukd-split) launch 'consume': cannot resolve symbol 'split_kv_consume': test device: "
                    "function failed: TEST_ERROR (told to)");
     }
     EXPECT_EQ(made.error().file, "ops/split.kdp.json");
@@ -500,13 +500,13 @@ TEST(DevicePlan, RunFailuresNameKernelAndLaunch) {
   auto launch = plan.run(&args);
   ASSERT_FALSE(launch);
   EXPECT_EQ(launch.error().code, "DEVICE_ERROR");
-  EXPECT_EQ(launch.error().message, "kernel 'split.f32' launch 'consume': launching 'split_kv_consume' failed: "
+  EXPECT_EQ(launch.error().message, "kernel 'split.f32' (id ukd-split) launch 'consume': launching 'split_kv_consume' failed: "
                                     "test device: launch failed: TEST_ERROR (told to)");
 
   s.backend->failing = "synchronize";
   auto sync = plan.run(&args);
   ASSERT_FALSE(sync);
-  EXPECT_EQ(sync.error().message, "kernel 'split.f32': waiting for its launches {consume, produce} failed: test "
+  EXPECT_EQ(sync.error().message, "kernel 'split.f32' (id ukd-split): waiting for its launches {consume, produce} failed: test "
                                   "device: synchronize failed: TEST_ERROR (told to)");
 
   s.backend->failing.clear();
@@ -514,7 +514,7 @@ TEST(DevicePlan, RunFailuresNameKernelAndLaunch) {
   auto extra = plan.run(&args);
   ASSERT_FALSE(extra);
   EXPECT_EQ(extra.error().code, "LAUNCH_ARGUMENTS");
-  EXPECT_NE(extra.error().message.find("kernel 'split.f32' launch 'produce': the handler passes 5 arguments (8, 8, "
+  EXPECT_NE(extra.error().message.find("kernel 'split.f32' (id ukd-split) launch 'produce': the handler passes 5 arguments (8, 8, "
                                        "8, 12, 4 bytes)"),
             std::string::npos)
       << extra.error().message;
@@ -533,7 +533,7 @@ TEST(DevicePlan, AHandlerThatOnlyDeclaresCannotRunNamingKernelAndLaunch) {
   auto ran = plan.run();
   ASSERT_FALSE(ran);
   EXPECT_EQ(ran.error().code, "NOT_EXECUTABLE");
-  EXPECT_EQ(ran.error().message.rfind("kernel 'split.f32' launch 'produce': dispatch symbol 'split_dispatch' did "
+  EXPECT_EQ(ran.error().message.rfind("kernel 'split.f32' (id ukd-split) launch 'produce': dispatch symbol 'split_dispatch' did "
                                       "not prepare the launch: ",
                                       0),
             0u)
@@ -546,7 +546,7 @@ TEST(DevicePlan, TheDevicesArchAndKindMustFitTheKernel) {
   auto other = DevicePlan::create(every, "ukd-split", std::make_shared<RecordingBackend>("cuda", "sm_80"));
   ASSERT_FALSE(other);
   EXPECT_EQ(other.error().code, "ARCH_MISMATCH");
-  EXPECT_EQ(other.error().message, "kernel 'split.f32' does not run on sm_80 (the cuda device): it is built for sm_90");
+  EXPECT_EQ(other.error().message, "kernel 'split.f32' (id ukd-split) does not run on sm_80 (the cuda device): it is built for sm_90");
   auto amd = DevicePlan::create(every, "ukd-split", std::make_shared<RecordingBackend>("hip", "sm_90"));
   ASSERT_FALSE(amd);
   EXPECT_EQ(amd.error().code, "CODE_OBJECT_WRONG_BACKEND");
@@ -558,7 +558,7 @@ TEST(DevicePlan, TheDevicesArchAndKindMustFitTheKernel) {
   auto dropped = DevicePlan::create(dropping, "ukd-split", s.backend);
   ASSERT_FALSE(dropped);
   EXPECT_EQ(dropped.error().code, "KERNEL_UNKNOWN");
-  EXPECT_EQ(dropped.error().message, "kernel 'split.f32' was dropped: dispatch symbol 'split_dispatch' declares "
+  EXPECT_EQ(dropped.error().message, "kernel 'split.f32' (id ukd-split) was dropped: dispatch symbol 'split_dispatch' declares "
                                      "launches {produce}, the kernel has {consume, produce}");
   auto unknown = DevicePlan::create(every, "ukd-404", s.backend);
   ASSERT_FALSE(unknown);

@@ -119,7 +119,7 @@ TEST(Select, AFailingMatcherStopsTheSelectionNamingItAndTheKernel) {
   ASSERT_FALSE(r);
   EXPECT_EQ(r.error().code, "MATCHER_FAILED");
   EXPECT_EQ(r.error().message,
-            "matcher 'eng_match' failed for kernel 'ukd-b2_k' of pack 'kdp-b': the problem names no dtype");
+            "matcher 'eng_match' failed for kernel 'ukd-b2_k' (id ukd-b2) of pack 'kdp-b': the problem names no dtype");
 }
 
 TEST(Select, StubMatchersAcceptEveryProblem) {

@@ -161,7 +161,7 @@ TEST(Integrity, DigestMismatchNamesTheKernelAndTheLaunch) {
   auto bad = sm.loadLaunchCode("ukd-split", std::string("consume"));
   ASSERT_FALSE(bad);
   EXPECT_EQ(bad.error().code, "DIGEST_MISMATCH");
-  EXPECT_NE(bad.error().message.find("kernel 'split.f32' launch 'consume'"), std::string::npos) << bad.error().str();
+  EXPECT_NE(bad.error().message.find("kernel 'split.f32' (id ukd-split) launch 'consume'"), std::string::npos) << bad.error().str();
   EXPECT_NE(bad.error().message.find(wrong), std::string::npos);
   EXPECT_NE(bad.error().message.find(s.sha), std::string::npos);
   EXPECT_EQ(bad.error().jsonPath, "$.kernelDescriptors[0].sources.consume.sha256");

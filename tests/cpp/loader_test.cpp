@@ -256,8 +256,9 @@ TEST(LoaderShape, KmdAndUhdRules) {
   t.write("h/x.uhd.json", Json{{"id", "uhd-1"}, {"version", "1.0"}, {"name", "h"}, {"adapter", "native"},
                               {"table", {{"artifact", "t.bin"}}}});
   t.write("h/y.uhd.json", Json{{"id", "uhd-2"}, {"version", "1.0"}, {"name", "h2"}, {"adapter", "tree_data"},
-                              {"objective", "min"}, {"features_signature", {"m"}},
-                              {"features_hash", "sha256:0123456789abcdef"}, {"trained_against", Json::object()},
+                              {"objective", "min"}, {"features_signature", {"$m"}},
+                              {"features_hash", "sha256:0123456789abcdef"},
+                              {"trained_against", {{"selector_revision", "r1"}}},
                               {"tree_data", {{"artifact", "x.model"}}}});
   const DescriptorSet set = ukdpack::loadShard(t.root());
   const std::string all = dump(set.diagnostics);
@@ -433,8 +434,8 @@ TEST(LoaderReferences, MetadataFillsTheKmdAndIsUniquePerEngineAndArch) {
       << dump(set.diagnostics);
   EXPECT_NE(findDiag(set.diagnostics, "METADATA_NOT_UNIQUE",
                      "$.kernelDescriptors[2].metadata: completed metadata {\"block\": 256, \"dtype\": \"FLOAT\"} "
-                     "equals that of kernel 'a1' (a.kdp.json: $.kernelDescriptors[0]) under engine 'test:eng'; the "
-                     "engine cannot tell them apart"),
+                     "of kernel 'same' (id ukd-same) equals that of kernel 'a1' (id ukd-a1) (a.kdp.json: "
+                     "$.kernelDescriptors[0]) under engine 'test:eng'; the engine cannot tell them apart"),
             nullptr)
       << dump(set.diagnostics);
   // Disjoint arches never share a shard.

@@ -168,7 +168,7 @@ TEST(PlanCapture, MultiLaunchKernelIsRefusedForHavingSeveralLaunches) {
   ASSERT_FALSE(refused);
   EXPECT_EQ(refused.error().code, "PLAN_MULTI_LAUNCH");
   EXPECT_EQ(refused.error().message,
-            "cannot save a plan of kernel 'm': the kernel has several launches {alpha, mid, zeta}, and a saved "
+            "cannot save a plan of kernel 'm' (id ukd-m): the kernel has several launches {alpha, mid, zeta}, and a saved "
             "plan holds one launch");
   // Not mistaken for another kind even when the unused single `source` reads as a packed one.
   DescriptorSet tricked = set;

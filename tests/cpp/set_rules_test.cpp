@@ -39,7 +39,8 @@ TEST(SetRules, OneLaunchSetPerDispatchSymbolAcrossPacks) {
   EXPECT_EQ(found[0].code, "LAUNCH_SET_MISMATCH");
   EXPECT_EQ(found[0].str(),
             "a.kdp.json: $.kernelDescriptors: dispatch symbol 'sym_one' serves kernels with different launch "
-            "sets, and its handler declares one set: a.kdp.json: 'a1' {}; b.kdp.json: 'b1' {consume, produce}; "
+            "sets, and its handler declares one set: a.kdp.json: 'a1' (id ukd-a1) {}; b.kdp.json: 'b1' (id ukd-b1) "
+            "{consume, produce}; "
             "put kernels with another launch set in a KDP with its own UDD and dispatch symbol");
 }
 
@@ -61,7 +62,8 @@ TEST(SetRules, NullDispatchPacksAreHeldAloneAndFindingsNameTheirArches) {
   ASSERT_EQ(found.size(), 1u) << dump(found);
   EXPECT_EQ(found[0].str(),
             "c.kdp.json: $.kernelDescriptors: KDP 'kdp-c' has no dispatch and holds kernels with different launch "
-            "sets on gfx90a: c.kdp.json: 'c1' {}, 'c2' {x, y}; a pack's kernels share one launch set");
+            "sets on gfx90a: c.kdp.json: 'c1' (id ukd-c1) {}, 'c2' (id ukd-c2) {x, y}; a pack's kernels share one "
+            "launch set");
   // Asked for gfx942 only, nothing holds.
   EXPECT_TRUE(ukdpack::checkSetRules(set, {"gfx942"}).empty());
 }
@@ -75,7 +77,7 @@ TEST(SetRules, DeclaredLaunchesBindEveryKernelTheUddServes) {
   ASSERT_EQ(found.size(), 1u) << dump(found);
   EXPECT_NE(found[0].message.find("dispatch symbol 'sym_one' runs launches {consume, produce} (declared by "
                                   "one.udd.json), but kernels it serves have other launch sets: a.kdp.json: 'a1' "
-                                  "{produce, reduce}"),
+                                  "(id ukd-a1) {produce, reduce}"),
             std::string::npos)
       << found[0].message;
 }

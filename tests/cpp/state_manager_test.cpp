@@ -57,7 +57,7 @@ TEST(StateManager, HandlerDeclaringFewerLaunchesDropsTheKernelNamingBothSets) {
   ASSERT_EQ(sm.dropped().size(), 3u);
   ASSERT_EQ(sm.log().size(), 3u);
   EXPECT_EQ(sm.log()[0],
-            "dropping kernel 'split.f32' of pack 'split_kv' (split_kv.kdp.json): dispatch symbol "
+            "dropping kernel 'split.f32' (id ukd-f32) of pack 'split_kv' (split_kv.kdp.json): dispatch symbol "
             "'example_split_kv_dispatch' declares launches {produce}, the kernel has {consume, produce}");
   EXPECT_EQ(sm.dropped()[0].code, "LAUNCH_SET_MISMATCH");
   EXPECT_EQ(sm.dropped()[0].kernelId, "ukd-f32");
@@ -82,7 +82,7 @@ TEST(StateManager, AgreeingHandlerKeepsTheKernelsAndDropsOnlyTheOddSibling) {
   EXPECT_EQ(keptIds(sm), (std::vector<std::string>{"ukd-f32", "ukd-f16"}));
   ASSERT_EQ(sm.dropped().size(), 1u);
   EXPECT_EQ(sm.log().at(0),
-            "dropping kernel 'split.odd' of pack 'split_kv' (split_kv.kdp.json): dispatch symbol "
+            "dropping kernel 'split.odd' (id ukd-odd) of pack 'split_kv' (split_kv.kdp.json): dispatch symbol "
             "'example_split_kv_dispatch' declares launches {consume, produce}, the kernel has {finish, produce}");
   // Kept definitions point into the manager's own storage, with the pack and handler.
   const ukdpack::KernelDefinition* def = sm.find("ukd-f16");
@@ -220,7 +220,7 @@ TEST(Validate, PackWhoseKernelsDisagreeLoadsItsEngineButFailsNamingBothSets) {
   TempTree t;
   writeSplitTree(t);
   ukdpack::ValidateOptions options;
-  options.expectEngine = "test:eng";
+  options.expectEngines = {"test:eng"};
   const ukdpack::ValidationReport r = ukdpack::validateRoots({t.root()}, options);
   EXPECT_FALSE(r.ok);
   EXPECT_EQ(r.exitCode(), 1);
@@ -243,11 +243,11 @@ TEST(Validate, OkTreeAndExpectedEngine) {
   ukdtest::writeGenerics(t);
   t.write("a.kdp.json", ukdtest::kdp("kdp-a", Json::array({ukdtest::single("ukd-a1", "a1")})));
   ukdpack::ValidateOptions options;
-  options.expectEngine = "test:eng";
+  options.expectEngines = {"test:eng"};
   const ukdpack::ValidationReport ok = ukdpack::validateRoots({t.root()}, options);
   EXPECT_TRUE(ok.ok) << dump(ok.diagnostics);
   EXPECT_EQ(ok.summary(), "ok: 1 root, 1 pack, 1 kernel (1 kept, 0 launches verified)");
-  options.expectEngine = "other:eng";
+  options.expectEngines = {"other:eng"};
   const ukdpack::ValidationReport missing = ukdpack::validateRoots({t.root()}, options);
   EXPECT_FALSE(missing.ok);
   EXPECT_NE(findDiag(missing.diagnostics, "ENGINE_MISSING", "expected engine 'other:eng'"), nullptr);
@@ -258,8 +258,8 @@ TEST(Validate, OkTreeAndExpectedEngine) {
   const ukdpack::ValidationReport nulls = ukdpack::validateRoots({t.root()});
   EXPECT_FALSE(nulls.ok);
   EXPECT_NE(findDiag(nulls.diagnostics, "LAUNCH_SET_MISMATCH",
-                     "KDP 'kdp-n' has no dispatch and holds kernels with different launch sets: n.kdp.json: 'n1' {}, "
-                     "'n2' {p, q}; a pack's kernels share one launch set"),
+                     "KDP 'kdp-n' has no dispatch and holds kernels with different launch sets: n.kdp.json: 'n1' "
+                     "(id ukd-n1) {}, 'n2' (id ukd-n2) {p, q}; a pack's kernels share one launch set"),
             nullptr)
       << dump(nulls.diagnostics);
   t.write("n.kdp.json", ukdtest::kdp("kdp-n", Json::array({ukdtest::single("ukd-n1", "n1", "HALF")}), nullptr));

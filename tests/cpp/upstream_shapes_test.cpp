@@ -38,10 +38,10 @@ Json nativeUhd() {
 Json treeUhd() {
   return Json::parse(R"({"id": "h", "version": "1.0", "name": "h", "adapter": "tree_data",
     "objective": "min", "score": {"metric": "time"},
-    "features_signature": ["m", "n"], "features_hash": "sha256:0123456789abcdef",
+    "features_signature": ["$m", {"mul": ["$m", "$n"]}], "features_hash": "sha256:0123456789abcdef",
     "trained_against": {"ued": {"id": "e", "revision": "1.0"}, "kmd": {"id": "k", "revision": "2.1"},
                         "umd": [{"id": "u", "revision": "1.0"}], "selector_revision": "abc"},
-    "categorical_encoding": {"dtype": {"FLOAT": 0, "HALF": 1}},
+    "categorical_encoding": {"$dtype": {"FLOAT": 0, "HALF": 1}},
     "tree_data": {"artifact": "m.bin", "hash": "sha256:0000000000000000000000000000000000000000000000000000000000000000"}})");
 }
 
@@ -80,7 +80,7 @@ TEST(UpstreamUhd, EveryAdapterAsUpstreamWritesItParses) {
   std::vector<Diagnostic> diags;
   const auto lib = ukdpack::parseHeuristic(Json::parse(R"({"id": "h", "version": "1.0", "name": "h",
     "adapter": "custom_library", "objective": "max",
-    "custom_library": {"library": "libh.so", "symbol": "rank", "config": {"k": 1}}})"), kCtx, diags);
+    "custom_library": {"library": "libh.so", "symbol": "rank", "config": {}}})"), kCtx, diags);
   ASSERT_TRUE(lib) << joined(errorsOf(diags));
   EXPECT_EQ(lib->library, std::optional<std::string>("libh.so"));
   EXPECT_FALSE(lib->artifact);
@@ -125,8 +125,33 @@ TEST(UpstreamUhd, TrainedAdaptersNeedFeaturesAndTrainedAgainst) {
   EXPECT_EQ(uhdErrors(doc), std::vector<std::string>{
       "x.json: $.trained_against.ued.revision: expected a revision '<major>.<minor>', found integer 1"});
   doc = treeUhd();
-  doc["categorical_encoding"]["dtype"]["FLOAT"] = "0";
+  doc["categorical_encoding"]["$dtype"]["FLOAT"] = "0";
   EXPECT_EQ(uhdErrors(doc).size(), 1u);
+}
+
+TEST(UpstreamUhd, BodyHashIsASha256InEitherSpellingOrAnyOtherString) {
+  EXPECT_EQ(ukdpack::statedSha256(std::string(64, 'A')), std::optional<std::string>(std::string(64, 'a')));
+  EXPECT_EQ(ukdpack::statedSha256("sha256:" + std::string(64, '0')), std::optional<std::string>(std::string(64, '0')));
+  EXPECT_FALSE(ukdpack::statedSha256("sha256:abc"));
+  EXPECT_FALSE(ukdpack::statedSha256(std::string(63, '0')));
+  EXPECT_FALSE(ukdpack::statedSha256(std::string(64, 'g')));
+  Json doc = treeUhd();
+  doc["tree_data"]["hash"] = "model-build-42";  // upstream carries any non-empty string
+  EXPECT_TRUE(uhdErrors(doc).empty());
+  doc["tree_data"]["hash"] = 7;
+  EXPECT_EQ(uhdErrors(doc), std::vector<std::string>{"x.json: $.tree_data.hash: expected string, found integer 7"});
+}
+
+TEST(UpstreamUhd, TrainedAgainstNamesASetOrASelectorRevision) {
+  Json doc = treeUhd();
+  doc["trained_against"] = {{"selector_revision", "r"}, {"feature_semantics_revision", 3}};
+  EXPECT_TRUE(uhdErrors(doc).empty());
+  doc["trained_against"]["feature_semantics_revision"] = true;
+  EXPECT_EQ(uhdErrors(doc).size(), 1u);
+  doc["trained_against"] = Json::object();
+  EXPECT_EQ(uhdErrors(doc).size(), 1u);
+  doc["trained_against"] = {{"kmd", {{"id", "k"}, {"revision", "1.0"}}}};
+  EXPECT_EQ(uhdErrors(doc).size(), 2u);  // ued and umd missing
 }
 
 TEST(UpstreamUhd, StaticOrderRefusesAnOrderAndTreeDataAFormat) {

@@ -14,7 +14,7 @@ namespace {
 
 ukdpack::ValidationReport run(const TempTree& t, const char* expect = nullptr) {
   ukdpack::ValidateOptions options;
-  if (expect != nullptr) options.expectEngine = expect;
+  if (expect != nullptr) options.expectEngines = {expect};
   return ukdpack::validateRoots({t.root()}, options);
 }
 

@@ -62,9 +62,9 @@ def test_single_launch_kernel_reusing_a_multi_launch_toc_key(copy: Path) -> None
     assert "DIGEST_MISMATCH" in runtime
     assert line.startswith(
         "ukdpack: error: attention/split_kv.kdp.json: $.kernelDescriptors[0].sources.consume."
-        f"toc_key: kernel 'split_kv.f32' launch 'consume' names toc key '{split_key}' "
+        f"toc_key: kernel 'split_kv.f32' (id d168fb16-29a6-564c-b73f-f659c7cd8e72) launch 'consume' names toc key '{split_key}' "
         "(kpack/kernels_gfx90a.kpack) with sha256 ")
-    assert ("but kernel 'scale.f32' (single launch) (attention/scale.kdp.json: "
+    assert ("but kernel 'scale.f32' (id 29f00a30-4246-57a5-9889-af778425f9c3, single launch) (attention/scale.kdp.json: "
             "$.kernelDescriptors[0]) names it with sha256 ") in line
     assert line.endswith("two kernels share a toc key only when they share the code object "
                          "(one sha256)")
@@ -83,8 +83,8 @@ def test_any_launch_of_a_multi_launch_kernel_counts(copy: Path) -> None:
     (problem,) = [p for p in desk_check(copy).problems if p.severity == "error"]
     assert problem.file == "prebuilt/twostage.kdp.json"
     assert problem.path == "$.kernelDescriptors[0].sources.partial.toc_key"
-    assert "kernel 'twostage.gfx90a' launch 'partial' names toc key" in problem.message
-    assert "but kernel 'scale.f16' (single launch)" in problem.message
+    assert "kernel 'twostage.gfx90a' (id 57790d2d-dc56-5ef3-916f-c177c3c37db9) launch 'partial' names toc key" in problem.message
+    assert "but kernel 'scale.f16' (id 9a038e0d-7fc8-5a7a-b054-7ec86dbc56fc, single launch)" in problem.message
 
 
 def test_kernels_sharing_one_object_pass(copy: Path) -> None:
@@ -108,7 +108,7 @@ def test_launches_of_one_kernel_naming_one_key_with_two_digests(copy: Path) -> N
          lambda d: kernel(d, "split_kv.f32")["sources"]["produce"].update(sha256="a" * 64))
     (problem,) = [p for p in desk_check(copy).problems if p.severity == "error"]
     assert problem.path == "$.kernelDescriptors[0].sources.produce.sha256"
-    assert ("kernel 'split_kv.f32' launch 'produce' names toc key 'split_kv_" in problem.message
+    assert ("kernel 'split_kv.f32' (id d168fb16-29a6-564c-b73f-f659c7cd8e72) launch 'produce' names toc key 'split_kv_" in problem.message
             and "and launch 'consume' of the same kernel names it with sha256 "
             in problem.message and "one toc key holds one code object" in problem.message)
 
@@ -123,10 +123,10 @@ def test_toc_keys_missing_from_the_archive_and_unclaimed_entries(copy: Path) -> 
     doc = json.loads(r.stdout)
     got = {(p["severity"], p["file"], p["path"], p["message"]) for p in doc["problems"]}
     assert ("error", "attention/scale.kdp.json", "$.kernelDescriptors[0].kernel_source.toc_key",
-            f"kernel 'scale.f32' (single launch): toc key '{f32_key}' for arch gfx90a is not in "
+            f"kernel 'scale.f32' (id 29f00a30-4246-57a5-9889-af778425f9c3, single launch): toc key '{f32_key}' for arch gfx90a is not in "
             "the archive kpack/kernels_gfx90a.kpack (it holds no entry of that key)") in got
     assert ("error", "attention/scale.kdp.json", "$.kernelDescriptors[1].kernel_source.library",
-            "kernel 'scale.f16' (single launch): library '../../away.kpack' leaves the shard "
+            "kernel 'scale.f16' (id 9a038e0d-7fc8-5a7a-b054-7ec86dbc56fc, single launch): library '../../away.kpack' leaves the shard "
             f"root {copy}") in got  # the runtime's own words (LIBRARY_ESCAPES)
     assert ("note", "kpack/kernels_gfx90a.kpack", None,  # a whole file: no JSON path
             "entry 'spare_000000000000' for gfx90a is claimed by no launch; it ships for "
@@ -163,7 +163,7 @@ def test_launch_sets_and_metadata_rules_apply_to_the_shard(copy: Path) -> None:
                "'example_split_kv_dispatch' runs launches {finish, produce}" in ln
                for ln in lines), r.stderr
     assert any("attention/scale.kdp.json: $.kernelDescriptors[1].metadata: completed metadata "
-               in ln and "equals that of kernel 'scale.f32'" in ln for ln in lines), r.stderr
+               in ln and "equals that of kernel 'scale.f32' (id 29f00a30-4246-57a5-9889-af778425f9c3)" in ln for ln in lines), r.stderr
     assert len(lines) == 2
 
 
@@ -172,7 +172,7 @@ def test_authored_sources_in_a_shard_and_bad_input(copy: Path, tmp_path: Path) -
          lambda d: kernel(d, "scale.f32").update(kernel_source={
              "kind": "hip", "source": "k.hip", "entry": "e", "build": {}}))
     lines = errors(ukdpack("desk-check", str(copy)).stderr)
-    assert any("$.kernelDescriptors[0].kernel_source.kind: kernel 'scale.f32' (single launch): "
+    assert any("$.kernelDescriptors[0].kernel_source.kind: kernel 'scale.f32' (id 29f00a30-4246-57a5-9889-af778425f9c3, single launch): "
                "kind 'hip' in a packed shard; the packer writes every code object as kind "
                "'kpack'" in ln for ln in lines), lines
     r = ukdpack("desk-check", str(tmp_path / "nowhere"))

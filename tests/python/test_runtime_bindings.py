@@ -162,7 +162,7 @@ def test_state_manager_drops_kernels_whose_launch_set_differs(shard: Shard) -> N
     (dropped,) = fewer.dropped()
     assert dropped["kernel_id"] == "ukd-split" and dropped["code"] == "LAUNCH_SET_MISMATCH"
     assert fewer.log() == [
-        "dropping kernel 'split.f32' of pack 'split' (ops/split.kdp.json): dispatch symbol "
+        "dropping kernel 'split.f32' (id ukd-split) of pack 'split' (ops/split.kdp.json): dispatch symbol "
         "'example_split_kv_dispatch' declares launches {produce}, the kernel has {consume, produce}"]
 
     agreeing = _runtime.StateManager(dset, handlers=HANDLERS, arch="gfx90a")
@@ -206,7 +206,7 @@ def test_digest_mismatch_raises_naming_kernel_and_launch(shard: Shard) -> None:
         sm.load_launch_code("ukd-split", "consume")
     assert isinstance(err.value, ValueError)
     assert str(err.value).startswith("DIGEST_MISMATCH: ops/split.kdp.json: ")
-    assert "kernel 'split.f32' launch 'consume'" in str(err.value)
+    assert "kernel 'split.f32' (id ukd-split) launch 'consume'" in str(err.value)
     assert err.value.code == "DIGEST_MISMATCH"  # type: ignore[attr-defined]
     assert err.value.diagnostic["path"] == "$.kernelDescriptors[0].sources.consume.sha256"  # type: ignore[attr-defined]
     assert sm.load_launch_code("ukd-split", "produce") == shard.object
@@ -276,6 +276,8 @@ def test_validate_roots_verifies_every_launch(shard: Shard) -> None:
     verdict = _runtime.validate_roots([str(shard.root)], expect_engine="test:eng")
     assert verdict["ok"], verdict["diagnostics"]
     assert verdict["launches_verified"] == 3
+    two = _runtime.validate_roots([str(shard.root)], expect_engine=["test:eng", "x:other"])
+    assert two["expected_engines_missing"] == ["x:other"]
     (shard.root / "linked").symlink_to(shard.root / "kpack")
     shard.multi["sources"]["produce"]["library"] = "../linked/kernels_gfx90a.kpack"
     shard.write_kernels()
@@ -292,3 +294,20 @@ def test_packer_runtime_check_uses_these_bindings(shard: Shard) -> None:
     shard.write_kernels()
     problems = [str(p) for p in check_shard(shard.root, "gfx90a", None) if p.severity == "error"]
     assert len(problems) == 1 and "DIGEST_MISMATCH" in problems[0], problems
+
+
+CORPUS = Path(__file__).resolve().parents[1] / "corpus"
+
+
+def test_trained_against_revisions_are_compared_with_the_descriptors_they_name() -> None:
+    """A stale revision is a warning naming both sides; matching revisions say nothing."""
+    def stale(case: str) -> list[str]:
+        dset = _runtime.load_shard(str(CORPUS / case / "tree"), authored=True)
+        assert not [d for d in dset.diagnostics if d["severity"] == "error"], dset.diagnostics
+        return sorted(f"{d['file']}: {d['message']}" for d in dset.diagnostics
+                      if d["code"] == "TRAINED_AGAINST_STALE")
+    assert stale("ok_uhd_ued_parity") == []
+    assert stale("ok_uhd_trained_against_stale") == [
+        f"{f}.uhd.json: UHD '{f}' was trained against UED 'ued-1' revision 1.0, but eng.ued.json "
+        "has revision 1.2; retrain the model against revision 1.2 (or correct trained_against)"
+        for f in ("t", "tb")]

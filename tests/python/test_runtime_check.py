@@ -26,7 +26,8 @@ def test_mismatch_fixture_round_trip_through_the_validator() -> None:
     shard = FIXTURES / "multi_launch_mismatch"
     r = subprocess.run([_validate_exe(), str(shard)], capture_output=True, text=True, check=False)
     assert r.returncode == 1
-    assert ("dropping kernel 'scale.f32' of pack 'split_kv' (attention/split_kv.kdp.json): "
+    assert ("dropping kernel 'scale.f32' (id 29f00a30-4246-57a5-9889-af778425f9c3) of pack 'split_kv' "
+            "(attention/split_kv.kdp.json): "
             "dispatch symbol 'example_split_kv_dispatch' declares launches {consume, produce}, "
             "the kernel has {}") in r.stderr
     doc = json.loads(subprocess.run([_validate_exe(), "--json", str(shard)], capture_output=True,
@@ -84,7 +85,7 @@ def test_pack_refuses_a_shard_the_runtime_would_drop(tmp_path: Path) -> None:
     r = run_pack(tree, out, ["gfx90a"], "--handlers", str(manifest), cache=tmp_path / "cache")
     assert r.returncode == 1
     assert ("attention/split_kv.kdp.json: $.kernelDescriptors[0]: the runtime drops kernel "
-            "'split_kv.f32': dispatch symbol 'example_split_kv_dispatch' declares launches "
+            "'split_kv.f32' (id d168fb16-29a6-564c-b73f-f659c7cd8e72): dispatch symbol 'example_split_kv_dispatch' declares launches "
             "{produce}, the kernel has {consume, produce}") in r.stderr
     # The launches it is held against come from the manifest: the message points there.
     # write_json indents one entry a line, the first on line 2.

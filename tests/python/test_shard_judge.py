@@ -20,18 +20,18 @@ from ukdpack import _runtime
 SCALE = "attention/scale.kdp.json"
 #: Every packed launch of the example's gfx90a shard, as the runtime names them.
 LAUNCHES = {
-    (SCALE, "$.kernelDescriptors[0].kernel_source.library", "kernel 'scale.f32' (single launch)"),
-    (SCALE, "$.kernelDescriptors[1].kernel_source.library", "kernel 'scale.f16' (single launch)"),
+    (SCALE, "$.kernelDescriptors[0].kernel_source.library", "kernel 'scale.f32' (id 29f00a30-4246-57a5-9889-af778425f9c3, single launch)"),
+    (SCALE, "$.kernelDescriptors[1].kernel_source.library", "kernel 'scale.f16' (id 9a038e0d-7fc8-5a7a-b054-7ec86dbc56fc, single launch)"),
     ("attention/split_kv.kdp.json", "$.kernelDescriptors[0].sources.consume.library",
-     "kernel 'split_kv.f32' launch 'consume'"),
+     "kernel 'split_kv.f32' (id d168fb16-29a6-564c-b73f-f659c7cd8e72) launch 'consume'"),
     ("attention/split_kv.kdp.json", "$.kernelDescriptors[0].sources.produce.library",
-     "kernel 'split_kv.f32' launch 'produce'"),
+     "kernel 'split_kv.f32' (id d168fb16-29a6-564c-b73f-f659c7cd8e72) launch 'produce'"),
     ("prebuilt/reduce.kdp.json", "$.kernelDescriptors[0].kernel_source.library",
-     "kernel 'reduce_sum.gfx90a' (single launch)"),
+     "kernel 'reduce_sum.gfx90a' (id 11f56662-04c9-5b01-991e-71b4342e43e8, single launch)"),
     ("prebuilt/twostage.kdp.json", "$.kernelDescriptors[0].sources.combine.library",
-     "kernel 'twostage.gfx90a' launch 'combine'"),
+     "kernel 'twostage.gfx90a' (id 57790d2d-dc56-5ef3-916f-c177c3c37db9) launch 'combine'"),
     ("prebuilt/twostage.kdp.json", "$.kernelDescriptors[0].sources.partial.library",
-     "kernel 'twostage.gfx90a' launch 'partial'"),
+     "kernel 'twostage.gfx90a' (id 57790d2d-dc56-5ef3-916f-c177c3c37db9) launch 'partial'"),
 }
 
 Found = set[tuple[str, str, str]]
@@ -94,7 +94,7 @@ def test_a_library_through_a_link_is_refused_as_the_runtime_refuses_it(
         library, hop = "../kpack/alias.kpack", "kpack/alias.kpack"
     edit(copy / SCALE, lambda d: kernel(d, "scale.f16")["kernel_source"].update(library=library))
     expected = {(SCALE, "$.kernelDescriptors[1].kernel_source.library",
-                 f"kernel 'scale.f16' (single launch): library '{library}' goes through the "
+                 f"kernel 'scale.f16' (id 9a038e0d-7fc8-5a7a-b054-7ec86dbc56fc, single launch): library '{library}' goes through the "
                  f"symbolic link '{hop}'; the runtime follows no link inside a shard")}
     assert _runtime_refusals(copy) == expected
     assert _tool_refusals(tool, copy, packed[0]) == expected

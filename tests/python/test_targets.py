@@ -321,7 +321,7 @@ def test_recorded_target_digests_are_read_and_checked(tmp_path: Path, cache: Pat
                        check=False)
     assert r.returncode == 1
     assert ('k.kdp.json: $.kernelDescriptors[0].kernel_source.targets["gfx90a:xnack-"]: '
-            "kernel 'hipk' (single launch): the code object for gfx90a:xnack-") in r.stderr
+            "kernel 'hipk' (id hipk, single launch): the code object for gfx90a:xnack-") in r.stderr
     # A key that is no target ID is refused when the shard is read.
     targets["gfx90a:xnack"] = targets.pop("gfx90a:xnack-")
     write_json(kdp, doc)

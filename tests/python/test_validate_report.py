@@ -83,7 +83,27 @@ def test_colliding_metadata_drops_the_engine_naming_both_kernels(tmp_path: Path)
     [verdict] = doc["engine_verdicts"]
     assert verdict["dropped"] is True and verdict["success"] is False
     assert verdict["colliding_kernels"] == [["ukd-a1", "ukd-b1"]]
-    assert any(d["code"] == "METADATA_NOT_UNIQUE" for d in doc["diagnostics"])
+    [collision] = [d for d in doc["diagnostics"] if d["code"] == "METADATA_NOT_UNIQUE"]
+    # Both kernels by name and id, as upstream's validator names them (scripts grep for the id).
+    assert "of kernel 'b1' (id ukd-b1) equals that of kernel 'a1' (id ukd-a1)" in collision["message"]
+    # The counters agree with the verdicts: the only engine is dropped, so no kernel is kept.
+    assert doc["kept"] == 0
+    assert "(0 kept," in doc["summary"]
+
+
+def test_expect_engine_repeats_and_names_each_missing_one(tmp_path: Path) -> None:
+    root = _tree(tmp_path, _pack("kdp-a", [_kernel("ukd-a1", "a1")]))
+    rc, doc = _validate(root, "--expect-engine", "test:eng", "--expect-engine=ued-1")
+    assert rc == 0 and doc["expected_engines_missing"] == []
+    rc, doc = _validate(root, "--expect-engine", "test:eng", "--expect-engine", "x:one",
+                        "--expect-engine", "x:two")
+    assert rc == 1
+    assert doc["expected_engines_missing"] == ["x:one", "x:two"]
+    missing = [d["message"] for d in doc["diagnostics"] if d["code"] == "ENGINE_MISSING"]
+    assert [m.split("'")[1] for m in missing] == ["x:one", "x:two"]
+    done = subprocess.run([str(VALIDATE), str(root), "--expect-engine", ""], capture_output=True,
+                          text=True, check=False, timeout=60)
+    assert done.returncode == 2 and "--expect-engine needs an engine name" in done.stderr
 
 
 def test_dropped_pack_is_counted_as_a_pack_not_an_engine(tmp_path: Path) -> None:

@@ -70,19 +70,23 @@ def test_missing_entry_tampered_digest_and_changed_signature_all_reported(
     shared, missing, digest, signature = lines
     assert shared.startswith("ukdpack: error: attention/split_kv.kdp.json: "
                              "$.kernelDescriptors[0].sources.produce.sha256: kernel "
-                             "'split_kv.f32' launch 'produce' names toc key ")
+                             "'split_kv.f32' (id d168fb16-29a6-564c-b73f-f659c7cd8e72) launch "
+                             "'produce' names toc key ")
     assert "and launch 'consume' of the same kernel names it with sha256" in shared
     assert missing.startswith("ukdpack: error: attention/scale.kdp.json: "
                               "$.kernelDescriptors[1].kernel_source.toc_key: kernel 'scale.f16' "
-                              "(single launch): the archive kpack/kernels_gfx90a.kpack holds no "
+                              "(id 9a038e0d-7fc8-5a7a-b054-7ec86dbc56fc, single launch): the archive "
+                              "kpack/kernels_gfx90a.kpack holds no "
                               f"entry for toc key '{f16_key}' and arch gfx90a")
     assert digest.startswith("ukdpack: error: attention/split_kv.kdp.json: "
                              "$.kernelDescriptors[0].sources.produce.sha256: kernel "
-                             f"'split_kv.f32' launch 'produce': sha256 {'0' * 64} differs from "
+                             "'split_kv.f32' (id d168fb16-29a6-564c-b73f-f659c7cd8e72) launch "
+                             f"'produce': sha256 {'0' * 64} differs from "
                              "the digest of its archive entry")
     assert signature.startswith("ukdpack: error: prebuilt/twostage.kdp.json: "
                                 "$.kernelDescriptors[0].sources.combine.signature: kernel "
-                                "'twostage.gfx90a' launch 'combine': signature (")
+                                "'twostage.gfx90a' (id 57790d2d-dc56-5ef3-916f-c177c3c37db9) launch "
+                                "'combine': signature (")
     assert "by_value 4@24) differs from the one read from the code object for " \
            "'twostage_combine', (" in signature
     assert "does not match" in r.stdout and "4 errors" in r.stdout
@@ -127,10 +131,10 @@ def test_launches_swapped_between_names_are_caught(packed: tuple[Path, Path],
     r = ukdpack("verify", str(shard), "--source-root", str(tree))
     assert r.returncode == 1
     lines = errors(r.stderr)
-    assert any(".sources.produce.symbol: kernel 'split_kv.f32' launch 'produce': symbol is "
+    assert any(".sources.produce.symbol: kernel 'split_kv.f32' (id d168fb16-29a6-564c-b73f-f659c7cd8e72) launch 'produce': symbol is "
                "'split_kv_consume' in the shard, 'split_kv_produce' in the root" in ln
                for ln in lines), r.stderr
-    assert any(".sources.consume.symbol: kernel 'split_kv.f32' launch 'consume': symbol is "
+    assert any(".sources.consume.symbol: kernel 'split_kv.f32' (id d168fb16-29a6-564c-b73f-f659c7cd8e72) launch 'consume': symbol is "
                "'split_kv_produce' in the shard, 'split_kv_consume' in the root" in ln
                for ln in lines), r.stderr
 
@@ -152,7 +156,7 @@ def test_prebuilt_objects_compare_byte_for_byte(packed: tuple[Path, Path],
     # reduce_sum and both launches of twostage read that object.
     assert len([ln for ln in lines if "differs from the root's prebuilt object "
                 "prebuilt/objects/gfx90a/reduce.hsaco" in ln]) == 3, r.stderr
-    assert any("kernel 'twostage.gfx90a' launch 'partial'" in ln for ln in lines)
+    assert any("kernel 'twostage.gfx90a' (id 57790d2d-dc56-5ef3-916f-c177c3c37db9) launch 'partial'" in ln for ln in lines)
 
 
 def test_kernels_missing_extra_moved_or_changed(packed: tuple[Path, Path],
@@ -193,20 +197,20 @@ def test_kernels_missing_extra_moved_or_changed(packed: tuple[Path, Path],
             "$.kernelDescriptors[0] in the root) is not in the shard; the root puts it in the "
             "gfx90a shard") in found
     assert ("attention/scale.kdp.json", "$.kernelDescriptors[0].priority",
-            "kernel 'scale.f16': priority is 99 in the shard, 5 in the root") in found
+            "kernel 'scale.f16' (id 9a038e0d-7fc8-5a7a-b054-7ec86dbc56fc): priority is 99 in the shard, 5 in the root") in found
     # The runtime refuses a kernel whose arch leaves its pack's: verify says so with the
     # runtime's words (and does not report the kernel missing on top).
     assert ("prebuilt/reduce.kdp.json", "$.kernelDescriptors[0].arch",
             "arch 'gfx940' not in its KDP's arch [gfx90a] (prebuilt/reduce.kdp.json); a "
             "kernel's arch is a subset of its pack's") in found
     assert ("prebuilt/twostage.kdp.json", "$.kernelDescriptors[0].metadata",
-            "kernel 'twostage.gfx90a': metadata is {\"op\":\"max\"} in the shard, "
+            "kernel 'twostage.gfx90a' (id 57790d2d-dc56-5ef3-916f-c177c3c37db9): metadata is {\"op\":\"max\"} in the shard, "
             "{\"op\":\"sum_squares\"} in the root") in found
     assert ("attention/split_kv.kdp.json", "$.kernelDescriptors[0].sources",
-            "kernel 'split_kv.f32' launch 'consume' is missing from the shard; the root's "
+            "kernel 'split_kv.f32' (id d168fb16-29a6-564c-b73f-f659c7cd8e72) launch 'consume' is missing from the shard; the root's "
             "kernel has launches {consume, produce}") in found
     assert ("attention/split_kv.kdp.json", "$.kernelDescriptors[0].sources.finish",
-            "kernel 'split_kv.f32' launch 'finish' is in the shard, but the root's kernel has "
+            "kernel 'split_kv.f32' (id d168fb16-29a6-564c-b73f-f659c7cd8e72) launch 'finish' is in the shard, but the root's kernel has "
             "launches {consume, produce}") in found
     assert len(found) == 7, found
 
@@ -283,7 +287,7 @@ def test_a_sidecar_bound_to_another_kernel_is_reported(packed: tuple[Path, Path]
     doc["entries"][kid]["sha256"] = "0" * 64
     _write_sidecar(shard, SPLIT_SIDECAR, doc)
     assert _verify_errors(shard, tree) == [
-        f"ukdpack: error: {SPLIT_SIDECAR}: $.entries[\"{kid}\"].sha256: kernel 'split_kv.f32': "
+        f"ukdpack: error: {SPLIT_SIDECAR}: $.entries[\"{kid}\"].sha256: kernel 'split_kv.f32' (id d168fb16-29a6-564c-b73f-f659c7cd8e72): "
         f"binding digest {'0' * 64} differs from {good}, the digest of the packed kernel "
         "(attention/split_kv.kdp.json: $.kernelDescriptors[0]); the entry was written for "
         "another version of it"]
@@ -301,9 +305,9 @@ def test_a_kernel_edited_after_packing_no_longer_binds_its_entry(
     lines = _verify_errors(shard, tree)
     assert len(lines) == 2, lines
     assert lines[0] == ("ukdpack: error: attention/scale.kdp.json: $.kernelDescriptors[1]."
-                        "priority: kernel 'scale.f16': priority is 99 in the shard, 5 in the root")
+                        "priority: kernel 'scale.f16' (id 9a038e0d-7fc8-5a7a-b054-7ec86dbc56fc): priority is 99 in the shard, 5 in the root")
     assert lines[1].startswith(f"ukdpack: error: {SCALE_SIDECAR}: $.entries[\"{kid}\"].sha256: "
-                               "kernel 'scale.f16': binding digest ")
+                               "kernel 'scale.f16' (id 9a038e0d-7fc8-5a7a-b054-7ec86dbc56fc): binding digest ")
     # Resealed (as a packer writing the edited kernel would), only the field differs.
     edit(shard / "attention" / "scale.kdp.json", lambda d: None)
     assert _verify_errors(shard, tree) == lines[:1]

@@ -150,6 +150,14 @@ bool allLaunchSources(const Kernel& kernel,
 // "{consume, produce}" (sorted), "{}" for a single-launch kernel.
 std::string describeLaunchSet(const std::set<std::string>& names);
 
+// "kernel 'NAME' (id ID)": how every diagnostic names a kernel, its id beside its
+// name (as upstream's validator does; scripts grep for the id).
+std::string kernelLabel(std::string_view name, std::string_view id);
+std::string kernelLabel(const Kernel& kernel);
+// A kernel's launch: "kernel 'K' (id I, single launch)" for "", else "kernel 'K' (id I) launch 'NAME'".
+std::string launchLabel(const Kernel& kernel, const std::string& launch);
+std::string launchLabel(std::string_view name, std::string_view id, const std::string& launch);
+
 // Where a kernel object sits, for diagnostics and `library` resolution.
 struct KernelContext {
   std::string file;
@@ -330,7 +338,25 @@ struct HeuristicDescriptor : DescriptorInfo {
   std::optional<std::string> artifact;  // tree_data/table.artifact: a file shipped beside the UHD
   std::optional<std::string> library;   // custom_library.library: shipped beside it too
   std::optional<std::string> objective;  // max | min; absent only for static_order
+  std::optional<std::string> metric;     // score.metric: tflops | time; absent when it declares none
+  // The body's `hash` (tree_data, table, custom_library) as written: a sha256 in
+  // either spelling (bare 64 hex, or 'sha256:' + 64 hex) is checked against the file;
+  // any other non-empty string is carried unchecked, as upstream does.
+  std::optional<std::string> hash;
+  // What `trained_against` names: (type "ued" | "kmd" | "umd", id, revision, JSON path
+  // of the revision), compared with the descriptors of the set (a warning when stale).
+  struct TrainedRef {
+    std::string type;
+    std::string id;
+    std::string revision;
+    std::string path;
+  };
+  std::vector<TrainedRef> trainedAgainst;
 };
+
+// The lowercase 64-hex digest a body `hash` states, when it is a sha256 in
+// either spelling ("sha256:" + 64 hex, or 64 bare hex); nullopt for any other string.
+std::optional<std::string> statedSha256(std::string_view hash);
 
 // Strict parsers; each appends every problem to `diags` and returns nothing
 // when the descriptor itself is malformed. parsePack gates each inline kernel

@@ -65,6 +65,10 @@ struct DescriptorSet {
   std::vector<MatcherDescriptor> matchers;
   std::vector<HeuristicDescriptor> heuristics;
   std::vector<Diagnostic> diagnostics;
+  // Packs refused at load for a reference that failed (an error is reported):
+  // never shipped or selected, but their kernels that resolve are kept here so the
+  // whole-set rules (launch sets) still judge them, and one run reports every problem.
+  std::vector<Pack> refusedPacks;
   // What the walk found: every descriptor file (sorted, per root) and every
   // path it skipped with why (each also a SKIPPED note in `diagnostics`).
   struct Walked {

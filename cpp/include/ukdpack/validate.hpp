@@ -17,8 +17,8 @@ namespace ukdpack {
 
 struct ValidateOptions {
   LoaderOptions loader;
-  // An engine (UED name or id) that must load with at least one kept kernel.
-  std::optional<std::string> expectEngine;
+  // Engines (UED name or id) that must each load with at least one kept kernel.
+  std::vector<std::string> expectEngines;
 };
 
 // One engine's verdict in the report. Upstream hipDNN's validator drops an
@@ -48,8 +48,8 @@ struct ValidationReport {
   std::vector<std::string> log;         // its drop lines
   std::vector<std::string> engines;     // names of engines with a kept kernel and not dropped, sorted
   std::vector<EngineVerdict> engineVerdicts;  // every engine loaded or dropped, by name
-  std::vector<std::string> expectedEnginesMissing;  // the expected engine when it did not load
-  bool ok = false;  // no error, no drop, and the expected engine (if any) loaded
+  std::vector<std::string> expectedEnginesMissing;  // the expected engines that did not load
+  bool ok = false;  // no error, no drop, and every expected engine loaded
 
   int exitCode() const { return ok ? 0 : 1; }
   std::string summary() const;  // one line

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
+from ukdpack import _runtime
 from ukdpack.authored.kinds import COMPILED
 from ukdpack.authored.load import Tree
 from ukdpack.authored.model import Source, Ukd
@@ -68,7 +69,8 @@ def _toc_keys(tree: Tree) -> list[Problem]:
             if first[0] != ident:
                 problems.append(Problem(
                     ukd.file, src.json_path,
-                    f"toc key '{key}' is also the toc key of kernel '{first[1].name}' "
+                    f"toc key '{key}' is also the toc key of "
+                    f"{_runtime.kernel_label(first[1].name, first[1].id)} "
                     f"({first[1].where()}), built from other inputs (a collision of the "
                     "48-bit digest); change either kernel's build inputs", code="TOC_KEY_COLLISION"))
     return problems

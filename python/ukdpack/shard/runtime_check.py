@@ -118,7 +118,8 @@ def launch_problems(dset: _runtime.DescriptorSet, arch: str,
             reason += (f" (the handler manifest {manifest.where(d['dispatch_symbol'])} "
                        "declares them; change the kernel's launches or that entry)")
         problems.append(Problem(d.get("file", ""), d.get("path", ""),
-                                f"the runtime drops kernel '{d['name']}': {reason}",
+                                f"the runtime drops kernel '{d['name']}' (id {d['kernel_id']}): "
+                                f"{reason}",
                                 severity, d["code"]))
     # Every launch of a kept kernel but embedded_source ones (no code object), without
     # building kept()'s dicts.

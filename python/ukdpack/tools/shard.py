@@ -28,11 +28,15 @@ from ukdpack.shard.runtime_check import launch_problems
 LIBRARY = "library"
 
 
+def kernel_label(ukd: Ukd) -> str:
+    """``kernel 'x' (id I)`` for messages, worded by the runtime as its own diagnostics word it."""
+    return _runtime.kernel_label(ukd.name, ukd.id)
+
+
 def launch_label(ukd: Ukd, launch: str | None) -> str:
-    """``kernel 'x' launch 'produce'`` (or ``kernel 'x' (single launch)``) for messages."""
-    if launch is None:
-        return f"kernel '{ukd.name}' (single launch)"
-    return f"kernel '{ukd.name}' launch '{launch}'"
+    """``kernel 'x' (id I) launch 'produce'`` (or ``kernel 'x' (id I, single launch)``) for
+    messages, worded by the runtime as its own diagnostics word it."""
+    return _runtime.launch_label(ukd.name, ukd.id, launch)
 
 
 def describe_signature(signature: Sequence[Mapping[str, Any]]) -> str:

@@ -38,7 +38,14 @@ from ukdpack.files import NotRegularFileError, read_regular
 from ukdpack.produce import codeobject
 from ukdpack.produce.plan import ArchPlan, Launch, plan_arch
 from ukdpack.shard import packed, provenance
-from ukdpack.tools.shard import Shard, ShardLaunch, describe_signature, launch_label, load_shard
+from ukdpack.tools.shard import (
+    Shard,
+    ShardLaunch,
+    describe_signature,
+    kernel_label,
+    launch_label,
+    load_shard,
+)
 from ukdpack.words import count
 
 #: Fields of a UKD the packer rewrites or moves; every other field ships as authored.
@@ -195,20 +202,20 @@ class _Checker:
     def kernel(self, want: Member, got: Member) -> None:
         ukd = got.ukd
         if got.kdp.key != want.kdp.key:
-            self.error(ukd.file, ukd.json_path, f"kernel '{ukd.name}' sits in pack "
+            self.error(ukd.file, ukd.json_path, f"{kernel_label(ukd)} sits in pack "
                        f"'{got.kdp.name}' ({got.kdp.file}); the root puts it in pack "
                        f"'{want.kdp.name}' ({want.kdp.file})")
         elif ukd.file != want.ukd.file:
-            self.error(ukd.file, ukd.json_path, f"kernel '{ukd.name}' sits in {ukd.file}; the "
+            self.error(ukd.file, ukd.json_path, f"{kernel_label(ukd)} sits in {ukd.file}; the "
                        f"root has it in {want.ukd.file}")
         authored = {k: v for k, v in want.ukd.raw.items() if k not in _REWRITTEN}
         have = {k: v for k, v in ukd.raw.items() if k not in _REWRITTEN}
-        self._fields(ukd, authored, have, f"kernel '{ukd.name}'")
+        self._fields(ukd, authored, have, kernel_label(ukd))
         # The packer narrows a UKD's own arch to the shard's; one that names none ships none.
         want_arch = [self.arch] if "arch" in want.ukd.raw else None
         if ukd.raw.get("arch") != want_arch:
             self.error(ukd.file, jsonpath.key(ukd.json_path, "arch"),
-                       f"kernel '{ukd.name}': arch is {_value(ukd.raw, 'arch')} in the shard, "
+                       f"{kernel_label(ukd)}: arch is {_value(ukd.raw, 'arch')} in the shard, "
                        f"expected {_show(want_arch) if want_arch else 'none'} for the "
                        f"{self.arch} shard")
         expected = {ln.name: ln for ln in self.plan.launches_of(want.ukd)}
@@ -418,17 +425,17 @@ def sidecar_problems(shard: Shard) -> list[Problem]:
             at = jsonpath.key("$.entries", key)
             entry = entries[key]
             if not isinstance(entry, dict) or not isinstance(entry.get("sha256"), str):
-                problems.append(Problem(rel, at, f"kernel '{ukd.name}': expected an object "
+                problems.append(Problem(rel, at, f"{kernel_label(ukd)}: expected an object "
                                         f"{{sha256, provenance}}, found {_show(entry)[:80]}"))
                 continue
             if not isinstance(entry.get("provenance"), dict):
-                problems.append(Problem(rel, jsonpath.key(at, "provenance"), f"kernel "
-                                        f"'{ukd.name}': expected an object, found "
+                problems.append(Problem(rel, jsonpath.key(at, "provenance"),
+                                        f"{kernel_label(ukd)}: expected an object, found "
                                         f"{_value(entry, 'provenance')[:80]}"))
             digest = provenance.binding(ukd.raw)
             if entry["sha256"] != digest:
-                problems.append(Problem(rel, jsonpath.key(at, "sha256"), f"kernel "
-                                        f"'{ukd.name}': binding digest {entry['sha256']} "
+                problems.append(Problem(rel, jsonpath.key(at, "sha256"),
+                                        f"{kernel_label(ukd)}: binding digest {entry['sha256']} "
                                         f"differs from {digest}, the digest of the packed "
                                         f"kernel ({ukd.where()}); the entry was written for "
                                         "another version of it"))

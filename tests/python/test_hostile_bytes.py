@@ -186,6 +186,14 @@ def test_a_name_that_is_not_utf8_gets_a_message_from_every_command(
             assert any("not UTF-8" in p["message"] for p in doc["problems"]), what
         else:
             assert f"{shown}: the " in err and "name is not UTF-8" in err, (what, err)
+    # migrate reads the tree with the same walk: the same message, and nothing written.
+    for args in (("--out", str(tmp_path / "migrated")), ("--in-place",)):
+        r = _ukdpack("migrate", tree, *args)
+        err = _clean(r)
+        assert r.returncode == 1, (args, err)
+        assert f"{shown}: the " in err and "name is not UTF-8" in err, (args, err)
+        assert "nothing was written" in r.stdout.decode()
+    assert not (tmp_path / "migrated").exists()
 
 
 # ------------------------------------------------------------------ syntax errors beside non-ASCII

@@ -260,7 +260,7 @@ def test_a_failed_compile_is_not_counted_as_compiled(tmp_path: Path) -> None:
     (tree / "k.hip").write_text('extern "C" __global__ void ka(float* p) { p[0] = ; }\n')
     r = run_pack(tree, tmp_path / "out", ["gfx90a"], cache=tmp_path / "cache")
     assert r.returncode == 1
-    assert "1 code objects: 0 compiled, 0 from cache or prebuilt, 1 failed" in r.stderr
+    assert "1 code object: 0 compiled, 0 from cache or prebuilt, 1 failed" in r.stderr
     assert re.search(r"\[1/1\] .*k\.hip.*: failed \(", r.stderr), r.stderr
 
 

@@ -606,7 +606,7 @@ def _produce_and_publish(opts: PackOptions, reporter: Reporter, report: PackRepo
     report.compiles, report.failed_jobs = producer.compiles, producer.failed
     producer.cache.save_digests()
     reused = len(jobs) - producer.compiles - producer.failed
-    reporter.batch_finished(f"{len(jobs)} code objects: {producer.compiles} compiled, "
+    reporter.batch_finished(f"{count(len(jobs), 'code object')}: {producer.compiles} compiled, "
                             f"{reused} from cache or prebuilt"
                             + (f", {producer.failed} failed" if producer.failed else ""))
     versions = producer.versions()

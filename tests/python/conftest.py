@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -42,7 +43,20 @@ HEAVY = frozenset({
 })
 
 
+def _reset_stop_signals() -> None:
+    """SIGINT and SIGHUP as a terminal gives them, whatever started the suite: a
+    background job of a script starts with SIGINT ignored and `nohup` ignores SIGHUP,
+    and children inherit an ignored signal. The packer keeps a stop signal it found
+    ignored (so `nohup ukdpack pack` outlives its terminal): the kill and signal tests
+    need theirs delivered."""
+    if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+    if signal.getsignal(signal.SIGHUP) == signal.SIG_IGN:
+        signal.signal(signal.SIGHUP, signal.SIG_DFL)
+
+
 def pytest_configure(config: pytest.Config) -> None:
+    _reset_stop_signals()
     config.addinivalue_line("markers", "heavy: compile-heavy or long-running module; "
                                        "scripts/test.sh --quick leaves it out")
 

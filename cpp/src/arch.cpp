@@ -65,10 +65,11 @@ struct TargetRow {
   std::string_view name;
   std::string_view family;    // the generic family holding it, or empty
   std::string_view features;  // space-separated
+  unsigned mach;               // EF_AMDGPU_MACH, 0 for none
 };
 const std::vector<TargetRow>& targetRows() {
   static const std::vector<TargetRow> rows{
-#define UKD_TARGET(name, family, features) {name, family, features},
+#define UKD_TARGET(name, family, features, mach) {name, family, features, mach},
 #include "ukdpack/targets.def"
 #undef UKD_TARGET
   };
@@ -303,26 +304,13 @@ std::vector<std::string> compatibleTargets(std::string_view device) {
 }
 
 std::string amdgpuMachProcessor(unsigned mach) {
-  // EF_AMDGPU_MACH values of the ELF header's e_flags (LLVM's BinaryFormat/ELF.h);
-  // the values LLVM reserves are absent.
-  static const std::map<unsigned, std::string_view> table{
-      {0x020, "gfx600"},  {0x021, "gfx601"},  {0x022, "gfx700"},  {0x023, "gfx701"},
-      {0x024, "gfx702"},  {0x025, "gfx703"},  {0x026, "gfx704"},  {0x028, "gfx801"},
-      {0x029, "gfx802"},  {0x02a, "gfx803"},  {0x02b, "gfx810"},  {0x02c, "gfx900"},
-      {0x02d, "gfx902"},  {0x02e, "gfx904"},  {0x02f, "gfx906"},  {0x030, "gfx908"},
-      {0x031, "gfx909"},  {0x032, "gfx90c"},  {0x033, "gfx1010"}, {0x034, "gfx1011"},
-      {0x035, "gfx1012"}, {0x036, "gfx1030"}, {0x037, "gfx1031"}, {0x038, "gfx1032"},
-      {0x039, "gfx1033"}, {0x03a, "gfx602"},  {0x03b, "gfx705"},  {0x03c, "gfx805"},
-      {0x03d, "gfx1035"}, {0x03e, "gfx1034"}, {0x03f, "gfx90a"},  {0x040, "gfx940"},
-      {0x041, "gfx1100"}, {0x042, "gfx1013"}, {0x043, "gfx1150"}, {0x044, "gfx1103"},
-      {0x045, "gfx1036"}, {0x046, "gfx1101"}, {0x047, "gfx1102"}, {0x048, "gfx1200"},
-      {0x04a, "gfx1151"}, {0x04b, "gfx941"},  {0x04c, "gfx942"},  {0x04e, "gfx1201"},
-      {0x04f, "gfx950"},  {0x051, "gfx9-generic"}, {0x052, "gfx10-1-generic"},
-      {0x053, "gfx10-3-generic"}, {0x054, "gfx11-generic"}, {0x055, "gfx1152"},
-      {0x058, "gfx1153"}, {0x059, "gfx12-generic"}, {0x05f, "gfx9-4-generic"},
-  };
-  const auto it = table.find(mach);
-  return it == table.end() ? std::string() : std::string(it->second);
+  // EF_AMDGPU_MACH values of the ELF header's e_flags, from the target table; the
+  // values LLVM reserves are absent.
+  if (mach == 0) return std::string();
+  for (const TargetRow& r : targetRows()) {
+    if (r.mach == mach) return std::string(r.name);
+  }
+  return std::string();
 }
 
 }  // namespace ukdpack

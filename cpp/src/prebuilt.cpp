@@ -28,12 +28,6 @@ namespace {
 
 constexpr std::uint64_t kMaxObjectBytes = std::uint64_t(1) << 34;  // 16 GiB: far past any code object
 
-std::uint64_t le(std::string_view d, std::uint64_t off, int n) {  // caller checked the bounds
-  std::uint64_t v = 0;
-  for (int i = n - 1; i >= 0; --i) v = v << 8 | static_cast<unsigned char>(d[off + i]);
-  return v;
-}
-
 using CompressContext = std::unique_ptr<ZSTD_CCtx, decltype(&ZSTD_freeCCtx)>;
 
 // One frame of `data` as ZSTD_compress writes it (content size in the header, no

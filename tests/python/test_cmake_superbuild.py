@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 from pack_support import REPO
 
-from ukdpack.produce import dvc
+from ukdpack.authored import dvc
 from ukdpack.produce.cache import default_cache_dir
 
 HERE = REPO / "tests" / "cmake"

@@ -17,7 +17,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from ukdpack.produce import dvc
+from ukdpack.authored import dvc
 
 RESULTS = Path(__file__).resolve().parent / "results"
 

@@ -87,65 +87,32 @@ function(_ukd_python out)
   endif()
 endfunction()
 
-# _ukd_command(<out-var>): the command line that runs `python -m ukdpack`.
+# _ukd_command(<out-var>): the command line that runs `python -m ukdpack`, a list with
+# one item per argument. PYTHONPATH is UKDPACK_PYTHONPATH's folders alone, joined by
+# `cmake -E env --modify` one folder an argument (CMake >= 3.25), else as the
+# platform's native path list.
 function(_ukd_command out)
   _ukd_python(_py)
-  string(REPLACE ";" ":" _path "${UKDPACK_PYTHONPATH}")
-  set(${out} "${CMAKE_COMMAND}" -E env "PYTHONPATH=${_path}" "${_py}" -m ukdpack PARENT_SCOPE)
+  set(_env "PYTHONPATH=")
+  if(UKDPACK_PYTHONPATH AND CMAKE_VERSION VERSION_GREATER_EQUAL 3.25)
+    set(_env "")
+    set(_op set)
+    foreach(_p IN LISTS UKDPACK_PYTHONPATH)
+      list(APPEND _env --modify "PYTHONPATH=${_op}:${_p}")
+      set(_op path_list_append)
+    endforeach()
+  elseif(UKDPACK_PYTHONPATH)
+    cmake_path(CONVERT "${UKDPACK_PYTHONPATH}" TO_NATIVE_PATH_LIST _path NORMALIZE)
+    set(_env "PYTHONPATH=${_path}")
+  endif()
+  set(${out} "${CMAKE_COMMAND}" -E env ${_env} "${_py}" -m ukdpack PARENT_SCOPE)
 endfunction()
 
-# _ukd_write_python_requirements(<pyproject.toml> <out-file>): the strings of its
-# [project] dependencies array, one a line. A small reader of that one array (basic
-# and literal strings, comments, commas), so configure needs no TOML library.
-function(_ukd_write_python_requirements pyproject out)
-  file(READ "${pyproject}" _text)
-  set(_bad "ukdpack: cannot read the [project] dependencies array of ${pyproject}")
-  string(FIND "\n${_text}" "\n[project]" _at)
-  if(_at LESS 0)
-    message(FATAL_ERROR "${_bad}: no [project] table")
-  endif()
-  string(SUBSTRING "\n${_text}" ${_at} -1 _rest)
-  string(SUBSTRING "${_rest}" 10 -1 _rest)
-  # Only the [project] table itself, up to the next table header.
-  string(FIND "${_rest}" "\n[" _next)
-  if(_next GREATER_EQUAL 0)
-    string(SUBSTRING "${_rest}" 0 ${_next} _rest)
-  endif()
-  if(NOT _rest MATCHES "\ndependencies[ \t]*=[ \t]*\\[")
-    message(FATAL_ERROR "${_bad}: no dependencies = [ in [project]")
-  endif()
-  string(FIND "${_rest}" "${CMAKE_MATCH_0}" _at)
-  string(LENGTH "${CMAKE_MATCH_0}" _n)
-  math(EXPR _at "${_at} + ${_n}")
-  string(SUBSTRING "${_rest}" ${_at} -1 _rest)
-  set(_lines "")
-  while(TRUE)
-    if(_rest MATCHES "^([ \t\r\n,]|#[^\n]*)+")
-      string(LENGTH "${CMAKE_MATCH_0}" _n)
-      string(SUBSTRING "${_rest}" ${_n} -1 _rest)
-    endif()
-    # (Two tests: a failed MATCHES clears CMAKE_MATCH_<n>, and if() evaluates both sides.)
-    set(_string FALSE)
-    if(_rest MATCHES "^\"([^\"\\\\]*)\"")
-      set(_string TRUE)
-    elseif(_rest MATCHES "^'([^']*)'")
-      set(_string TRUE)
-    endif()
-    if(_string)
-      string(APPEND _lines "${CMAKE_MATCH_1}\n")
-      string(LENGTH "${CMAKE_MATCH_0}" _n)
-      string(SUBSTRING "${_rest}" ${_n} -1 _rest)
-    elseif(_rest MATCHES "^\\]")
-      break()
-    else()
-      message(FATAL_ERROR "${_bad}: expected a string or ]")
-    endif()
-  endwhile()
-  file(CONFIGURE OUTPUT "${out}" CONTENT "${_lines}" @ONLY)
-endfunction()
-
-# _ukd_check_python(): the interpreter has ukdpack's Python dependencies, checked once
-# per configure by installed distribution name (no import-name mapping).
+# _ukd_check_python(): the interpreter has ukdpack's Python dependencies, checked by
+# installed distribution name (no import-name mapping). A pass is cached (the
+# internal cache variable _UKDPACK_PYTHON_CHECKED_FOR) under the interpreter's path,
+# its timestamp and the requirement list, so a reconfigure runs no interpreter for
+# it; a failure is never cached. Clearing that variable checks again.
 function(_ukd_check_python)
   get_property(_done GLOBAL PROPERTY _UKDPACK_PYTHON_CHECKED)
   if(_done)
@@ -157,6 +124,13 @@ function(_ukd_check_python)
     message(FATAL_ERROR "ukdpack: the list of the packer's Python requirements "
                         "(UKDPACK_PYTHON_REQUIREMENTS_FILE='${UKDPACK_PYTHON_REQUIREMENTS_FILE}') "
                         "is missing; reinstall ukdpack")
+  endif()
+  file(TIMESTAMP "${_py}" _stamp "%Y-%m-%dT%H:%M:%S" UTC)
+  file(SHA256 "${UKDPACK_PYTHON_REQUIREMENTS_FILE}" _reqs)
+  set(_key "${_py} ${_stamp} ${_reqs}")
+  if("${_UKDPACK_PYTHON_CHECKED_FOR}" STREQUAL "${_key}")
+    set_property(GLOBAL PROPERTY _UKDPACK_PYTHON_CHECKED TRUE)
+    return()
   endif()
   execute_process(
     COMMAND "${_py}" "${_here}/UkdCheckPython.py" "${UKDPACK_PYTHON_REQUIREMENTS_FILE}"
@@ -175,6 +149,9 @@ function(_ukd_check_python)
                         "  ${_py} -m pip install '${_args}'\n"
                         "or choose another interpreter with -DUKDPACK_PYTHON=<python>.")
   endif()
+  message(STATUS "ukdpack: ${_py} has the packer's Python dependencies")
+  set(_UKDPACK_PYTHON_CHECKED_FOR "${_key}" CACHE INTERNAL
+      "The interpreter (path, timestamp, requirements) that passed ukdpack's Python check")
   set_property(GLOBAL PROPERTY _UKDPACK_PYTHON_CHECKED TRUE)
 endfunction()
 
@@ -291,11 +268,10 @@ function(ukd_add_dvc_pull_target)
   get_property(_here GLOBAL PROPERTY _UKDPACK_CMAKE_DIR)
   # The outputs are dependencies (through the depfile), never OUTPUTs: a missing one
   # reruns the pull, and `clean` leaves them alone.
-  string(REPLACE ";" "|" _outputs_arg "${_outputs}")
   add_custom_command(OUTPUT "${_stamp}"
     COMMAND ${_cmd} dvc-pull "${_root}" ${_remote_args}
     COMMAND "${CMAKE_COMMAND}" "-DSTAMP=${_stamp}" "-DDEPFILE=${_depfile}"
-            "-DOUTPUTS=${_outputs_arg}" -P "${_here}/UkdDvcStamp.cmake"
+            -P "${_here}/UkdDvcStamp.cmake" -- ${_outputs}
     DEPENDS ${_sidecars}
     DEPFILE "${_depfile}"
     COMMENT "ukdpack: dvc pull for ${_root}"
@@ -680,8 +656,8 @@ function(ukd_add_pack_target)
   if(ARG_REQUIRED)
     # Dormancy is a property of the whole root: judged once every shard is built. The
     # check only looks at folders, so it runs on every build.
-    set(_check COMMAND "${CMAKE_COMMAND}" "-DOUT_ROOT=${_out}" "-DARCHES=${_arches}"
-                       "-DNAME=${ARG_NAME}" -P "${_here}/UkdRequireShards.cmake")
+    set(_check COMMAND "${CMAKE_COMMAND}" "-DOUT_ROOT=${_out}" "-DNAME=${ARG_NAME}"
+                       -P "${_here}/UkdRequireShards.cmake" -- ${_arches})
   endif()
   add_custom_target(ukd_pack_${ARG_NAME} ALL ${_check} VERBATIM)
   add_dependencies(ukd_pack_${ARG_NAME} ${_arch_targets})
@@ -750,29 +726,26 @@ function(ukd_add_shard_tests)
   # ukd_add_pack_target may record; none when it does not).
   get_property(_excluded GLOBAL PROPERTY UKDPACK_PACK_${ARG_PACK_NAME}_EXCLUDE_FOLDERS)
   _ukd_command(_cmd)
-  # Checks are "<name>|<argv joined by |>"; the packer's command line is a list too.
-  string(REPLACE ";" "|" _ukdpack "${_cmd}")
   set(_exclude_opts "")
   foreach(_x IN LISTS _excluded)
-    string(APPEND _exclude_opts "|--exclude-folder|${_x}")
+    list(APPEND _exclude_opts --exclude-folder "${_x}")
   endforeach()
   foreach(_arch IN LISTS _arches)
     if(NOT _arch IN_LIST _all)
       message(FATAL_ERROR "ukd_add_shard_tests: ${_arch} is not an arch of pack '${ARG_PACK_NAME}' (${_all})")
     endif()
     set(_shard "${_out}/${_arch}")
-    set(_checks
-      "validate|${_validate}|${_shard}"
-      "verify|${_ukdpack}|verify|${_shard}|--source-root|${_src}|--arch|${_arch}${_exclude_opts}"
-      "desk-check|${_ukdpack}|desk-check|${_shard}|--arch|${_arch}")
-    foreach(_c IN LISTS _checks)
-      string(REPLACE "|" ";" _argv "${_c}")
-      list(POP_FRONT _argv _what)
+    # Each check's command line is a list, one item per argument, passed after `--`.
+    set(_argv_validate "${_validate}" "${_shard}")
+    set(_argv_verify ${_cmd} verify "${_shard}" --source-root "${_src}" --arch "${_arch}"
+                     ${_exclude_opts})
+    set(_argv_desk-check ${_cmd} desk-check "${_shard}" --arch "${_arch}")
+    foreach(_what validate verify desk-check)
       set(_test "ukdpack.${ARG_PACK_NAME}.${_arch}.${_what}")
       add_test(NAME "${_test}"
         COMMAND "${CMAKE_COMMAND}" "-DSHARD=${_shard}" "-DMARKER=${_out}/.${_arch}.dormant"
                 -P "${_here}/UkdShardTest.cmake"
-                -- ${_argv})
+                -- ${_argv_${_what}})
       set_tests_properties("${_test}" PROPERTIES
         LABELS "ukdpack;ukdpack-${ARG_PACK_NAME}"
         SKIP_REGULAR_EXPRESSION "ukdpack: no shard at [^\n]*: dormant arch")

@@ -1,5 +1,7 @@
 # A REQUIRED pack target: at least one arch must have produced a shard.
-# `cmake -DOUT_ROOT=<dir> -DARCHES=<a;b> -DNAME=<n> -P UkdRequireShards.cmake`
+# `cmake -DOUT_ROOT=<dir> -DNAME=<n> -P UkdRequireShards.cmake -- <arch>...`
+include("${CMAKE_CURRENT_LIST_DIR}/UkdScriptArgs.cmake")
+_ukd_script_args(ARCHES)
 set(_found "")
 foreach(_a IN LISTS ARCHES)
   if(IS_DIRECTORY "${OUT_ROOT}/${_a}")

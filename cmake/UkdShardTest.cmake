@@ -3,18 +3,8 @@
 # A missing shard fails the check, unless the packer recorded its arch dormant (the
 # root has no kernels for it) in MARKER: then the test reports skipped, through its
 # SKIP_REGULAR_EXPRESSION.
-set(_argv "")
-set(_after FALSE)
-foreach(_i RANGE 1 ${CMAKE_ARGC})
-  if(_i EQUAL CMAKE_ARGC)
-    break()
-  endif()
-  if(_after)
-    list(APPEND _argv "${CMAKE_ARGV${_i}}")
-  elseif("${CMAKE_ARGV${_i}}" STREQUAL "--")
-    set(_after TRUE)
-  endif()
-endforeach()
+include("${CMAKE_CURRENT_LIST_DIR}/UkdScriptArgs.cmake")
+_ukd_script_args(_argv)
 if(NOT IS_DIRECTORY "${SHARD}")
   if(EXISTS "${MARKER}")
     file(READ "${MARKER}" _why)

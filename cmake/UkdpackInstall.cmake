@@ -94,7 +94,10 @@ install(FILES "${PROJECT_BINARY_DIR}/ukdpackConfig.cmake"
               "${PROJECT_BINARY_DIR}/ukdpackConfigVersion.cmake"
               cmake/UkdpackDependencies.cmake cmake/UkdPackaging.cmake
               cmake/UkdShardTest.cmake cmake/UkdRequireShards.cmake
-              cmake/UkdDvcStamp.cmake cmake/UkdPackStamp.cmake cmake/UkdCheckPython.py
-              cpp/include/ukdpack/targets.def
-              "${UKDPACK_PYTHON_REQUIREMENTS_FILE}"
+              cmake/UkdDvcStamp.cmake cmake/UkdPackStamp.cmake cmake/UkdScriptArgs.cmake
+              cmake/UkdCheckPython.py cpp/include/ukdpack/targets.def
         DESTINATION "${_ukd_cmakedir}")
+if(UKDPACK_BUILD_PYTHON)
+  # Written at configure from pyproject.toml (CMakeLists.txt); read by UkdCheckPython.py.
+  install(FILES "${UKDPACK_PYTHON_REQUIREMENTS_FILE}" DESTINATION "${_ukd_cmakedir}")
+endif()

@@ -4,6 +4,7 @@
 #include <pybind11/stl.h>
 
 #include <string>
+#include <vector>
 
 #include "modules.hpp"
 #include "pyjson.hpp"
@@ -70,6 +71,18 @@ void bindEdit(py::module_& m) {
       "descriptor_type", [](const std::string& name) { return descriptorType(name); }, py::arg("name"),
       "'foo.kdp.json' -> 'kdp': the type token of a descriptor file name as the loader's walk "
       "reads it; None for a name that is no descriptor's.");
+  m.def(
+      "read_versions",
+      [](const std::string& type) {
+        if (!descriptorType("x." + type + ".json")) throw py::value_error("unknown descriptor type '" + type + "'");
+        const Version max = VersionLimits{}.of(type);
+        std::vector<std::string> out;
+        for (int minor = 0; minor <= max.minor; ++minor) out.push_back(Version{max.major, minor}.str());
+        return out;
+      },
+      py::arg("type"),
+      "Every version of a descriptor type ('ukd') this build reads, oldest first: the loader's "
+      "limits (['1.0', '1.1']).");
 }
 
 }  // namespace ukdpack::bindings

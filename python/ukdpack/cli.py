@@ -165,7 +165,7 @@ def _compiler_arches(hipcc: str | None) -> Callable[[str], list[str] | str]:
 
 
 def cmd_dvc_status(args: argparse.Namespace) -> int:
-    from ukdpack.produce import dvc
+    from ukdpack.authored import dvc
 
     root = _need_folder(Path(args.root), "a descriptor root folder")
     st = dvc.status(root, verify=args.verify)
@@ -203,7 +203,7 @@ def cmd_dvc_status(args: argparse.Namespace) -> int:
 
 def _dvc_timeout(flag: float | None) -> float:
     """``--timeout``, else $UKDPACK_DVC_PULL_TIMEOUT, else the default."""
-    from ukdpack.produce import dvc
+    from ukdpack.authored import dvc
 
     if flag is not None:
         return flag
@@ -217,7 +217,7 @@ def _dvc_timeout(flag: float | None) -> float:
 
 
 def cmd_dvc_pull(args: argparse.Namespace) -> int:
-    from ukdpack.produce import dvc
+    from ukdpack.authored import dvc
 
     root = _need_folder(Path(args.root), "a descriptor root folder")
     st = dvc.status(root)

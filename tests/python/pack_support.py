@@ -94,7 +94,7 @@ def shard_files(shard: Path) -> dict[str, bytes]:
 
 def dvc_workspace(tmp_path: Path) -> Path:
     """The example as a fresh clone has it: sidecars and remote, no objects."""
-    from ukdpack.produce import dvc
+    from ukdpack.authored import dvc
 
     ws = tmp_path / "ws"
     shutil.copytree(EXAMPLE, ws / "descriptors")

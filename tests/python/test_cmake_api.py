@@ -2,10 +2,13 @@
 list, in CMake script mode (no configure, no build): every function refuses unknown
 and missing arguments, the CMake arch pattern agrees with the runtime's isArchName,
 the requirement list is pyproject.toml's, and docs/cmake.md's reference is the
-module's comment blocks."""
+module's comment blocks. Then one small project configured (no build): lists reach
+commands as lists, and a reconfigure does not rerun the interpreter check."""
 
 from __future__ import annotations
 
+import json
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -114,16 +117,20 @@ def test_an_unknown_arch_of_the_right_shape_is_fatal_unless_allowed(tmp_path: Pa
 
 def _requirements(tmp_path: Path, pyproject: Path) -> list[str]:
     out = tmp_path / "req.txt"
-    r = _script(tmp_path, f'_ukd_write_python_requirements("{pyproject}" "{out}")')
+    r = subprocess.run([sys.executable, str(REPO / "cmake" / "UkdRequirements.py"),
+                        str(pyproject), str(out)], capture_output=True, text=True, check=False)
     assert r.returncode == 0, r.stderr
     return out.read_text().splitlines()
 
 
 def test_the_requirement_list_is_pyprojects(tmp_path: Path) -> None:
+    """What configure wrote into the development build is pyproject.toml's list."""
     pyproject = REPO / "pyproject.toml"
     toml = pytest.importorskip("tomllib")  # stdlib from Python 3.11
     want = toml.loads(pyproject.read_text())["project"]["dependencies"]
     assert _requirements(tmp_path, pyproject) == want
+    built = REPO / "build" / "py" / "ukdpack-python-requirements.txt"
+    assert built.read_text().splitlines() == want
 
 
 def test_the_requirement_reader_takes_markers_comments_and_literal_strings(tmp_path: Path
@@ -159,3 +166,125 @@ def test_the_docs_reference_matches_the_comment_blocks() -> None:
                "ukd_add_shard_tests"):
         assert f"### `{fn}`" in doc
     assert "UKDPACK_PACK_JOBS" in doc and "ALLOW_UNKNOWN_ARCHES" in doc
+
+
+# -- a configured project: lists as lists, the cached interpreter check ---------------
+
+LISTS_PROJECT = """cmake_minimum_required(VERSION 3.20)
+project(lists NONE)
+set(_UKDPACK_DEFAULT_PYTHON [==[{python}]==])
+set(UKDPACK_PYTHONPATH [==[{pythonpath}]==])
+set(UKDPACK_PYTHON_REQUIREMENTS_FILE [==[{requirements}]==])
+set(UKDPACK_VALIDATE [==[{validate}]==])
+include([==[{module}]==])
+ukd_add_dvc_pull_target(NAME t ROOT [==[{root}]==])
+ukd_add_pack_target(NAME t SOURCE_ROOT [==[{root}]==] OUT_ROOT out ARCHES gfx90a gfx1030
+                    REQUIRED EXCLUDE_FOLDERS [==[skip me|x]==])
+enable_testing()
+ukd_add_shard_tests(PACK_NAME t)
+"""
+
+
+class Lists:
+    """A project calling the CMake API on a root whose path holds spaces, a DVC output
+    and an excluded folder whose names hold a space and a '|', and a PYTHONPATH folder
+    holding a space; configured with Ninja (which takes no '|' in a file it tracks, so
+    the root has none). The interpreter is a wrapper that logs each run, so the test
+    sees what configure ran."""
+
+    def __init__(self, base: Path) -> None:
+        self.base = base
+        self.root = base / "the root"
+        self.root.mkdir()
+        # A DVC output whose path holds a space and a '|' (not pulled).
+        (self.root / "objs.dvc").write_text(
+            "outs:\n- md5: d41d8cd98f00b204e9800998ecf8427e\n  size: 0\n  path: 'an obj|1.bin'\n")
+        (base / ".dvc").mkdir()
+        self.log = base / "python.log"
+        self.python = base / "python"
+        self.python.write_text(f'#!/bin/sh\nprintf "%s\\n" "$*" >> "{self.log}"\n'
+                               f'exec "{sys.executable}" "$@"\n')
+        self.python.chmod(0o755)
+        self.requirements = base / "requirements.txt"
+        self.requirements.write_text("pyyaml>=6\n")
+        self.extra_path = base / "a python folder"
+        self.extra_path.mkdir()
+        site = Path(_runtime.__file__).resolve().parents[1]
+        (base / "src").mkdir()
+        (base / "src" / "CMakeLists.txt").write_text(LISTS_PROJECT.format(
+            python=self.python, pythonpath=f"{site};{self.extra_path}",
+            requirements=self.requirements, validate="/bin/true", module=MODULE, root=self.root))
+        self.build = base / "build"
+
+    def configure(self) -> subprocess.CompletedProcess[str]:
+        r = subprocess.run(["cmake", "-S", str(self.base / "src"), "-B", str(self.build),
+                            "-G", "Ninja"], capture_output=True, text=True, check=False)
+        assert r.returncode == 0, r.stdout + r.stderr
+        return r
+
+    def checks_run(self) -> int:
+        """How many times the Python dependency check ran."""
+        return self.log.read_text().count("UkdCheckPython.py") if self.log.exists() else 0
+
+    def commands(self, target: str) -> list[list[str]]:
+        r = subprocess.run(["ninja", "-C", str(self.build), "-t", "commands", target],
+                           capture_output=True, text=True, check=True)
+        return [shlex.split(part) for line in r.stdout.splitlines()
+                for part in line.split(" && ")]
+
+
+@pytest.fixture
+def lists(tmp_path: Path) -> Lists:
+    project = Lists(tmp_path)
+    project.configure()
+    return project
+
+
+def _after_dashes(argv: list[str]) -> list[str]:
+    return argv[argv.index("--") + 1:]
+
+
+def test_a_reconfigure_does_not_rerun_the_python_check(lists: Lists) -> None:
+    assert lists.checks_run() == 1
+    r = lists.configure()
+    assert lists.checks_run() == 1
+    assert "has the packer's Python dependencies" not in r.stdout
+    # Another requirement list is checked again.
+    lists.requirements.write_text("pyyaml>=6\nmsgpack>=1.0\n")
+    r = lists.configure()
+    assert lists.checks_run() == 2
+    assert f"ukdpack: {lists.python} has the packer's Python dependencies" in r.stdout
+
+
+def test_lists_travel_as_lists(lists: Lists) -> None:
+    """Items with spaces and '|' reach the packer, the shard tests and the helper
+    scripts as one argument each (joined by '|' and split again, as before, 'skip me|x'
+    became two); PYTHONPATH is a path list of the given folders."""
+    root, out = str(lists.root), str(lists.build / "out")
+    pack = next(c for c in lists.commands("ukd_pack_t_gfx90a") if "pack" in c)
+    assert pack[pack.index("--source-root") + 1] == root
+    env = pack[pack.index("env") + 1:pack.index(str(lists.python))]
+    site = str(Path(_runtime.__file__).resolve().parents[1])
+    assert env == ["--modify", f"PYTHONPATH=set:{site}",
+                   "--modify", f"PYTHONPATH=path_list_append:{lists.extra_path}"]
+    assert pack[pack.index("--exclude-folder") + 1] == "skip me|x"
+    # REQUIRED judges every arch, not the first alone.
+    required = next(c for c in lists.commands("ukd_pack_t") if "UkdRequireShards.cmake" in " ".join(c))
+    assert _after_dashes(required) == ["gfx90a", "gfx1030"]
+    (lists.build / "out" / "gfx1030").mkdir(parents=True)
+    assert subprocess.run(required, capture_output=True, check=False).returncode == 0
+    # The shard tests' command lines.
+    shown = subprocess.run(["ctest", "--test-dir", str(lists.build), "--show-only=json-v1"],
+                           capture_output=True, text=True, check=True)
+    tests = {t["name"]: _after_dashes(t["command"]) for t in json.loads(shown.stdout)["tests"]}
+    verify = tests["ukdpack.t.gfx90a.verify"]
+    assert verify[verify.index("verify") + 1:] == [
+        f"{out}/gfx90a", "--source-root", root, "--arch", "gfx90a",
+        "--exclude-folder", "skip me|x"]
+    assert tests["ukdpack.t.gfx1030.validate"] == ["/bin/true", f"{out}/gfx1030"]
+    # The pull step's outputs reach its depfile whole.
+    stamp = next(c for c in lists.commands("ukd_dvc_t") if "UkdDvcStamp.cmake" in " ".join(c))
+    assert _after_dashes(stamp) == [str(lists.root / "an obj|1.bin")]
+    subprocess.run(stamp, check=True)
+    depfile = next((lists.build / "ukdpack").glob("t.dvc-pull.d")).read_text()
+    assert str(lists.root / "an obj|1.bin").replace(" ", "\\ ") in depfile.splitlines()[1]

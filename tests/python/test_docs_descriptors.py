@@ -12,8 +12,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from schema_oracle import explain, is_valid, read_versions
 
-from ukdpack import _runtime, schema
+from ukdpack import _runtime
 from ukdpack.cli import main
 from ukdpack.shard.runtime_check import load_handler_manifest
 
@@ -129,7 +130,7 @@ def test_every_type_version_and_kind_has_an_example(tmp_path: Path) -> None:
             forms.add("udd-launches")
         if "$schema" in doc:
             forms.add("$schema")
-    want = {f"{t}-{v}" for t in TYPES for v in schema.READ_VERSIONS[t]}
+    want = {f"{t}-{v}" for t in TYPES for v in read_versions(t)}
     want |= {"ukd-1.0-kernel_source", "ukd-1.1-sources", "udd-launches", "$schema"}
     assert want <= forms, want - forms
     assert set(_kind_snippets(tmp_path)) == set(KINDS)
@@ -137,8 +138,8 @@ def test_every_type_version_and_kind_has_an_example(tmp_path: Path) -> None:
 
 def test_descriptor_examples_match_the_shipped_schemas(tmp_path: Path) -> None:
     for rel, (dtype, doc) in _files(tmp_path).items():
-        assert schema.explain(doc, dtype) == [], rel
-        assert schema.is_valid(doc, dtype), rel
+        assert explain(doc, dtype) == [], rel
+        assert is_valid(doc, dtype), rel
 
 
 def test_descriptor_examples_load_as_one_tree(tmp_path: Path,
@@ -174,7 +175,7 @@ def test_kind_example_matches_its_schema_and_the_loader(kind: str, tmp_path: Pat
     source = _kind_snippets(tmp_path)[kind]
     assert source["kind"] == kind
     doc = _wrapped(kind, source)
-    assert schema.explain(doc, "ukd") == []
+    assert explain(doc, "ukd") == []
     root = tmp_path / "tree"
     root.mkdir()
     # In a folder, as in the doc's tree: the kpack example's library is ../kpack/...
@@ -235,7 +236,7 @@ def test_field_table_lists_exactly_the_schema_fields(dtype: str) -> None:
     """Each type's table names every top-level field its schema sources know (any
     version), and no other; `$schema` and extension keys are told once, for all types."""
     known: set[str] = set()
-    for version in schema.READ_VERSIONS[dtype]:
+    for version in read_versions(dtype):
         doc = json.loads((REPO / "schemas" / f"{dtype}-{version}.schema.json").read_text())
         # A field a version refuses (`"not": {}`, e.g. UKD 1.0 `sources`) is another's.
         known |= {f for f, sub in doc["properties"].items() if f != "$schema" and "not" not in sub}

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from pack_support import dvc_workspace, run_pack
 
-from ukdpack.produce import dvc
+from ukdpack.authored import dvc
 
 
 @pytest.fixture

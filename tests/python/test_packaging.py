@@ -96,7 +96,7 @@ def test_find_package_against_the_pip_install_builds_links_and_packs(tmp_path: P
     # Found beside site-packages, though neither PATH nor the command line named it.
     assert Path(_cache(build, "UKDPACK_PYTHON")).parent == Path(sys.executable).parent
     rules = (build / "build.ninja").read_text()
-    assert f"PYTHONPATH={SITE}" in rules
+    assert f"--modify PYTHONPATH=set:{SITE} " in rules
     assert str(REPO / "python") not in rules
     _run(["cmake", "--build", str(build), "-j2"], cwd=tmp_path)
     assert (build / "shards" / "gfx90a" / "kpack" / "demo_gfx90a.kpack").is_file()
@@ -131,6 +131,24 @@ def test_the_wheel_config_is_relocatable(tmp_path: Path) -> None:
     assert Path(inc) == site / "ukdpack" / "include"
     assert Path(exe) == site / "ukdpack" / "bin" / "ukdpack-validate"
     assert Path(pythonpath) == site
+
+
+def test_a_reconfigure_does_not_rerun_the_wheel_check(tmp_path: Path) -> None:
+    """The config's check that the interpreter runs the installed ukdpack is cached: a
+    reconfigure runs no interpreter for it (the interpreter here logs each run)."""
+    log = tmp_path / "python.log"
+    python = tmp_path / "python3"
+    python.write_text(f'#!/bin/sh\nprintf "%s\\n" "$*" >> "{log}"\nexec "{sys.executable}" "$@"\n')
+    python.chmod(0o755)
+    project = tmp_path / "probe"
+    project.mkdir()
+    (project / "CMakeLists.txt").write_text(
+        "cmake_minimum_required(VERSION 3.20)\nproject(probe LANGUAGES CXX)\n"
+        "find_package(ukdpack CONFIG REQUIRED)\n")
+    for _ in range(2):
+        _run(["cmake", "-S", str(project), "-B", str(tmp_path / "b"), "-G", "Ninja",
+              f"-Dukdpack_DIR={_cmakedir(tmp_path)}", f"-DUKDPACK_PYTHON={python}"], cwd=tmp_path)
+    assert log.read_text().count("import os, ukdpack._runtime") == 1
 
 
 def test_an_interpreter_that_cannot_run_the_wheel_stops_configure(tmp_path: Path) -> None:

@@ -164,7 +164,8 @@ def test_a_spooled_archive_is_the_archive_of_frames_in_memory(tmp_path: Path) ->
     """The archive written from spooled records is byte for byte the one written from
     the same frames in memory, across adjacent, reordered and mixed entries."""
     from ukdpack.files import FileRange
-    from ukdpack.shard.archive import ArchiveWriter, SpooledRecord
+    from ukdpack.shard.archive import ArchiveWriter
+    from ukdpack.spool import SpooledRecord
 
     paths = []
     for i, name in enumerate(("split_kv.gfx90a.hsaco", "split_kv.gfx90a.bundle.hsaco",
@@ -203,7 +204,8 @@ def test_a_spool_of_one_archive_becomes_that_archive(tmp_path: Path, unnamed: bo
     header is made that archive (the same inode, nothing copied) when it has no name;
     a spool that had a name is copied. The bytes are the same either way."""
     from ukdpack.files import FileRange
-    from ukdpack.shard.archive import RECORDS_OFFSET, ArchiveWriter, SpooledRecord
+    from ukdpack.shard.archive import ArchiveWriter
+    from ukdpack.spool import RECORDS_OFFSET, SpooledRecord
 
     paths = []
     for i, name in enumerate(("split_kv.gfx90a.hsaco", "split_kv.gfx90a.bundle.hsaco")):

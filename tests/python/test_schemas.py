@@ -4,6 +4,7 @@ bundles of their sources, and agreeing with the example tree and the runtime."""
 
 from __future__ import annotations
 
+import ast
 import json
 import re
 import socket
@@ -12,8 +13,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import tomllib
 from jsonschema import Draft202012Validator
 from referencing import Registry, Resource
+from schema_oracle import check, explain, is_valid, read_versions
 
 from ukdpack import _runtime, schema, schema_bundle
 
@@ -33,7 +36,7 @@ def test_every_type_and_version_has_a_schema() -> None:
     names = set(schema.schema_names())
     for dtype in DESCRIPTOR_TYPES:
         assert f"{dtype}.schema.json" in names
-        for version in schema.READ_VERSIONS[dtype]:
+        for version in read_versions(dtype):
             assert f"{dtype}-{version}.schema.json" in names
 
 
@@ -132,11 +135,11 @@ def test_dollar_schema_string_is_accepted_at_the_top_of_every_type(dtype: str,
     files = {t: f for f, t, _ in _runtime.load_shard(str(tree), authored=True).files}
     doc, _, _ = _runtime.read_json_file(str(tree / files[dtype]))
     assert isinstance(doc["$schema"], str)
-    assert schema.check(doc, dtype) == []
+    assert check(doc, dtype) == []
     assert _runtime_schema_key_problems(dtype, doc, tmp_path) == []
     bad = {**doc, "$schema": {"url": "x"}}
     want = [('$["$schema"]', "expected string, found object")]
-    assert schema.check(bad, dtype) == want
+    assert check(bad, dtype) == want
     assert _runtime_schema_key_problems(dtype, bad, tmp_path) == want
 
 
@@ -148,14 +151,14 @@ def test_dollar_schema_is_refused_on_an_inline_ukd() -> None:
            "engine": None, "dispatch": None, "kernelDescriptors": [kernel]}
     want = [('$.kernelDescriptors[0]["$schema"]',
              "'$schema' belongs at the top of a descriptor file; an inline UKD takes none")]
-    assert schema.check(kdp, "kdp") == want
+    assert check(kdp, "kdp") == want
     got = _runtime.check_kernel(kernel, "p.kdp.json", "$.kernelDescriptors[0]")
     assert [(d["path"], d["message"]) for d in got if d["severity"] == "error"] == want
 
 
 def test_messages_name_the_path_and_finding() -> None:
     doc = {"id": "u", "version": "1.0", "name": "d", "dispatch_symbol": 5, "extra": 1}
-    assert schema.check(doc, "udd") == [
+    assert check(doc, "udd") == [
         ("$.dispatch_symbol", "expected string, found integer 5"),
         ("$.extra", "unknown key 'extra'; extension keys start with 'x-' or '_'"),
     ]
@@ -172,7 +175,7 @@ def test_fast_and_wording_validators_agree_on_the_corpus() -> None:
         doc, _, why = _runtime.read_json_file(str(path))
         if why is not None:
             continue
-        assert schema.is_valid(doc, dtype) == (schema.explain(doc, dtype) == []), path
+        assert is_valid(doc, dtype) == (explain(doc, dtype) == []), path
         seen += 1
     assert seen > 300
 
@@ -196,3 +199,35 @@ def test_pack_leaves_dollar_schema_out_and_the_shard_tools_agree(
         assert "$schema" not in json.loads((shard / rel).read_text(encoding="utf-8")), rel
     capsys.readouterr()
     assert main(["verify", str(shard), "--source-root", str(tree)]) == 0, capsys.readouterr()
+
+
+#: The schema oracle's dependencies: test extras, never the packer's.
+ORACLE_DEPS = ("jsonschema", "jsonschema_rs", "referencing")
+
+
+def test_the_package_needs_no_schema_validator() -> None:
+    """The packer judges descriptors with the runtime alone: no module of the package
+    imports a JSON Schema validator, and the runtime dependencies (which the CMake
+    configure check reads) name none; the test extra carries them."""
+    imports: list[str] = []
+    for path in sorted((REPO / "python" / "ukdpack").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            names = ([a.name for a in node.names] if isinstance(node, ast.Import)
+                     else [node.module or ""] if isinstance(node, ast.ImportFrom) else [])
+            imports += [f"{path.name}: {n}" for n in names if n.split(".")[0] in ORACLE_DEPS]
+    assert imports == []
+    project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
+    assert not {_dist(r) for r in project["dependencies"]} & set(ORACLE_DEPS)
+    assert {"jsonschema", "jsonschema_rs"} <= {_dist(r) for r in project["optional-dependencies"]["test"]}
+
+
+def _dist(requirement: str) -> str:
+    """A requirement's distribution name, as an import name ('jsonschema-rs>=1' -> 'jsonschema_rs')."""
+    return re.split(r"[<>=!~;\[ ]", requirement, maxsplit=1)[0].replace("-", "_")
+
+
+def test_read_versions_are_the_loaders_limits() -> None:
+    assert _runtime.read_versions("ukd") == ["1.0", "1.1"]
+    assert _runtime.read_versions("kdp") == ["1.0"]
+    with pytest.raises(ValueError, match="unknown descriptor type 'xyz'"):
+        _runtime.read_versions("xyz")

@@ -93,7 +93,7 @@ class Tree:
 
     @functools.cached_property
     def toc_keys(self) -> dict[tuple[str, str], tuple[str, dict[str, Any]]]:
-        """(toc key, identity) of each launch by (file, JSON path) (``rules`` fills it)."""
+        """(toc key, identity) of each launch by (file, JSON path) (``tockey.keyed`` fills it)."""
         return {}
 
     def of_type(self, cls: type[D]) -> list[D]:

@@ -16,11 +16,12 @@ from __future__ import annotations
 from typing import Any, Literal
 
 from ukdpack import _runtime
+from ukdpack.authored import dvc
 from ukdpack.authored.kinds import COMPILED
 from ukdpack.authored.load import Tree
-from ukdpack.authored.model import Source, Ukd
+from ukdpack.authored.model import Ukd
+from ukdpack.authored.tockey import keyed
 from ukdpack.errors import Problem
-from ukdpack.produce import dvc, tockey
 
 MissingPrebuilt = Literal["error", "warning", "skip"]
 
@@ -39,23 +40,6 @@ def check(tree: Tree, missing_prebuilt: MissingPrebuilt = "error") -> list[Probl
     return problems
 
 
-def launch_toc_key(tree: Tree, ukd: Ukd, src: Source) -> str:
-    """The toc key of one launch, computed once per tree (the rules and every arch's plan
-    ask for it; it costs a canonical JSON and a digest)."""
-    return _keyed(tree, ukd, src)[0]
-
-
-def _keyed(tree: Tree, ukd: Ukd, src: Source) -> tuple[str, dict[str, Any]]:
-    """(toc key, identity) of one launch, once per tree."""
-    where = (ukd.file, src.json_path)
-    found = tree.toc_keys.get(where)
-    if found is None:
-        rel = ukd.file_of(src)
-        ident = tockey.identity(src.kind, src.fields, rel)
-        found = tree.toc_keys[where] = (tockey.key_of(src.kind, src.fields, rel, ident), ident)
-    return found
-
-
 def _toc_keys(tree: Tree) -> list[Problem]:
     seen: dict[str, tuple[Any, Ukd]] = {}
     problems = []
@@ -64,7 +48,7 @@ def _toc_keys(tree: Tree) -> list[Problem]:
         for _, src in ukd.launches:
             if src.kind not in COMPILED:
                 continue
-            key, ident = _keyed(tree, ukd, src)
+            key, ident = keyed(tree, ukd, src)
             first = seen.setdefault(key, (ident, ukd))
             if first[0] != ident:
                 problems.append(Problem(

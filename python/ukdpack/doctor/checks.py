@@ -257,7 +257,7 @@ def dvc_remotes(repo: Path) -> list[dict[str, Any]] | str:
 def check_dvc(root: Path) -> Check:
     """DVC's version, and for ``root``: its DVC repository, remotes and how many of its
     outputs are present. Required when some are not (a pack needs them pulled)."""
-    from ukdpack.produce import dvc
+    from ukdpack.authored import dvc
 
     st = dvc.status(root) if root.is_dir() else None
     repo = st.repo if st is not None else None

@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from ukdpack import jsonpath
+from ukdpack.authored import tockey
 from ukdpack.authored.kinds import kind, launch_sources
 from ukdpack.digest import canonical_json
 from ukdpack.errors import Problem, UkdError, UsageError
@@ -42,7 +43,6 @@ from ukdpack.generate.config import (
     read_config,
     version_of,
 )
-from ukdpack.produce import tockey
 
 #: Ids are uuid5(uuid5(NAMESPACE_URL, ID_BASE + namespace), "<type>/<name>"); a kernel's
 #: name is "<pack>/<kernel>", since kernel names are unique per pack only.

@@ -16,7 +16,7 @@ from ukdpack import _runtime
 from ukdpack.authored.kinds import COMPILED, kind, normalized_build
 from ukdpack.authored.load import Member, Tree
 from ukdpack.authored.model import Source, Ukd
-from ukdpack.authored.rules import launch_toc_key
+from ukdpack.authored.tockey import launch_toc_key
 
 
 @dataclass(frozen=True)

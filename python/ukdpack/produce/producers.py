@@ -29,14 +29,15 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from ukdpack import _runtime
+from ukdpack.authored import dvc
 from ukdpack.digest import sha256_hex
 from ukdpack.errors import Problem, UkdError
 from ukdpack.files import FileRange, read_regular, unnamed_file
-from ukdpack.produce import codeobject, compiler, dvc
+from ukdpack.produce import codeobject, compiler
 from ukdpack.produce.cache import CompileCache, base_key
 from ukdpack.produce.plan import Job
-from ukdpack.shard.archive import DEFAULT_LEVEL as ARCHIVE_LEVEL
-from ukdpack.shard.archive import RECORDS_OFFSET, SpooledRecord
+from ukdpack.spool import DEFAULT_LEVEL as ARCHIVE_LEVEL
+from ukdpack.spool import RECORDS_OFFSET, SpooledRecord
 
 if TYPE_CHECKING:
     from ukdpack.produce.remote import RemoteTier

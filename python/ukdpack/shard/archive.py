@@ -32,17 +32,14 @@ from ukdpack.files import (
     write_atomic,
 )
 
+# The layout facts the producers' spool shares (a base module: see ukdpack.spool).
+from ukdpack.spool import DATA_OFFSET, DEFAULT_LEVEL, RECORDS_OFFSET, SpooledRecord
+
 MAGIC = b"KPAK"
 FORMAT_VERSION = 1
 HEADER_SIZE = 16
-DATA_OFFSET = 64
-#: Where the first record (u32 frame length, then the frame) of a zstd archive starts:
-#: after the header, its padding and the u32 frame count. A spool whose records start
-#: here can become the archive itself.
-RECORDS_OFFSET = DATA_OFFSET + 4
 SCHEMES = ("zstd-per-kernel", "none")
 ENTRY_TYPES = ("hsaco", "cubin")
-DEFAULT_LEVEL = 3  # zstd level of a pack's archives
 _U32 = struct.Struct("<I")
 _HEADER = struct.Struct("<4sIQ")
 
@@ -103,15 +100,6 @@ def compress_frame(data: bytes, level: int = DEFAULT_LEVEL) -> bytes:
 
 # ---------------------------------------------------------------------------
 # Writer
-
-
-@dataclass(frozen=True)
-class SpooledRecord:
-    """An archive record (u32 frame length, then the zstd frame) that the prebuilt batch
-    reader already wrote to a spool file: the writer copies it from there."""
-
-    where: FileRange
-    content_size: int  # the image's size, as the frame's header records it
 
 
 @dataclass

@@ -1,6 +1,8 @@
 """Toc keys: ``<stem>_<first 12 hex of sha256 of the canonical JSON of what
 determines the code object>``, stable across machines and checkouts. What
-determines the object is each kind's identity in the kinds table."""
+determines the object is each kind's identity in the kinds table. A tree keeps each
+launch's key once computed (``launch_toc_key``): the packer's toc-key rule and every
+arch's plan ask for it."""
 
 from __future__ import annotations
 
@@ -10,9 +12,11 @@ from collections.abc import Mapping
 from typing import Any
 
 from ukdpack.authored.kinds import kind, normalized_build
+from ukdpack.authored.load import Tree
+from ukdpack.authored.model import Source, Ukd
 from ukdpack.digest import canonical_json, sha256_hex
 
-__all__ = ["identity", "key_of", "normalized_build", "stem_of", "toc_key"]
+__all__ = ["identity", "key_of", "keyed", "launch_toc_key", "normalized_build", "stem_of", "toc_key"]
 
 _NOT_STEM = re.compile(r"[^A-Za-z0-9_.-]")
 
@@ -42,3 +46,20 @@ def key_of(kind_name: str, fields: Mapping[str, Any], rel: str | None,
     """The toc key of a source whose identity is already known."""
     digest = sha256_hex(canonical_json(ident))
     return f"{stem_of(kind_name, fields, rel)}_{digest[:12]}"
+
+
+def launch_toc_key(tree: Tree, ukd: Ukd, src: Source) -> str:
+    """The toc key of one launch, computed once per tree (the rules and every arch's plan
+    ask for it; it costs a canonical JSON and a digest)."""
+    return keyed(tree, ukd, src)[0]
+
+
+def keyed(tree: Tree, ukd: Ukd, src: Source) -> tuple[str, dict[str, Any]]:
+    """(toc key, identity) of one launch, once per tree (kept in ``tree.toc_keys``)."""
+    where = (ukd.file, src.json_path)
+    found = tree.toc_keys.get(where)
+    if found is None:
+        rel = ukd.file_of(src)
+        ident = identity(src.kind, src.fields, rel)
+        found = tree.toc_keys[where] = (key_of(src.kind, src.fields, rel, ident), ident)
+    return found

@@ -62,7 +62,7 @@ std::vector<std::string> sortedLaunches(const Kernel& k) {
 
 // Whether every launch has a packed code object (only those have launch code).
 bool isPacked(const Kernel& k) {
-  return allLaunchSources(k, [](const KernelSource& s) { return s.kind == "kpack"; });
+  return allLaunchSources(k, isPackedSource);
 }
 
 std::vector<std::string> kindsOf(const Kernel& k) {
@@ -684,25 +684,6 @@ void bindRuntime(py::module_& m) {
       py::arg("dset"),
       "The note naming the generic descriptors no pack reaches (they ship in no shard), as a list of "
       "0 or 1 diagnostic dicts.");
-  m.def(
-      "source_kinds",
-      []() {
-        py::list out;
-        for (const SourceKindInfo& k : sourceKinds()) {
-          py::dict item;
-          item["name"] = k.name;
-          item["file_field"] = *k.fileField ? py::object(py::str(k.fileField)) : py::object(py::none());
-          item["file_what"] = k.fileWhat;
-          item["launchable"] = k.launchable;
-          item["entry_type"] = *k.entryType ? py::object(py::str(k.entryType)) : py::object(py::none());
-          item["authored"] = k.authored;
-          out.append(item);
-        }
-        return out;
-      },
-      "The runtime's table of kernel-source kinds: name, file_field, file_what, launchable, entry_type, "
-      "authored.");
-
   py::class_<ArchiveCache, std::shared_ptr<ArchiveCache>>(
       m, "ArchiveCache",
       "Opened archives and what checking their entries found, with a budget of decompressed bytes; a "

@@ -196,10 +196,10 @@ Result<std::vector<std::uint8_t>> loadLaunchCode(const Kernel& kernel, const fs:
   auto fail = [&](const std::string& code, const std::string& at, const std::string& message) {
     return R::failure(makeError(code, kernel.file, at, label + ": " + message));
   };
-  if (src->kind != "kpack") {
+  if (!isPackedSource(*src)) {
     return fail("NOT_PACKED", jsonPathKey(path, "kind"),
-                "the source is kind '" + src->kind +
-                    "', not the packed kind 'kpack'; code is loaded from a packed shard");
+                "the source is kind '" + src->kind + "', not the packed kind '" + packedKind().name +
+                    "'; code is loaded from a packed shard");
   }
 
   // 1. library: inside the shard, lexically and with no link on the way.

@@ -457,7 +457,7 @@ bool Loader::kernelSourcesOk(const Kernel& kernel, const fs::path& root, std::ve
       diags.push_back(makeError(
           "PACKED_IN_AUTHORED", kernel.file, jsonPathKey(srcPath, "kind"),
           "kind '" + src.kind + "' is the packed form written by the packer; an authored tree names what to "
-          "build (hip, hsaco, embedded_source, cuda or builder)"));
+          "build (" + listedKinds(true) + ")"));
       ok = false;
       return;
     }
@@ -469,7 +469,7 @@ bool Loader::kernelSourcesOk(const Kernel& kernel, const fs::path& root, std::ve
     const std::string msg = detail::describeFileProblem(verdict, given, info->fileWhat, kernel.file);
     if (msg.empty()) return;
     const bool missing = verdict.problem == detail::PathProblem::None;
-    diags.push_back(makeError(missing ? (src.kind == "hsaco" ? "PREBUILT_MISSING" : "SOURCE_MISSING")
+    diags.push_back(makeError(missing ? (info->producer == SourceProducer::Prebuilt ? "PREBUILT_MISSING" : "SOURCE_MISSING")
                                       : "PATH_REFUSED",
                               kernel.file, jsonPathKey(srcPath, info->fileField), msg));
   };

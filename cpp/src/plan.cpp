@@ -24,11 +24,11 @@ Result<SavedPlan> capturePlan(const Kernel& kernel) {
         "cannot save a plan of " + kernelLabel(kernel) + ": the kernel has several launches " +
             describeLaunchSet(launchNamesOf(kernel)) + ", and a saved plan holds one launch"));
   }
-  if (src->kind != "kpack") {
+  if (!isPackedSource(*src)) {
     return Result<SavedPlan>::failure(makeError(
         "PLAN_NOT_PACKED", kernel.file, jsonPathKey(kernel.jsonPath, "kernel_source"),
         "cannot save a plan of " + kernelLabel(kernel) + ": its source is kind '" + src->kind +
-            "', not the packed kind 'kpack'; plans are saved from packed shards"));
+            "', not the packed kind '" + packedKind().name + "'; plans are saved from packed shards"));
   }
   return Result<SavedPlan>::success(
       SavedPlan{kernel.id, kernel.name, src->tocKey, src->symbol, src->library, src->sha256});

@@ -8,7 +8,7 @@ namespace {
 
 Json launchDocument(const std::string& name, const KernelSource& src) {
   Json doc = {{"name", name}, {"kind", src.kind}};
-  if (src.kind == "kpack") {
+  if (isPackedSource(src)) {
     doc["toc_key"] = src.tocKey;
     doc["symbol"] = src.symbol;
     doc["sha256"] = src.sha256;

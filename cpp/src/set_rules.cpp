@@ -173,7 +173,7 @@ void packedTocKeys(const DescriptorSet& set, std::vector<Diagnostic>& out) {
       }
       const std::string folder = std::filesystem::path(k.file).parent_path().generic_string();
       for (const auto& [name, src] : launches) {
-        if (src->kind != "kpack") continue;
+        if (!isPackedSource(*src)) continue;
         const std::string archive = (std::filesystem::path(folder) / src->library).lexically_normal().generic_string();
         const std::string path = name.empty() ? jsonPathKey(k.jsonPath, "kernel_source")
                                               : jsonPathKey(jsonPathKey(k.jsonPath, "sources"), name);

@@ -274,7 +274,7 @@ std::vector<std::optional<Diagnostic>> StateManager::checkLaunchCodes(
         const auto it = k.sources.find(*launches[i].second);
         if (it != k.sources.end()) src = &it->second;
       }
-      if (src != nullptr && src->kind == "kpack") {
+      if (src != nullptr && isPackedSource(*src)) {
         key = (k.baseDir / src->library).lexically_normal().string() + '\n' + src->tocKey;
         devices[i] = checkDevices(*src, arch.empty() ? arch_ : arch);
       }

@@ -165,7 +165,7 @@ ValidationReport validateRoots(const std::vector<std::filesystem::path>& roots, 
           if (names(*def.engine, wanted)) expectedFound.insert(wanted);
       }
       // Only packed kernels have code to check; an authored tree has none yet.
-      const bool packed = allLaunchSources(*def.kernel, [](const KernelSource& s) { return s.kind == "kpack"; });
+      const bool packed = allLaunchSources(*def.kernel, isPackedSource);
       if (!packed) continue;
       const std::set<std::string> names = launchNamesOf(*def.kernel);
       std::vector<std::optional<std::string>> launches(names.begin(), names.end());

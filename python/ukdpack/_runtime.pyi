@@ -1,6 +1,6 @@
 # Type stubs of the C++ extension (cpp/bindings/).
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import Any, Literal, TypedDict
 
 UkdLike = Mapping[str, Any] | str
 
@@ -14,7 +14,6 @@ def launch_label(name: str, id: str, launch: str | None = None) -> str: ...
 def check_kernel(ukd: UkdLike, file: str = "", json_path: str = "$") -> list[dict[str, str]]: ...
 def is_launch_name(name: str) -> bool: ...
 def read_json_file(path: str) -> tuple[Any, str | None, str | None]: ...
-def source_kinds() -> list[dict[str, Any]]: ...
 def check_descriptor(type: str, doc: Mapping[str, Any], file: str = "") -> list[dict[str, str]]: ...
 def complete_metadata(kmd: Mapping[str, Any], kmd_file: str, ukd: UkdLike, file: str,
                       json_path: str) -> tuple[dict[str, Any] | None, list[dict[str, str]]]: ...
@@ -221,3 +220,27 @@ class Plan:
     @property
     def arch(self) -> str: ...
     def run(self, args: Any = None, workspace: DeviceBuffer | None = None) -> None: ...
+
+# The kernel-source kinds table (bind_kinds.cpp)
+class SourceFieldRow(TypedDict):
+    name: str
+    type: Literal["string", "relative_path", "object", "build", "sha256", "signature",
+                  "target_digests"]
+    required: bool
+
+class SourceKindRow(TypedDict):
+    name: str
+    fields: list[SourceFieldRow]
+    file_field: str | None
+    file_what: str
+    launchable: bool
+    entry_type: str | None
+    authored: bool
+    producer: Literal["compile", "prebuilt", "module", "none", "packed"]
+    packed: bool
+    symbol_field: str | None
+    stem_field: str
+    compiler: str | None
+
+def source_kinds() -> list[SourceKindRow]: ...
+def listed_kinds(authored_only: bool) -> str: ...

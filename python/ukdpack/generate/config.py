@@ -24,7 +24,7 @@ from typing import Any
 import yaml
 
 from ukdpack import _runtime, jsonpath, schema
-from ukdpack.authored.kinds import AUTHORED, KINDS
+from ukdpack.authored.kinds import AUTHORED, KINDS, PACKED, of_producer
 from ukdpack.errors import Problem, UkdError, from_runtime
 
 #: The format version of the configuration this reader reads.
@@ -41,8 +41,11 @@ MAX_DEPTH = 64  # nesting of mappings and lists, aliases expanded
 
 #: Source fields each kind takes on a variant set (the kinds table's authored fields).
 KIND_FIELDS: dict[str, tuple[str, ...]] = {n: KINDS[n].fields for n in AUTHORED}
-#: Fields each kind's source must end up with, on the set or on every launch.
-REQUIRED_FIELDS: dict[str, tuple[str, ...]] = {n: KINDS[n].required for n in AUTHORED}
+#: Fields each kind's source must end up with, on the set or on every launch (the
+#: generator writes ``{}`` for a build or a builder's spec left out).
+REQUIRED_FIELDS: dict[str, tuple[str, ...]] = {
+    n: tuple(f.name for f in KINDS[n].field_rows if f.required and f.type not in ("build", "object"))
+    for n in AUTHORED}
 #: Fields a launch may override, per kind (builder ``entry`` too, since it is what picks
 #: each launch's kernel out of one multi-kernel object).
 LAUNCH_FIELDS: dict[str, tuple[str, ...]] = {
@@ -530,8 +533,8 @@ class _Reader:
         kind = value.get("kind") if isinstance(value, Mapping) else None
         source_keys = KIND_FIELDS.get(kind, ()) if isinstance(kind, str) else ()
         allowed = (*_VARIANT_KEYS, *source_keys)
-        if isinstance(value, Mapping) and "role" in value and kind in ("hip", "cuda", "hsaco",
-                                                                        "embedded_source"):
+        if (isinstance(value, Mapping) and "role" in value and kind in KIND_FIELDS
+                and "role" not in KIND_FIELDS[kind]):
             self.fail(jsonpath.key(path, "role"), f"'role' is a builder-only field; a {kind} "
                       "source takes no role")
             value = {k: v for k, v in value.items() if k != "role"}
@@ -543,10 +546,9 @@ class _Reader:
             return None
         kind_path = jsonpath.key(path, "kind")
         if "kind" in obj and kind not in KIND_FIELDS:
-            if kind == "kpack":
-                self.fail(kind_path, "kind 'kpack' is the packed form written by the packer; "
-                          "a config names what to build (hip, hsaco, cuda, builder or "
-                          "embedded_source)")
+            if kind == PACKED:
+                self.fail(kind_path, f"kind '{kind}' is the packed form written by the packer; "
+                          f"a config names what to build ({_runtime.listed_kinds(True)})")
             else:
                 self.fail(kind_path, f"expected one of {', '.join(KIND_FIELDS)}, found "
                           f"{_found(kind)}")
@@ -557,7 +559,7 @@ class _Reader:
         if arches is not None and not arches and "arches" in obj:
             self.fail(jsonpath.key(path, "arches"), "expected at least one arch (leave "
                       "'arches' out for kernels that run on every arch of their pack)")
-        if kind == "hsaco" and not arches:
+        if kind in of_producer("prebuilt") and not arches:
             self.fail(path, "an hsaco kernel names its arch: give the variant set "
                       "'arches', one prebuilt object per arch, e.g. file: objects/{arch}/x.hsaco")
         rows = self.rows(obj.get("params"), jsonpath.key(path, "params"), ("arch",),
@@ -581,10 +583,9 @@ class _Reader:
 
     def launches(self, value: Any, path: str, kind: str
                  ) -> tuple[tuple[str, Mapping[str, Any]], ...] | None:
-        if kind == "embedded_source":
-            self.fail(path, "an embedded_source kernel ships as authored, with no code object, "
-                      "so it has no launches; give a hip, hsaco, cuda or builder kind, or drop "
-                      "'launches'")
+        if kind in KINDS and not KINDS[kind].launchable:
+            self.fail(path, f"an {kind} kernel ships as authored, with no code object, so it "
+                      f"has no launches; give a {_launchable_kinds()} kind, or drop 'launches'")
             return None
         if kind not in LAUNCH_FIELDS:
             return None  # the kind is reported
@@ -613,7 +614,7 @@ class _Reader:
                           f"found {_found(override)}")
                 continue
             for key in override:
-                if key == "role" and kind != "builder":
+                if key == "role" and key not in KIND_FIELDS[kind]:
                     self.fail(jsonpath.key(where, key), f"'role' is a builder-only field; a "
                               f"{kind} launch takes no role")
                 elif key not in allowed:
@@ -622,6 +623,13 @@ class _Reader:
                               f"{', '.join(allowed)}; found '{key}'")
             out.append((name, override))
         return tuple(out)
+
+
+def _launchable_kinds() -> str:
+    """The authored kinds a launch may be, as a message lists them ("hip, hsaco, cuda or
+    builder")."""
+    names = [n for n in AUTHORED if KINDS[n].launchable]
+    return ", ".join(names[:-1]) + " or " + names[-1]
 
 
 def version_of(dtype: str, body: Mapping[str, Any]) -> str:

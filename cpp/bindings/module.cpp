@@ -9,6 +9,7 @@ PYBIND11_MODULE(_runtime, m) {
   ukdpack::bindings::bindArch(m);
   ukdpack::bindings::bindDescriptors(m);
   ukdpack::bindings::bindKinds(m);
+  ukdpack::bindings::bindCodes(m);
   ukdpack::bindings::bindKpack(m);
   ukdpack::bindings::bindPaths(m);
   ukdpack::bindings::bindEdit(m);

@@ -80,11 +80,11 @@ Result<std::uint16_t> elfMachine(std::string_view elf) {
   const Bytes b{elf};
   if (!b.has(0, kEhdrSize))
     return Result<std::uint16_t>::failure(fail(
-        "CODEOBJECT_MALFORMED", "malformed ELF: " + std::to_string(elf.size()) +
+        codes::CODEOBJECT_MALFORMED, "malformed ELF: " + std::to_string(elf.size()) +
                                     " bytes, shorter than an ELF64 header"));
   if (elf[4] != 2 || elf[5] != 1)
     return Result<std::uint16_t>::failure(
-        fail("CODEOBJECT_MALFORMED", "malformed ELF: expected a 64-bit little-endian ELF"));
+        fail(codes::CODEOBJECT_MALFORMED, "malformed ELF: expected a 64-bit little-endian ELF"));
   return Result<std::uint16_t>::success(static_cast<std::uint16_t>(b.le(18, 2)));
 }
 
@@ -120,7 +120,7 @@ std::optional<std::string> noteTarget(std::string_view note) {
   }
 }
 
-Diagnostic targetMismatch(const std::string& message) { return fail("CODEOBJECT_TARGET_MISMATCH", message); }
+Diagnostic targetMismatch(const std::string& message) { return fail(codes::CODEOBJECT_TARGET_MISMATCH, message); }
 
 struct BundleEntry {
   std::string triple;
@@ -132,32 +132,32 @@ Result<std::vector<BundleEntry>> bundleEntries(std::string_view data) {
   const Bytes b{data};
   std::uint64_t pos = kBundleMagic.size();
   if (!b.has(pos, 8))
-    return R::failure(fail("CODEOBJECT_MALFORMED",
+    return R::failure(fail(codes::CODEOBJECT_MALFORMED,
                            "truncated offload bundle: the entry count runs past the end"));
   const std::uint64_t count = b.le(pos, 8);
   pos += 8;
   if (count > (data.size() - pos) / 24)
-    return R::failure(fail("CODEOBJECT_MALFORMED",
+    return R::failure(fail(codes::CODEOBJECT_MALFORMED,
                            "corrupt offload bundle: " + std::to_string(count) +
                                " entries cannot fit in " + std::to_string(data.size()) +
                                " bytes"));
   std::vector<BundleEntry> out;
   for (std::uint64_t i = 0; i < count; ++i) {
     if (!b.has(pos, 24))
-      return R::failure(fail("CODEOBJECT_MALFORMED", "truncated offload bundle: entry " +
+      return R::failure(fail(codes::CODEOBJECT_MALFORMED, "truncated offload bundle: entry " +
                                                          std::to_string(i) +
                                                          " runs past the end"));
     BundleEntry e{{}, b.le(pos, 8), b.le(pos + 8, 8)};
     const std::uint64_t tlen = b.le(pos + 16, 8);
     pos += 24;
     if (!b.has(pos, tlen))
-      return R::failure(fail("CODEOBJECT_MALFORMED", "truncated offload bundle: entry " +
+      return R::failure(fail(codes::CODEOBJECT_MALFORMED, "truncated offload bundle: entry " +
                                                          std::to_string(i) +
                                                          " triple runs past the end"));
     e.triple.assign(data.substr(pos, tlen));
     pos += tlen;
     if (!b.has(e.offset, e.size))
-      return R::failure(fail("CODEOBJECT_MALFORMED",
+      return R::failure(fail(codes::CODEOBJECT_MALFORMED,
                              "corrupt offload bundle: entry '" + e.triple + "' at " +
                                  std::to_string(e.offset) + "+" + std::to_string(e.size) +
                                  " lies outside the " + std::to_string(data.size()) +
@@ -183,7 +183,7 @@ struct Symbol {
 Result<std::vector<Symbol>> elfSymbols(std::string_view elf) {
   using R = Result<std::vector<Symbol>>;
   const Bytes b{elf};
-  auto bad = [](const std::string& m) { return R::failure(fail("CODEOBJECT_MALFORMED", "malformed ELF: " + m)); };
+  auto bad = [](const std::string& m) { return R::failure(fail(codes::CODEOBJECT_MALFORMED, "malformed ELF: " + m)); };
   const std::uint64_t shoff = b.le(0x28, 8);
   const std::uint64_t shentsize = b.le(0x3a, 2);
   std::uint64_t shnum = b.le(0x3c, 2);
@@ -272,13 +272,13 @@ Result<CodeObjectView> inspectCodeObject(std::string_view bytes) {
       if (e.triple.find("-amdgcn-") != std::string::npos) amdgcn.push_back(&e);
     }
     if (amdgcn.empty())
-      return R::failure(fail("CODEOBJECT_NO_AMDGCN",
+      return R::failure(fail(codes::CODEOBJECT_NO_AMDGCN,
                              "offload bundle holds no amdgcn entry (it holds: " +
                                  (held.empty() ? std::string("no entries") : held) + ")"));
     if (amdgcn.size() > 1) {
       std::string names;
       for (const BundleEntry* e : amdgcn) names += (names.empty() ? "" : ", ") + e->triple;
-      return R::failure(fail("CODEOBJECT_SEVERAL_AMDGCN",
+      return R::failure(fail(codes::CODEOBJECT_SEVERAL_AMDGCN,
                              "offload bundle holds several amdgcn entries (" + names +
                                  "); expected one per code object: compile with one "
                                  "--offload-arch"));
@@ -286,17 +286,17 @@ Result<CodeObjectView> inspectCodeObject(std::string_view bytes) {
     view.format = CodeObjectFormat::OffloadBundle;
     view.elf = bytes.substr(amdgcn[0]->offset, amdgcn[0]->size);
     if (view.elf.substr(0, kElfMagic.size()) != kElfMagic)
-      return R::failure(fail("CODEOBJECT_MALFORMED",
+      return R::failure(fail(codes::CODEOBJECT_MALFORMED,
                              "offload bundle entry '" + amdgcn[0]->triple + "' is not an ELF"));
   } else {
-    return R::failure(fail("CODEOBJECT_NOT_OBJECT", kNotAnObject + describe(bytes)));
+    return R::failure(fail(codes::CODEOBJECT_NOT_OBJECT, kNotAnObject + describe(bytes)));
   }
   auto machine = elfMachine(view.elf);
   if (!machine) return R::failure(machine.error());
   if (machine.value() == kEmCuda && view.format == CodeObjectFormat::AmdgpuElf) {
     view.format = CodeObjectFormat::CudaElf;
   } else if (machine.value() != kEmAmdgpu) {
-    return R::failure(fail("CODEOBJECT_NOT_OBJECT", std::string(kNotAnObject) +
+    return R::failure(fail(codes::CODEOBJECT_NOT_OBJECT, std::string(kNotAnObject) +
                                                         "an ELF for machine " +
                                                         std::to_string(machine.value())));
   }

@@ -56,7 +56,7 @@ Result<std::string> selectorRevision(const DescriptorSet& set, const std::string
   const Pack* pack = set.findPack(packId);
   if (pack == nullptr) {
     return Result<std::string>::failure(
-        makeError("PACK_UNKNOWN", "", "", "no loaded pack has id '" + packId + "'"));
+        makeError(codes::PACK_UNKNOWN, "", "", "no loaded pack has id '" + packId + "'"));
   }
   return Result<std::string>::success(selectorRevision(set, *pack));
 }

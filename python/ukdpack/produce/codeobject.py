@@ -41,7 +41,7 @@ _NOT_AN_OBJECT = ("not a code object: expected an AMDGPU ELF, a clang offload bu
 class CodeObjectError(UkdError):
     """Bytes that are no code object, or a code object without what was asked for."""
 
-    code = "CODE_OBJECT"
+    code = _runtime.Code.CODE_OBJECT
 
 
 @dataclass(frozen=True)

@@ -159,7 +159,7 @@ JobDone = Callable[[Job, float, Outcome], None]
 
 #: The code of the problem a job fails with when its compiler cannot be found: the pack
 #: reports that once, not once per job.
-NO_COMPILER = "NO_COMPILER"
+NO_COMPILER = _runtime.Code.NO_COMPILER
 
 
 class Producer:

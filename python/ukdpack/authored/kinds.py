@@ -114,11 +114,6 @@ class Kind:
         """The archive entry type of its code objects (hsaco for a builder's too)."""
         return self.runtime_entry_type or "hsaco"
 
-    @property
-    def launch_overrides(self) -> tuple[str, ...]:
-        """The fields a generated launch may override (empty: it cannot be a launch)."""
-        return self.fields if self.launchable and self.authored else ()
-
 
 def _row(r: _runtime.SourceKindRow) -> Kind:
     return Kind(r["name"], tuple(Field(f["name"], f["type"], f["required"]) for f in r["fields"]),

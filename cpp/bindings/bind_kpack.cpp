@@ -34,6 +34,29 @@ T codeValueOr(Result<T>&& r) {
   return std::move(r).value();
 }
 
+// A metadata integer as Python holds it: negative or unsigned 64-bit alike.
+py::int_ metadataInt(const MetadataInt& v) {
+  return v.negative ? py::int_(static_cast<std::int64_t>(v.bits)) : py::int_(v.bits);
+}
+
+// A name from a code object's bytes as str, undecodable bytes replaced (U+FFFD).
+py::str decodedName(const std::string& s) {
+  return py::reinterpret_steal<py::str>(PyUnicode_DecodeUTF8(s.data(), static_cast<Py_ssize_t>(s.size()), "replace"));
+}
+
+py::tuple metadataRow(const CodeObjectMetadata& meta) {
+  py::list kernels;
+  for (const auto& [name, args] : meta.kernels) {
+    py::list row;
+    for (const MetadataArg& a : args) {
+      row.append(py::make_tuple(a.kind, metadataInt(a.size), metadataInt(a.offset),
+                                a.name ? py::object(py::str(*a.name)) : py::object(py::none())));
+    }
+    kernels.append(py::make_tuple(decodedName(name), row));
+  }
+  return py::make_tuple(meta.target ? py::object(decodedName(*meta.target)) : py::object(py::none()), kernels);
+}
+
 KpackLimits limitsFor(std::uint64_t maxOriginalSize) {
   KpackLimits limits;
   limits.maxOriginalSize = maxOriginalSize;
@@ -162,6 +185,25 @@ void bindKpack(py::module_& m) {
       "The processor an AMDGPU code object is built for once its ELF header (e_flags) and its metadata "
       "note's amdhsa.target agree (and, with `arch`, it runs there); '' for a cubin. Raises ValueError "
       "naming both sides when they disagree.");
+  m.def(
+      "code_object_metadata",
+      [](const py::bytes& data) {
+        const std::string_view view = data;
+        return metadataRow(codeValueOr(codeObjectMetadata(view)));
+      },
+      py::arg("data"),
+      "(target or None, [(kernel, [(kind, size, offset, name or None)])]) of a code object: an AMDGPU "
+      "object's from its metadata note (hidden arguments dropped, kernels in the note's order), a cubin's "
+      "from its .nv.info sections (kernels by name). Raises ValueError naming what is wrong.");
+  m.def(
+      "amdgpu_note_metadata",
+      [](const py::bytes& note) {
+        const std::string_view view = note;
+        return metadataRow(codeValueOr(amdgpuNoteMetadata(view)));
+      },
+      py::arg("note"),
+      "code_object_metadata of an AMDGPU object whose metadata note's descriptor is `note` (what "
+      "read_prebuilt_objects gives).");
   m.def(
       "code_object_kernels",
       [](const py::bytes& data) {

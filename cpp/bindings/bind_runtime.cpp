@@ -62,7 +62,7 @@ std::vector<std::string> sortedLaunches(const Kernel& k) {
 
 // Whether every launch has a packed code object (only those have launch code).
 bool isPacked(const Kernel& k) {
-  return allLaunchSources(k, [](const KernelSource& s) { return s.kind == "kpack"; });
+  return allLaunchSources(k, isPackedSource);
 }
 
 std::vector<std::string> kindsOf(const Kernel& k) {
@@ -329,12 +329,12 @@ class PyDispatchHandler : public DispatchHandler {
     py::gil_scoped_acquire gil;
     const auto* run = static_cast<const PyRunArgs*>(context.arguments);
     if (run == nullptr || run->tag != PyRunArgs::kTag) {
-      return Result<bool>::failure(makeError("NOT_EXECUTABLE", "", "",
+      return Result<bool>::failure(makeError(codes::NOT_EXECUTABLE, "", "",
                                              "a dispatch handler given from Python runs only in plans run from "
                                              "Python (Plan.run)"));
     }
     if (!py::hasattr(obj_, "launch")) {
-      return Result<bool>::failure(makeError("NOT_EXECUTABLE", "", "",
+      return Result<bool>::failure(makeError(codes::NOT_EXECUTABLE, "", "",
                                              "the handler object has no launch(launch, workspace, args) method"));
     }
     try {
@@ -343,9 +343,9 @@ class PyDispatchHandler : public DispatchHandler {
       launchFrom(obj_.attr("launch")(name, run->workspace, run->args), out);
     } catch (py::error_already_set& e) {
       run->error = e.value();
-      return Result<bool>::failure(makeError("HANDLER_FAILED", "", "", "launch() raised " + exceptionText(e)));
+      return Result<bool>::failure(makeError(codes::HANDLER_FAILED, "", "", "launch() raised " + exceptionText(e)));
     } catch (const py::builtin_exception& e) {  // what launchFrom() refuses in the answer
-      return Result<bool>::failure(makeError("HANDLER_FAILED", "", "", std::string("launch() answered badly: ") + e.what()));
+      return Result<bool>::failure(makeError(codes::HANDLER_FAILED, "", "", std::string("launch() answered badly: ") + e.what()));
     }
     return Result<bool>::success(true);
   }
@@ -375,7 +375,7 @@ class PyMatchHandler : public MatchHandler {
       return Result<bool>::success(truth == 1);
     } catch (py::error_already_set& e) {
       error = e.value();
-      return Result<bool>::failure(makeError("MATCHER_FAILED", "", "", "it raised " + exceptionText(e)));
+      return Result<bool>::failure(makeError(codes::MATCHER_FAILED, "", "", "it raised " + exceptionText(e)));
     }
   }
   mutable py::object error;  // the exception it raised last, for __cause__
@@ -684,25 +684,6 @@ void bindRuntime(py::module_& m) {
       py::arg("dset"),
       "The note naming the generic descriptors no pack reaches (they ship in no shard), as a list of "
       "0 or 1 diagnostic dicts.");
-  m.def(
-      "source_kinds",
-      []() {
-        py::list out;
-        for (const SourceKindInfo& k : sourceKinds()) {
-          py::dict item;
-          item["name"] = k.name;
-          item["file_field"] = *k.fileField ? py::object(py::str(k.fileField)) : py::object(py::none());
-          item["file_what"] = k.fileWhat;
-          item["launchable"] = k.launchable;
-          item["entry_type"] = *k.entryType ? py::object(py::str(k.entryType)) : py::object(py::none());
-          item["authored"] = k.authored;
-          out.append(item);
-        }
-        return out;
-      },
-      "The runtime's table of kernel-source kinds: name, file_field, file_what, launchable, entry_type, "
-      "authored.");
-
   py::class_<ArchiveCache, std::shared_ptr<ArchiveCache>>(
       m, "ArchiveCache",
       "Opened archives and what checking their entries found, with a budget of decompressed bytes; a "
@@ -941,7 +922,7 @@ void bindRuntime(py::module_& m) {
       "selector_revision_document",
       [](const PySet& dset, const std::string& packId) {
         const Pack* p = dset.set->findPack(packId);
-        if (p == nullptr) raise(makeError("PACK_UNKNOWN", "", "", "no loaded pack has id '" + packId + "'"));
+        if (p == nullptr) raise(makeError(codes::PACK_UNKNOWN, "", "", "no loaded pack has id '" + packId + "'"));
         return fromJson(selectorRevisionDocument(*dset.set, *p));
       },
       py::arg("dset"), py::arg("pack_id"), "The document selector_revision digests.");

@@ -8,6 +8,8 @@ PYBIND11_MODULE(_runtime, m) {
   m.doc() = "ukdpack's C++ runtime: launch helpers, kpack reader, loader, state manager, device plans";
   ukdpack::bindings::bindArch(m);
   ukdpack::bindings::bindDescriptors(m);
+  ukdpack::bindings::bindKinds(m);
+  ukdpack::bindings::bindCodes(m);
   ukdpack::bindings::bindKpack(m);
   ukdpack::bindings::bindPaths(m);
   ukdpack::bindings::bindEdit(m);

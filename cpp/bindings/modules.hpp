@@ -12,5 +12,7 @@ void bindPaths(pybind11::module_& m);        // library containment, folders hol
 void bindRuntime(pybind11::module_& m);      // loader, state manager, integrity, revision
 void bindDevice(pybind11::module_& m);       // device backends, buffers, plans that run
 void bindEdit(pybind11::module_& m);         // byte spans of descriptor text, for rewriting tools
+void bindKinds(pybind11::module_& m);        // the kernel-source kinds table
+void bindCodes(pybind11::module_& m);        // the diagnostic codes
 
 }  // namespace ukdpack::bindings

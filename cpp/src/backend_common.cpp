@@ -14,7 +14,7 @@ namespace {
 constexpr std::size_t kArgAlign = 16;
 
 Diagnostic noBackend(const char* what) {
-  return makeError("DEVICE_ERROR", "", "", std::string(what) + ": no device backend");
+  return makeError(codes::DEVICE_ERROR, "", "", std::string(what) + ": no device backend");
 }
 
 }  // namespace
@@ -83,7 +83,7 @@ namespace {
 Result<bool> checkRange(std::size_t size, std::size_t offset, std::size_t bytes, const char* what) {
   if (offset > size || bytes > size - offset) {
     return Result<bool>::failure(makeError(
-        "DEVICE_BOUNDS", "", "",
+        codes::DEVICE_BOUNDS, "", "",
         std::string("cannot ") + what + " " + std::to_string(bytes) + " bytes at offset " + std::to_string(offset) +
             ": the device buffer holds " + std::to_string(size) + " bytes"));
   }

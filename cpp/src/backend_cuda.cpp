@@ -74,7 +74,7 @@ struct Driver {
 };
 
 Diagnostic unavailable(const std::string& message) {
-  return makeError("DEVICE_UNAVAILABLE", "", "", std::string("cuda (") + kLibrary + "): " + message);
+  return makeError(codes::DEVICE_UNAVAILABLE, "", "", std::string("cuda (") + kLibrary + "): " + message);
 }
 
 // The driver, opened and initialised once per process and never closed:
@@ -214,7 +214,7 @@ class CudaBackend final : public DeviceBackend {
 
  private:
   Diagnostic error(const std::string& call, const std::string& what) const {
-    return makeError("DEVICE_ERROR", "", "", "cuda device " + std::to_string(device_) + " (" + arch_ + "): " + call +
+    return makeError(codes::DEVICE_ERROR, "", "", "cuda device " + std::to_string(device_) + " (" + arch_ + "): " + call +
                                                  " failed: " + what);
   }
   Result<bool> check(const char* call, CUresult r) const {

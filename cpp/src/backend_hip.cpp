@@ -57,7 +57,7 @@ struct Runtime {
 };
 
 Diagnostic unavailable(const std::string& library, const std::string& message) {
-  return makeError("DEVICE_UNAVAILABLE", "", "",
+  return makeError(codes::DEVICE_UNAVAILABLE, "", "",
                    "hip (" + (library.empty() ? std::string(kLibraries[0]) : library) + "): " + message);
 }
 
@@ -212,7 +212,7 @@ class HipBackend final : public DeviceBackend {
  private:
   static void* pointer(DevicePtr p) { return reinterpret_cast<void*>(static_cast<std::uintptr_t>(p)); }
   Diagnostic error(const std::string& call, const std::string& what) const {
-    return makeError("DEVICE_ERROR", "", "", "hip device " + std::to_string(device_) + " (" + arch_ + "): " + call +
+    return makeError(codes::DEVICE_ERROR, "", "", "hip device " + std::to_string(device_) + " (" + arch_ + "): " + call +
                                                  " failed: " + what);
   }
   Result<bool> check(const char* call, hipError_t e) const {
@@ -286,7 +286,7 @@ bool hipBackendCompiled() { return false; }
 Result<std::shared_ptr<DeviceBackend>> openHipBackend(int device) {
   (void)device;
   return Result<std::shared_ptr<DeviceBackend>>::failure(
-      makeError("DEVICE_UNAVAILABLE", "", "",
+      makeError(codes::DEVICE_UNAVAILABLE, "", "",
                 "hip: this build of ukdpack has no HIP backend: the HIP runtime headers (hip/hip_runtime_api.h) "
                 "were not found when it was configured; install them (Debian: libamdhip64-dev, or ROCm) and "
                 "reconfigure with UKDPACK_WITH_HIP=AUTO or ON"));

@@ -418,21 +418,21 @@ std::optional<Pack> parsePackFrom(const V& kdp, Json* consume, const DescriptorC
       const std::string path = jsonPathIndex(listPath, i);
       if (item.is_string()) {
         if (item.template get<std::string>().empty()) {
-          diags.push_back(makeError("SCHEMA", ctx.file, path, "expected a non-empty string, found ''"));
+          diags.push_back(makeError(codes::SCHEMA, ctx.file, path, "expected a non-empty string, found ''"));
           continue;
         }
         p.refs.push_back(KernelRef{i, item.template get<std::string>(), path});
         continue;
       }
       if (!item.is_object()) {
-        diags.push_back(makeError("SCHEMA", ctx.file, path,
+        diags.push_back(makeError(codes::SCHEMA, ctx.file, path,
                                   "expected an inline UKD object or the id string of a standalone "
                                   "UKD, found " + describeFound(item)));
         continue;
       }
       const VersionCheck vc = checkVersionOf(item, "ukd", maxUkd);
       if (vc.gate == VersionGate::Skip && refuseNewer) {
-        diags.push_back(makeError("SCHEMA", ctx.file, jsonPathKey(path, "version"), vc.refusal));
+        diags.push_back(makeError(codes::SCHEMA, ctx.file, jsonPathKey(path, "version"), vc.refusal));
         continue;
       }
       if (vc.gate == VersionGate::Skip) {
@@ -444,12 +444,12 @@ std::optional<Pack> parsePackFrom(const V& kdp, Json* consume, const DescriptorC
             : id != item.end() && id->is_string()
                 ? kernelLabel(name->template get<std::string>(), id->template get<std::string>())
                 : "kernel '" + name->template get<std::string>() + "'";
-        diags.push_back(makeWarning("VERSION_SKIPPED", ctx.file, path,
+        diags.push_back(makeWarning(codes::VERSION_SKIPPED, ctx.file, path,
                                     "skipping " + label + ": " + vc.message));
         continue;
       }
       if (vc.gate == VersionGate::Malformed) {
-        diags.push_back(makeError("SCHEMA", ctx.file, jsonPathKey(path, "version"), vc.message));
+        diags.push_back(makeError(codes::SCHEMA, ctx.file, jsonPathKey(path, "version"), vc.message));
         continue;
       }
       kernelCtx.jsonPath = path;
@@ -1060,7 +1060,7 @@ std::optional<Json> completeMetadata(const MetadataSchema& kmd, const Kernel& ke
   const auto mdPath = [&] { return jsonPathKey(kernel.jsonPath, "metadata"); };
   bool ok = true;
   auto error = [&](const std::string& path, const std::string& message) {
-    diags.push_back(makeError("METADATA", kernel.file, path, message));
+    diags.push_back(makeError(codes::METADATA, kernel.file, path, message));
     ok = false;
   };
   const auto known = [&] {

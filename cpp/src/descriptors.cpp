@@ -141,10 +141,10 @@ bool isPlainRelativePath(const std::string& p) {
 
 // build: {defines: {NAME: scalar}, flags: [string]}, both optional.
 template <class V>
-void readBuild(BasicObjectReader<V>& r) {
-  const V* build = r.object("build", true);
+void readBuild(BasicObjectReader<V>& r, std::string_view key, bool required) {
+  const V* build = r.object(key, required);
   if (build == nullptr) return;
-  BasicObjectReader<V> b(*build, r.file(), r.pathOf("build"), r.diags());
+  BasicObjectReader<V> b(*build, r.file(), r.pathOf(key), r.diags());
   if (const V* defines = b.object("defines", false)) {
     for (auto it = defines->begin(); it != defines->end(); ++it) {
       const V& v = it.value();
@@ -164,12 +164,12 @@ void readBuild(BasicObjectReader<V>& r) {
 }
 
 template <class V>
-Signature readSignature(BasicObjectReader<V>& r) {
+Signature readSignature(BasicObjectReader<V>& r, std::string_view key, bool required) {
   Signature sig;
-  const V* list = r.array("signature", true);
+  const V* list = r.array(key, required);
   if (list == nullptr) return sig;
   sig.reserve(list->size());
-  const std::string listPath = r.pathOf("signature");
+  const std::string listPath = r.pathOf(key);
   for (std::size_t i = 0; i < list->size(); ++i) {
     BasicObjectReader<V> a((*list)[i], r.file(), jsonPathIndex(listPath, i), r.diags());
     if (!a.isObject()) continue;
@@ -191,14 +191,40 @@ Signature readSignature(BasicObjectReader<V>& r) {
 }  // namespace
 
 const std::vector<SourceKindInfo>& sourceKinds() {
-  // name, file field, what messages call that file, launchable, entry type, authored
+  using F = SourceFieldType;
+  using P = SourceProducer;
+  // name, fields (name, type, required), file field, what messages call that file,
+  // launchable, entry type, authored, producer, symbol field, stem field, compiler
   static const std::vector<SourceKindInfo> kinds = {
-      {"hip", "source", "source", true, "hsaco", true},
-      {"hsaco", "file", "prebuilt object", true, "hsaco", true},
-      {"embedded_source", "", "", false, "", true},
-      {"cuda", "source", "source", true, "cubin", true},
-      {"builder", "", "", true, "hsaco", true},
-      {"kpack", "", "", true, "", false},
+      {"hip",
+       {{"source", F::String, true}, {"entry", F::String, true}, {"build", F::Build, true}},
+       "source", "source", true, "hsaco", true, P::Compile, "entry", "source", "hip"},
+      {"hsaco",
+       {{"file", F::String, true}, {"symbol", F::String, true}},
+       "file", "prebuilt object", true, "hsaco", true, P::Prebuilt, "symbol", "file", ""},
+      {"embedded_source",
+       {{"source_file", F::RelativePath, true}, {"entry_point", F::String, true}},
+       "", "", false, "", true, P::None, "entry_point", "source_file", ""},
+      {"cuda",
+       {{"source", F::String, true}, {"entry", F::String, true}, {"build", F::Build, true}},
+       "source", "source", true, "cubin", true, P::Compile, "entry", "source", "cuda"},
+      // `entry` picks each launch's kernel out of one multi-kernel object; `role`
+      // labels a launch (a builder's stages) without making it another launch.
+      {"builder",
+       {{"module", F::String, true},
+        {"function", F::String, true},
+        {"spec", F::Object, true},
+        {"entry", F::String, false},
+        {"role", F::String, false}},
+       "", "", true, "hsaco", true, P::Module, "", "function", ""},
+      {"kpack",
+       {{"library", F::String, true},
+        {"toc_key", F::String, true},
+        {"symbol", F::String, true},
+        {"sha256", F::Sha256, true},
+        {"signature", F::Signature, true},
+        {"targets", F::TargetDigests, false}},
+       "", "", true, "", false, P::Packed, "symbol", "toc_key", ""},
   };
   return kinds;
 }
@@ -209,6 +235,51 @@ const SourceKindInfo* sourceKind(std::string_view kind) {
   return nullptr;
 }
 
+bool SourceKindInfo::takes(std::string_view field) const {
+  return std::any_of(fields.begin(), fields.end(), [&](const SourceField& f) { return field == f.name; });
+}
+
+const SourceKindInfo& packedKind() {
+  static const SourceKindInfo& packed = *std::find_if(sourceKinds().begin(), sourceKinds().end(),
+                                                       [](const SourceKindInfo& k) { return k.packed(); });
+  return packed;
+}
+
+bool isPackedSource(const KernelSource& src) {
+  const SourceKindInfo* info = sourceKind(src.kind);
+  return info != nullptr && info->packed();
+}
+
+const char* producerName(SourceProducer p) {
+  switch (p) {
+    case SourceProducer::Compile: return "compile";
+    case SourceProducer::Prebuilt: return "prebuilt";
+    case SourceProducer::Module: return "module";
+    case SourceProducer::None: return "none";
+    case SourceProducer::Packed: return "packed";
+  }
+  return "none";
+}
+
+namespace {
+
+// "a, b or c".
+std::string listed(const std::vector<std::string>& names) {
+  std::string out;
+  for (std::size_t i = 0; i < names.size(); ++i)
+    out += (i == 0 ? "" : i + 1 == names.size() ? " or " : ", ") + names[i];
+  return out;
+}
+
+}  // namespace
+
+std::string listedKinds(bool authoredOnly) {
+  std::vector<std::string> names;
+  for (const SourceKindInfo& k : sourceKinds())
+    if (k.authored || !authoredOnly) names.emplace_back(k.name);
+  return listed(names);
+}
+
 namespace {
 
 // The entry as written: a copy of a DOM's, a view of a tape's text.
@@ -216,6 +287,66 @@ JsonText writtenAs(const Json& value) { return JsonText(value); }
 JsonText writtenAs(const JsonNode& value) { return detail::textOf(value); }
 Json built(const Json& value) { return value; }
 Json built(const JsonNode& value) { return value.toJson(); }
+
+// Reads one field of a source as its kind's row describes it; the packed form's
+// fields land in `src` too.
+template <class V>
+void readSourceField(BasicObjectReader<V>& r, const SourceKindInfo& kind, const SourceField& field,
+                     KernelSource& src) {
+  const std::string_view name = field.name;
+  switch (field.type) {
+    case SourceFieldType::String: {
+      const auto value = r.string(name, field.required);
+      // The packed form's named members: what the runtime loads the launch by.
+      if (!kind.packed()) return;
+      if (name == "library") src.library = value.value_or("");
+      if (name == "toc_key") src.tocKey = value.value_or("");
+      if (name == "symbol") src.symbol = value.value_or("");
+      return;
+    }
+    case SourceFieldType::RelativePath:
+      if (auto f = r.string(name, field.required); f && !isPlainRelativePath(*f)) {
+        r.error(r.pathOf(name),
+                "expected a relative path without '..' segments (it is an identity key), found '" + *f + "'");
+      }
+      return;
+    case SourceFieldType::Object:
+      r.object(name, field.required);
+      return;
+    case SourceFieldType::Build:
+      readBuild(r, name, field.required);
+      return;
+    case SourceFieldType::Sha256:
+      if (auto sha = r.string(name, field.required)) {
+        if (isSha256Hex(*sha)) {
+          src.sha256 = *sha;
+        } else {
+          r.error(r.pathOf(name), "expected 64 lowercase hex digits, found '" + *sha + "'");
+        }
+      }
+      return;
+    case SourceFieldType::Signature:
+      src.signature = readSignature(r, name, field.required);
+      return;
+    case SourceFieldType::TargetDigests:
+      // Feature variants of one object (gfx90a:xnack+, gfx90a:xnack-): the digest of
+      // the entry filed under each target ID.
+      if (const V* targets = r.object(name, field.required)) {
+        for (auto it = targets->begin(); it != targets->end(); ++it) {
+          const std::string key(it.key());
+          const std::string where = jsonPathKey(r.pathOf(name), key);
+          if (const std::string why = targetIdProblem(key); !why.empty()) {
+            r.error(where, "expected a target ID such as gfx90a:xnack+, found '" + key + "': " + why);
+          } else if (!it.value().is_string() || !isSha256Hex(it.value().template get<std::string>())) {
+            r.error(where, "expected 64 lowercase hex digits, found " + describeFound(it.value()));
+          } else {
+            src.targets[key] = it.value().template get<std::string>();
+          }
+        }
+      }
+      return;
+  }
+}
 
 template <class V>
 std::optional<KernelSource> parseSource(const V& value, const std::string& file,
@@ -254,79 +385,33 @@ std::optional<KernelSource> parseSource(const V& value, const std::string& file,
                               false));
     return std::nullopt;
   }
-  if (k == "hip" || k == "cuda") {
-    r.string("source", true);
-    r.string("entry", true);
-    readBuild(r);
-  } else if (k == "hsaco") {
-    r.string("file", true);
-    r.string("symbol", true);
-  } else if (k == "embedded_source" && role == SourceRole::Single) {
-    if (auto f = r.string("source_file", true); f && !isPlainRelativePath(*f)) {
-      r.error(r.pathOf("source_file"),
-              "expected a relative path without '..' segments (it is an identity key), found '" +
-                  *f + "'");
-    }
-    r.string("entry_point", true);
-  } else if (k == "builder") {
-    r.string("module", true);
-    r.string("function", true);
-    r.object("spec", true);
-    r.string("entry", false);
-    r.string("role", false);
-  } else if (k == "kpack") {
-    src.library = r.string("library", true).value_or("");
-    src.tocKey = r.string("toc_key", true).value_or("");
-    src.symbol = r.string("symbol", true).value_or("");
-    if (auto sha = r.string("sha256", true)) {
-      if (isSha256Hex(*sha)) {
-        src.sha256 = *sha;
-      } else {
-        r.error(r.pathOf("sha256"), "expected 64 lowercase hex digits, found '" + *sha + "'");
-      }
-    }
-    src.signature = readSignature(r);
-    // Feature variants of one object (gfx90a:xnack+, gfx90a:xnack-): the digest of
-    // the entry filed under each target ID.
-    if (const V* targets = r.object("targets", false)) {
-      for (auto it = targets->begin(); it != targets->end(); ++it) {
-        const std::string key(it.key());
-        const std::string where = jsonPathKey(r.pathOf("targets"), key);
-        if (const std::string why = targetIdProblem(key); !why.empty()) {
-          r.error(where, "expected a target ID such as gfx90a:xnack+, found '" + key + "': " + why);
-        } else if (!it.value().is_string() || !isSha256Hex(it.value().template get<std::string>())) {
-          r.error(where, "expected 64 lowercase hex digits, found " + describeFound(it.value()));
-        } else {
-          src.targets[key] = it.value().template get<std::string>();
-        }
-      }
-    }
-  } else if (const SourceKindInfo* known = sourceKind(k); known != nullptr && !known->launchable) {
-    std::vector<std::string> launchable;
-    for (const SourceKindInfo& info : sourceKinds())
-      if (info.launchable) launchable.push_back(info.name);
-    std::string listed;
-    for (std::size_t i = 0; i < launchable.size(); ++i)
-      listed += (i == 0 ? "" : i + 1 == launchable.size() ? " or " : ", ") + launchable[i];
-    r.error(r.pathOf("kind"), "a sources launch cannot be " + k + " (it has no code object); launches are " + listed);
-    return std::nullopt;
-  } else {
-    std::string listed;
+  const SourceKindInfo* info = sourceKind(k);
+  if (info == nullptr) {
+    std::string quoted;
     std::vector<std::string> names;
-    for (const SourceKindInfo& info : sourceKinds()) {
-      listed += (listed.empty() ? "'" : ", '") + std::string(info.name) + "'";
-      names.emplace_back(info.name);
+    for (const SourceKindInfo& known : sourceKinds()) {
+      quoted += (quoted.empty() ? "'" : ", '") + std::string(known.name) + "'";
+      names.emplace_back(known.name);
     }
-    r.error(r.pathOf("kind"), "expected one of " + listed + ", found '" + k + "'" + didYouMean(k, names));
+    r.error(r.pathOf("kind"), "expected one of " + quoted + ", found '" + k + "'" + didYouMean(k, names));
     return std::nullopt;
   }
-  if (k != "builder" && r.has("role")) {
+  if (!info->launchable && role != SourceRole::Single) {
+    std::vector<std::string> launchable;
+    for (const SourceKindInfo& known : sourceKinds())
+      if (known.launchable) launchable.push_back(known.name);
+    r.error(r.pathOf("kind"),
+            "a sources launch cannot be " + k + " (it has no code object); launches are " + listed(launchable));
+    return std::nullopt;
+  }
+  for (const SourceField& field : info->fields) readSourceField(r, *info, field, src);
+  if (!info->takes("role") && r.has("role")) {
     r.get("role");
     r.error(r.pathOf("role"), "'role' is a builder-only field; a " + k + " source takes no role");
   }
   r.finish();
   if (r.failed()) return std::nullopt;
-  if (const SourceKindInfo* info = sourceKind(k); info != nullptr && *info->fileField != '\0') {
+  if (*info->fileField != '\0') {
     const auto named = value.find(info->fileField);
     if (named != value.end() && named->is_string()) src.file = named->template get<std::string>();
   }
@@ -448,8 +533,11 @@ std::optional<Kernel> parseKernelFrom(const V& ukd, const KernelContext& ctx,
   }
 
   // A prebuilt object runs on the arches it was built for, so its kernel says which.
-  const bool prebuilt = allLaunchSources(k, [](const KernelSource& s) { return s.kind == "hsaco"; }) &&
-                        (!k.sources.empty() || k.source.kind == "hsaco");
+  const auto isPrebuilt = [](const KernelSource& s) {
+    const SourceKindInfo* info = sourceKind(s.kind);
+    return info != nullptr && info->producer == SourceProducer::Prebuilt;
+  };
+  const bool prebuilt = allLaunchSources(k, isPrebuilt) && (!k.sources.empty() || isPrebuilt(k.source));
   if (prebuilt && (!k.arch || k.arch->empty())) {
     r.error(r.pathOf("arch"),
             "an hsaco kernel must name a non-empty arch (the arches its prebuilt objects were "

@@ -30,6 +30,15 @@ const char* severityName(Severity s) {
   return "error";
 }
 
+const std::vector<DiagnosticCodeInfo>& diagnosticCodes() {
+  static const std::vector<DiagnosticCodeInfo> list = {
+#define UKD_DIAGNOSTIC(name, meaning) {codes::name, meaning},
+#include "ukdpack/diagnostic_codes.def"
+#undef UKD_DIAGNOSTIC
+  };
+  return list;
+}
+
 Diagnostic makeError(std::string code, std::string file, std::string jsonPath,
                      std::string message) {
   return Diagnostic{Severity::Error, std::move(code), std::move(file), std::move(jsonPath),

@@ -39,11 +39,11 @@ const char* kindOf(mode_t mode) {
 }
 
 Diagnostic notAFile(const char* kind) {
-  return makeError("NOT_A_FILE", "", "", std::string("expected a regular file, found ") + kind);
+  return makeError(codes::NOT_A_FILE, "", "", std::string("expected a regular file, found ") + kind);
 }
 
 Diagnostic cannotRead(int err) {
-  return makeError("READ_FAILED", "", "", std::string("cannot read file: ") + std::strerror(err));
+  return makeError(codes::READ_FAILED, "", "", std::string("cannot read file: ") + std::strerror(err));
 }
 
 }  // namespace
@@ -80,7 +80,7 @@ Result<std::string> readRegularFile(const std::filesystem::path& path, std::uint
   const RegularFile& f = opened.value();
   if (f.size > maxBytes) {
     return Result<std::string>::failure(makeError(
-        "READ_FAILED", "", "",
+        codes::READ_FAILED, "", "",
         "file is larger than expected (" + std::to_string(f.size) + " bytes, at most " +
             std::to_string(maxBytes) + ")"));
   }

@@ -133,14 +133,14 @@ Result<LibraryLocation> locateLibrary(const fs::path& shardRoot, const fs::path&
     case detail::PathProblem::None:
       break;
     case detail::PathProblem::Absolute:
-      return R::failure(makeError("LIBRARY_ESCAPES", "", "",
+      return R::failure(makeError(codes::LIBRARY_ESCAPES, "", "",
                                   "library '" + library + "' is not a path relative to the descriptor's folder"));
     case detail::PathProblem::Escapes:
       return R::failure(
-          makeError("LIBRARY_ESCAPES", "", "", "library '" + library + "' leaves the shard root " + root.string()));
+          makeError(codes::LIBRARY_ESCAPES, "", "", "library '" + library + "' leaves the shard root " + root.string()));
     case detail::PathProblem::SymlinkHop:
     case detail::PathProblem::LinkEscapes:
-      return R::failure(makeError("LIBRARY_SYMLINK", "", "",
+      return R::failure(makeError(codes::LIBRARY_SYMLINK, "", "",
                                   "library '" + library + "' goes through the symbolic link '" + v.hop +
                                       "'; the runtime follows no link inside a shard"));
   }
@@ -153,11 +153,11 @@ std::optional<Diagnostic> libraryFileMissing(const LibraryLocation& where, const
   // A FIFO or device named like the archive is said as such (a stat, no open):
   // "not found" would send the reader looking for a file that is there.
   if (auto kind = detail::nonRegularKind(where.path)) {
-    return makeError("ARCHIVE_INVALID", "", "",
+    return makeError(codes::ARCHIVE_INVALID, "", "",
                      "archive '" + library + "' (" + where.rootRel + " in the shard): expected a regular file, found " +
                          *kind);
   }
-  return makeError("ARCHIVE_MISSING", "", "",
+  return makeError(codes::ARCHIVE_MISSING, "", "",
                    "archive '" + library + "' not found: expected " + where.rootRel + " in the shard");
 }
 
@@ -174,7 +174,7 @@ Result<std::vector<std::uint8_t>> loadLaunchCode(const Kernel& kernel, const fs:
   std::string path = jsonPathKey(kernel.jsonPath, "kernel_source");
   if (src != nullptr) {
     if (!name.empty()) {
-      return R::failure(makeError("NO_SUCH_LAUNCH", kernel.file, kernel.jsonPath,
+      return R::failure(makeError(codes::NO_SUCH_LAUNCH, kernel.file, kernel.jsonPath,
                                   kernelLabel(kernel) + " has a single launch, not launch '" + name +
                                       "'; load it without a launch name"));
     }
@@ -184,7 +184,7 @@ Result<std::vector<std::uint8_t>> loadLaunchCode(const Kernel& kernel, const fs:
     const auto it = kernel.sources.find(name);
     if (name.empty() || it == kernel.sources.end()) {
       return R::failure(makeError(
-          "NO_SUCH_LAUNCH", kernel.file, kernel.jsonPath,
+          codes::NO_SUCH_LAUNCH, kernel.file, kernel.jsonPath,
           kernelLabel(kernel) + " has launches " + describeLaunchSet(names) +
               (name.empty() ? std::string("; name the launch to load")
                             : ", not launch '" + name + "'")));
@@ -196,10 +196,10 @@ Result<std::vector<std::uint8_t>> loadLaunchCode(const Kernel& kernel, const fs:
   auto fail = [&](const std::string& code, const std::string& at, const std::string& message) {
     return R::failure(makeError(code, kernel.file, at, label + ": " + message));
   };
-  if (src->kind != "kpack") {
-    return fail("NOT_PACKED", jsonPathKey(path, "kind"),
-                "the source is kind '" + src->kind +
-                    "', not the packed kind 'kpack'; code is loaded from a packed shard");
+  if (!isPackedSource(*src)) {
+    return fail(codes::NOT_PACKED, jsonPathKey(path, "kind"),
+                "the source is kind '" + src->kind + "', not the packed kind '" + packedKind().name +
+                    "'; code is loaded from a packed shard");
   }
 
   // 1. library: inside the shard, lexically and with no link on the way.
@@ -215,7 +215,7 @@ Result<std::vector<std::uint8_t>> loadLaunchCode(const Kernel& kernel, const fs:
         const std::string who = options.dispatchSymbol.empty()
                                     ? std::string("its dispatch handler")
                                     : "dispatch symbol '" + options.dispatchSymbol + "'";
-        return fail("SIGNATURE_MISMATCH", jsonPathKey(path, "signature"),
+        return fail(codes::SIGNATURE_MISMATCH, jsonPathKey(path, "signature"),
                     "signature " + describeSignature(src->signature) + " does not match what " + who +
                         " passes " + describeSignature(*expected) + ": " + *why);
       }
@@ -228,7 +228,7 @@ Result<std::vector<std::uint8_t>> loadLaunchCode(const Kernel& kernel, const fs:
   ArchiveCache& cache = options.cache != nullptr ? *options.cache : local;
   auto archive = cache.open(where.path);
   if (!archive) {
-    return fail("ARCHIVE_INVALID", libPath, "cannot read archive '" + src->library + "': " + archive.error().str());
+    return fail(codes::ARCHIVE_INVALID, libPath, "cannot read archive '" + src->library + "': " + archive.error().str());
   }
   const KpackArchive& ar = *archive.value();
   // The entry is filed under the target ID its object was built for: the device's
@@ -252,7 +252,7 @@ Result<std::vector<std::uint8_t>> loadLaunchCode(const Kernel& kernel, const fs:
       sameArch = sameArch || targetRunsOn(a, bareArch(arch));
     }
     if (sameArch) {
-      return fail("TARGET_MISMATCH", jsonPathKey(path, "toc_key"),
+      return fail(codes::TARGET_MISMATCH, jsonPathKey(path, "toc_key"),
                   "no code object for toc key '" + src->tocKey + "' in archive '" + src->library +
                       "' runs on the device's target " + arch + ": the archive holds it for " + held);
     }
@@ -264,7 +264,7 @@ Result<std::vector<std::uint8_t>> loadLaunchCode(const Kernel& kernel, const fs:
     if (holding.size() > 1) {
       std::string listed;
       for (const std::string& a : holding) listed += (listed.empty() ? "" : ", ") + a;
-      return fail("ARCH_REQUIRED", jsonPathKey(path, "toc_key"),
+      return fail(codes::ARCH_REQUIRED, jsonPathKey(path, "toc_key"),
                   "toc key '" + src->tocKey + "' has code for several arches (" + listed +
                       "); name the device arch");
     }
@@ -273,7 +273,7 @@ Result<std::vector<std::uint8_t>> loadLaunchCode(const Kernel& kernel, const fs:
   if (useArch.empty() || ar.find(src->tocKey, useArch) == nullptr) {
     std::string listed;
     for (const std::string& a : ar.arches()) listed += (listed.empty() ? "" : ", ") + a;
-    return fail("TOC_MISSING", jsonPathKey(path, "toc_key"),
+    return fail(codes::TOC_MISSING, jsonPathKey(path, "toc_key"),
                 "archive '" + src->library + "' has no entry for toc key '" + src->tocKey + "'" +
                     (arch.empty() ? std::string() : " and arch " + arch) + " (it holds arches " +
                     (listed.empty() ? std::string("none") : listed) + ")");
@@ -284,7 +284,7 @@ Result<std::vector<std::uint8_t>> loadLaunchCode(const Kernel& kernel, const fs:
   if (!src->targets.empty()) {
     const auto it = src->targets.find(useArch);
     if (it == src->targets.end()) {
-      return fail("DIGEST_MISMATCH", jsonPathKey(path, "targets"),
+      return fail(codes::DIGEST_MISMATCH, jsonPathKey(path, "targets"),
                   "the archive files toc key '" + src->tocKey + "' under " + useArch +
                       ", for which the descriptor records no digest; the archive does not hold what this kernel "
                       "was packed with");
@@ -292,7 +292,7 @@ Result<std::vector<std::uint8_t>> loadLaunchCode(const Kernel& kernel, const fs:
     expected = it->second;
   }
   auto mismatch = [&](const std::string& digest) {
-    return fail("DIGEST_MISMATCH",
+    return fail(codes::DIGEST_MISMATCH,
                 src->targets.empty() ? jsonPathKey(path, "sha256") : jsonPathKey(jsonPathKey(path, "targets"), useArch),
                 "the code object for " + useArch + " (toc key '" + src->tocKey + "' in " + src->library +
                     ") has sha256 " + digest + ", the descriptor says " + expected +
@@ -310,7 +310,7 @@ Result<std::vector<std::uint8_t>> loadLaunchCode(const Kernel& kernel, const fs:
     // reader holds the frame to it): the load stops before decompressing more.
     const std::uint64_t size = ar.find(src->tocKey, useArch)->originalSize;
     if (!cache.charge(size)) {
-      return fail("DECOMPRESS_BUDGET", libPath,
+      return fail(codes::DECOMPRESS_BUDGET, libPath,
                   "archive '" + src->library + "' (" + where.rootRel + "): toc entry '" + src->tocKey + "' for " +
                       useArch + " would decompress " + bytesText(size) + " more, past this load's budget of " +
                       bytesText(cache.maxDecompressedBytes()) + ", of which " +
@@ -321,7 +321,7 @@ Result<std::vector<std::uint8_t>> loadLaunchCode(const Kernel& kernel, const fs:
     }
     auto bytes = ar.get(src->tocKey, useArch);
     if (!bytes) {
-      return fail("ARCHIVE_INVALID", jsonPathKey(path, "toc_key"),
+      return fail(codes::ARCHIVE_INVALID, jsonPathKey(path, "toc_key"),
                   "cannot read toc entry '" + src->tocKey + "' for " + useArch + " from '" + src->library +
                       "': " + bytes.error().str());
     }
@@ -336,7 +336,7 @@ Result<std::vector<std::uint8_t>> loadLaunchCode(const Kernel& kernel, const fs:
       found ? found->kernels
             : codeObjectKernels(std::string_view(reinterpret_cast<const char*>(code->data()), code->size()));
   if (!kernels) {
-    return fail("CODE_OBJECT_INVALID", jsonPathKey(path, "toc_key"),
+    return fail(codes::CODE_OBJECT_INVALID, jsonPathKey(path, "toc_key"),
                 "the code object for " + useArch + " (toc key '" + src->tocKey + "') is not readable: " +
                     kernels.error().message);
   }
@@ -346,14 +346,14 @@ Result<std::vector<std::uint8_t>> loadLaunchCode(const Kernel& kernel, const fs:
             : checkCodeObjectTarget(std::string_view(reinterpret_cast<const char*>(code->data()), code->size()),
                                     useArch);
   if (!target) {
-    return fail("CODE_OBJECT_INVALID", jsonPathKey(path, "toc_key"),
+    return fail(codes::CODE_OBJECT_INVALID, jsonPathKey(path, "toc_key"),
                 "the code object for " + useArch + " (toc key '" + src->tocKey + "') is refused: " +
                     target.error().message);
   }
   if (!std::binary_search(kernels.value().begin(), kernels.value().end(), src->symbol)) {
     std::string held;
     for (const std::string& k : kernels.value()) held += (held.empty() ? "" : ", ") + k;
-    return fail("SYMBOL_MISSING", jsonPathKey(path, "symbol"),
+    return fail(codes::SYMBOL_MISSING, jsonPathKey(path, "symbol"),
                 "symbol '" + src->symbol + "' is not a kernel of the code object for " + useArch +
                     " (toc key '" + src->tocKey + "'); it holds " + (held.empty() ? std::string("no kernel") : held));
   }
@@ -405,7 +405,7 @@ Result<std::vector<std::uint8_t>> loadLaunchCode(const DescriptorSet& set, const
   const PackMember* m = set.findKernel(kernelId);
   if (m == nullptr) {
     return Result<std::vector<std::uint8_t>>::failure(
-        makeError("KERNEL_UNKNOWN", "", "", "no loaded kernel has id '" + kernelId + "'"));
+        makeError(codes::KERNEL_UNKNOWN, "", "", "no loaded kernel has id '" + kernelId + "'"));
   }
   if (options.cache != nullptr) return loadLaunchCode(m->kernel, set.rootOf(*m), launch, arch, options);
   ArchiveCache local(ArchiveCache::kDefaultMaxVerifiedBytes, set.maxDecompressedBytes);

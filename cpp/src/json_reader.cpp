@@ -57,7 +57,7 @@ BasicObjectReader<V>::BasicObjectReader(const V& value, const std::string& file,
 template <class V>
 void BasicObjectReader<V>::error(const std::string& path, const std::string& message) {
   failed_ = true;
-  diags_.push_back(makeError("SCHEMA", *file_, path, message));
+  diags_.push_back(makeError(codes::SCHEMA, *file_, path, message));
 }
 
 template <class V>

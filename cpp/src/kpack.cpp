@@ -227,7 +227,7 @@ struct KpackArchive::Impl {
   std::optional<Diagnostic> read(std::uint64_t offset, std::uint64_t n, unsigned char* out,
                                  const std::string& what) const {
     if (offset > size || n > size - offset)
-      return fail("KPACK_OUT_OF_BOUNDS", what + " at " + std::to_string(offset) + "+" +
+      return fail(codes::KPACK_OUT_OF_BOUNDS, what + " at " + std::to_string(offset) + "+" +
                                              std::to_string(n) + " lies outside the " +
                                              std::to_string(size) +
                                              "-byte file (truncated or corrupt archive)");
@@ -242,7 +242,7 @@ struct KpackArchive::Impl {
       const ssize_t got = ::pread(fd.get(), out + done, chunk, off_t(offset + done));
       if (got < 0 && errno == EINTR) continue;
       if (got <= 0)
-        return fail("KPACK_IO", what + ": read failed (" +
+        return fail(codes::KPACK_IO, what + ": read failed (" +
                                     (got < 0 ? std::string(std::strerror(errno))
                                              : std::string("the file shrank")) +
                                     ")");
@@ -256,11 +256,11 @@ struct KpackArchive::Impl {
                                    std::uint64_t& s) const {
     const auto oo = asUint(off), ss = asUint(sz);
     if (!oo || !ss)
-      return fail("KPACK_BAD_TOC", what + ": offset and size must be non-negative integers, found " +
+      return fail(codes::KPACK_BAD_TOC, what + ": offset and size must be non-negative integers, found " +
                                        describe(off) + " and " + describe(sz));
     o = *oo, s = *ss;
     if (o < kDataOffset || o > tocOffset || s > tocOffset - o)
-      return fail("KPACK_OUT_OF_BOUNDS", what + " at " + std::to_string(o) + "+" +
+      return fail(codes::KPACK_OUT_OF_BOUNDS, what + " at " + std::to_string(o) + "+" +
                                              std::to_string(s) + " lies outside the data region " +
                                              std::to_string(kDataOffset) + ".." +
                                              std::to_string(tocOffset) + " of the file");
@@ -273,17 +273,17 @@ struct KpackArchive::Impl {
                         start, len))
       return d;
     if (len < 4)
-      return fail("KPACK_BAD_TOC", "the zstd blob of " + std::to_string(len) +
+      return fail(codes::KPACK_BAD_TOC, "the zstd blob of " + std::to_string(len) +
                                        " bytes is too short for its frame count");
     unsigned char buf[4];
     if (auto d = read(start, 4, buf, "the zstd frame count")) return d;
     const std::uint64_t count = le32(buf);
     if (count > (len - 4) / 4)
-      return fail("KPACK_BAD_TOC", "the zstd blob claims " + std::to_string(count) +
+      return fail(codes::KPACK_BAD_TOC, "the zstd blob claims " + std::to_string(count) +
                                        " frames, more than its " + std::to_string(len) +
                                        " bytes can hold");
     if (count > limits.maxEntries)
-      return fail("KPACK_LIMIT", "the zstd blob holds " + std::to_string(count) +
+      return fail(codes::KPACK_LIMIT, "the zstd blob holds " + std::to_string(count) +
                                      " frames, over the limit of " +
                                      std::to_string(limits.maxEntries));
     const std::uint64_t end = start + len;
@@ -291,19 +291,19 @@ struct KpackArchive::Impl {
     slots.reserve(std::size_t(count));
     for (std::uint64_t i = 0; i < count; ++i) {
       const std::string what = "zstd frame " + std::to_string(i);
-      if (end - pos < 4) return fail("KPACK_BAD_TOC", what + ": its length runs past the end of the blob");
+      if (end - pos < 4) return fail(codes::KPACK_BAD_TOC, what + ": its length runs past the end of the blob");
       if (auto d = read(pos, 4, buf, what + " length")) return d;
       const std::uint64_t flen = le32(buf);
       pos += 4;
       if (flen > end - pos)
-        return fail("KPACK_BAD_TOC", what + " of " + std::to_string(flen) + " bytes at " +
+        return fail(codes::KPACK_BAD_TOC, what + " of " + std::to_string(flen) + " bytes at " +
                                          std::to_string(pos) + " runs past the end of the blob (" +
                                          std::to_string(end) + ")");
       slots.emplace_back(pos, flen);
       pos += flen;
     }
     if (pos != end)
-      return fail("KPACK_BAD_TOC", "the zstd blob has " + std::to_string(end - pos) +
+      return fail(codes::KPACK_BAD_TOC, "the zstd blob has " + std::to_string(end - pos) +
                                        " bytes after its last frame");
     return std::nullopt;
   }
@@ -311,15 +311,15 @@ struct KpackArchive::Impl {
   std::optional<Diagnostic> blobIndex(const msgpack::object& root) {
     const msgpack::object* blobs = lookup(root, "blobs");
     if (blobs == nullptr) return std::nullopt;  // no payloads
-    if (blobs->type != msgpack::type::ARRAY) return fail("KPACK_BAD_TOC", "TOC blobs is not a list");
+    if (blobs->type != msgpack::type::ARRAY) return fail(codes::KPACK_BAD_TOC, "TOC blobs is not a list");
     if (blobs->via.array.size > limits.maxEntries)
-      return fail("KPACK_LIMIT", "TOC lists " + std::to_string(blobs->via.array.size) +
+      return fail(codes::KPACK_LIMIT, "TOC lists " + std::to_string(blobs->via.array.size) +
                                      " blobs, over the limit of " + std::to_string(limits.maxEntries));
     slots.reserve(blobs->via.array.size);
     for (std::uint32_t i = 0; i < blobs->via.array.size; ++i) {
       const msgpack::object& b = blobs->via.array.ptr[i];
       const std::string what = "blob " + std::to_string(i);
-      if (b.type != msgpack::type::MAP) return fail("KPACK_BAD_TOC", "TOC blobs[" + std::to_string(i) + "] is not a map");
+      if (b.type != msgpack::type::MAP) return fail(codes::KPACK_BAD_TOC, "TOC blobs[" + std::to_string(i) + "] is not a map");
       std::uint64_t o = 0, s = 0;
       if (auto d = region(lookup(b, "offset"), lookup(b, "size"), what, o, s)) return d;
       slots.emplace_back(o, s);
@@ -332,9 +332,9 @@ struct KpackArchive::Impl {
                                       const std::string& where, std::uint64_t& out) const {
     const unsigned long long fcs = ZSTD_getFrameContentSize(frame, n);
     if (fcs == ZSTD_CONTENTSIZE_ERROR)
-      return fail("KPACK_BAD_FRAME", where + ": not a zstd frame");
+      return fail(codes::KPACK_BAD_FRAME, where + ": not a zstd frame");
     if (fcs == ZSTD_CONTENTSIZE_UNKNOWN)
-      return fail("KPACK_BAD_FRAME", where + ": the zstd frame records no content size in its header");
+      return fail(codes::KPACK_BAD_FRAME, where + ": the zstd frame records no content size in its header");
     out = fcs;
     return std::nullopt;
   }
@@ -342,13 +342,13 @@ struct KpackArchive::Impl {
   std::optional<Diagnostic> entry(const std::string& key, const std::string& arch,
                                   const msgpack::object& raw, KpackEntry& out) const {
     const std::string where = "entry '" + key + "' for " + arch;
-    if (raw.type != msgpack::type::MAP) return fail("KPACK_BAD_TOC", where + " is not a map");
+    if (raw.type != msgpack::type::MAP) return fail(codes::KPACK_BAD_TOC, where + " is not a map");
     const auto type = asString(lookup(raw, "type"));
-    if (!type) return fail("KPACK_BAD_TOC", where + ": type is not a string");
+    if (!type) return fail(codes::KPACK_BAD_TOC, where + ": type is not a string");
     const msgpack::object* ordObj = lookup(raw, "ordinal");
     const auto ordinal = asUint(ordObj);
     if (!ordinal || *ordinal >= slots.size())
-      return fail("KPACK_BAD_TOC", where + ": ordinal " + describe(ordObj) +
+      return fail(codes::KPACK_BAD_TOC, where + ": ordinal " + describe(ordObj) +
                                        " is out of range (the archive holds " +
                                        std::to_string(slots.size()) + " payloads)");
     const msgpack::object* sizeObj = lookup(raw, "original_size");
@@ -367,15 +367,15 @@ struct KpackArchive::Impl {
     } else if (const auto s = asUint(sizeObj)) {
       size = *s;
     } else {
-      return fail("KPACK_BAD_TOC", where + ": original_size " + describe(sizeObj) +
+      return fail(codes::KPACK_BAD_TOC, where + ": original_size " + describe(sizeObj) +
                                        " is not a non-negative integer");
     }
     if (size > limits.maxOriginalSize)
-      return fail("KPACK_LIMIT", where + ": original_size " + std::to_string(size) +
+      return fail(codes::KPACK_LIMIT, where + ": original_size " + std::to_string(size) +
                                      " is over the limit of " +
                                      std::to_string(limits.maxOriginalSize) + " bytes");
     if (scheme == "none" && slots[std::size_t(*ordinal)].second != size)
-      return fail("KPACK_BAD_TOC", where + ": original_size " + std::to_string(size) +
+      return fail(codes::KPACK_BAD_TOC, where + ": original_size " + std::to_string(size) +
                                        " differs from its blob's " +
                                        std::to_string(slots[std::size_t(*ordinal)].second) +
                                        " bytes");
@@ -385,34 +385,34 @@ struct KpackArchive::Impl {
     out.metadata = nullptr;
     const msgpack::object* md = lookup(raw, "metadata");
     if (md != nullptr && md->type != msgpack::type::NIL) {
-      if (md->type != msgpack::type::MAP) return fail("KPACK_BAD_TOC", where + ": metadata is not a map");
+      if (md->type != msgpack::type::MAP) return fail(codes::KPACK_BAD_TOC, where + ": metadata is not a map");
       std::string why;
       if (!toJson(*md, out.metadata, 0, why))
-        return fail("KPACK_BAD_TOC", where + ": metadata " + why);
+        return fail(codes::KPACK_BAD_TOC, where + ": metadata " + why);
     }
     return std::nullopt;
   }
 
   std::optional<Diagnostic> parseToc(const msgpack::object& root) {
     if (root.type != msgpack::type::MAP)
-      return fail("KPACK_BAD_TOC", "the TOC is " + describe(&root) + ", expected a map");
+      return fail(codes::KPACK_BAD_TOC, "the TOC is " + describe(&root) + ", expected a map");
     const msgpack::object* fv = lookup(root, "format_version");
     if (!asUint(fv) || *asUint(fv) != kFormatVersion)
-      return fail("KPACK_VERSION", "TOC format_version is " + describe(fv) +
+      return fail(codes::KPACK_VERSION, "TOC format_version is " + describe(fv) +
                                        "; this reader reads " + std::to_string(kFormatVersion));
     for (auto [key, dst] : {std::pair<const char*, std::string*>{"group_name", &group},
                             {"gfx_arch_family", &family}}) {
       const msgpack::object* o = lookup(root, key);
       const auto s = asString(o);
-      if (!s) return fail("KPACK_BAD_TOC", std::string("TOC ") + key + " is " + describe(o) + ", expected a string");
+      if (!s) return fail(codes::KPACK_BAD_TOC, std::string("TOC ") + key + " is " + describe(o) + ", expected a string");
       *dst = *s;
     }
     const msgpack::object* ga = lookup(root, "gfx_arches");
     if (ga == nullptr || ga->type != msgpack::type::ARRAY)
-      return fail("KPACK_BAD_TOC", "TOC gfx_arches is not a list of strings");
+      return fail(codes::KPACK_BAD_TOC, "TOC gfx_arches is not a list of strings");
     for (std::uint32_t i = 0; i < ga->via.array.size; ++i) {
       const auto s = asString(&ga->via.array.ptr[i]);
-      if (!s) return fail("KPACK_BAD_TOC", "TOC gfx_arches is not a list of strings");
+      if (!s) return fail(codes::KPACK_BAD_TOC, "TOC gfx_arches is not a list of strings");
       arches.push_back(*s);
     }
     const msgpack::object* sc = lookup(root, "compression_scheme");
@@ -421,19 +421,19 @@ struct KpackArchive::Impl {
     } else if (const auto s = asString(sc); s && (*s == "none" || *s == "zstd-per-kernel")) {
       scheme = *s;
     } else {
-      return fail("KPACK_BAD_TOC", "unknown compression scheme " +
+      return fail(codes::KPACK_BAD_TOC, "unknown compression scheme " +
                                        (s ? "'" + *s + "'" : describe(sc)) +
                                        "; this reader reads zstd-per-kernel, none");
     }
     if (auto d = scheme == "zstd-per-kernel" ? zstdIndex(root) : blobIndex(root)) return d;
     const msgpack::object* body = lookup(root, "toc");
     if (body == nullptr || body->type != msgpack::type::MAP)
-      return fail("KPACK_BAD_TOC", "TOC 'toc' is not a map");
+      return fail(codes::KPACK_BAD_TOC, "TOC 'toc' is not a map");
     std::uint64_t total = 0;
     for (std::uint32_t i = 0; i < body->via.map.size; ++i) {
       const msgpack::object_kv& kv = body->via.map.ptr[i];
       if (kv.key.type != msgpack::type::STR || kv.val.type != msgpack::type::MAP)
-        return fail("KPACK_BAD_TOC", "TOC entry " + (kv.key.type == msgpack::type::STR ? "'" + *asString(&kv.key) + "'" : describe(&kv.key)) +
+        return fail(codes::KPACK_BAD_TOC, "TOC entry " + (kv.key.type == msgpack::type::STR ? "'" + *asString(&kv.key) + "'" : describe(&kv.key)) +
                                          " is not a map from arch to entry");
       const std::string key = *asString(&kv.key);
       std::map<std::string, KpackEntry> perArch;
@@ -441,9 +441,9 @@ struct KpackArchive::Impl {
         const msgpack::object_kv& akv = kv.val.via.map.ptr[j];
         const auto arch = asString(&akv.key);
         if (!arch)
-          return fail("KPACK_BAD_TOC", "TOC entry '" + key + "' has a non-string arch " + describe(&akv.key));
+          return fail(codes::KPACK_BAD_TOC, "TOC entry '" + key + "' has a non-string arch " + describe(&akv.key));
         if (++total > limits.maxEntries)
-          return fail("KPACK_LIMIT", "the TOC holds more than " + std::to_string(limits.maxEntries) + " entries");
+          return fail(codes::KPACK_LIMIT, "the TOC holds more than " + std::to_string(limits.maxEntries) + " entries");
         KpackEntry e;
         if (auto d = entry(key, *arch, akv.val, e)) return d;
         perArch[*arch] = std::move(e);  // a duplicate arch: the last wins, as in Python
@@ -455,34 +455,34 @@ struct KpackArchive::Impl {
 
   std::optional<Diagnostic> load() {
     if (size < kHeaderSize)
-      return fail("KPACK_BAD_HEADER", "truncated archive: " + std::to_string(size) +
+      return fail(codes::KPACK_BAD_HEADER, "truncated archive: " + std::to_string(size) +
                                           " bytes, shorter than the 16-byte KPAK header");
     unsigned char header[kHeaderSize];
     if (auto d = read(0, kHeaderSize, header, "the header")) return d;
     if (std::memcmp(header, "KPAK", 4) != 0)
-      return fail("KPACK_BAD_HEADER", "not a kpack archive: expected magic KPAK");
+      return fail(codes::KPACK_BAD_HEADER, "not a kpack archive: expected magic KPAK");
     const std::uint32_t version = le32(header + 4);
     if (version != kFormatVersion)
-      return fail("KPACK_VERSION", "kpack format version " + std::to_string(version) +
+      return fail(codes::KPACK_VERSION, "kpack format version " + std::to_string(version) +
                                        "; this reader reads version " +
                                        std::to_string(kFormatVersion));
     tocOffset = le64(header + 8);
     if (tocOffset < kDataOffset || tocOffset >= size)
-      return fail("KPACK_OUT_OF_BOUNDS", "TOC offset " + std::to_string(tocOffset) +
+      return fail(codes::KPACK_OUT_OF_BOUNDS, "TOC offset " + std::to_string(tocOffset) +
                                              " lies outside the data of the " +
                                              std::to_string(size) + "-byte file (expected " +
                                              std::to_string(kDataOffset) + ".." +
                                              std::to_string(size - 1) + ")");
     const std::uint64_t tocSize = size - tocOffset;
     if (tocSize > limits.maxTocSize)
-      return fail("KPACK_LIMIT", "TOC of " + std::to_string(tocSize) + " bytes is over the " +
+      return fail(codes::KPACK_LIMIT, "TOC of " + std::to_string(tocSize) + " bytes is over the " +
                                      std::to_string(limits.maxTocSize) + "-byte limit");
     std::vector<unsigned char> raw(static_cast<std::size_t>(tocSize));
     if (auto d = read(tocOffset, tocSize, raw.data(), "the TOC")) return d;
     const std::string problem = prescanMsgpack(raw.data(), raw.size());
     if (!problem.empty()) {
       const bool trailing = problem.find("trailing bytes") != std::string::npos;
-      return fail("KPACK_BAD_TOC", trailing ? problem
+      return fail(codes::KPACK_BAD_TOC, trailing ? problem
                                             : "the TOC at offset " + std::to_string(tocOffset) +
                                                   " is not a msgpack document (" + problem + ")");
     }
@@ -495,9 +495,9 @@ struct KpackArchive::Impl {
           reinterpret_cast<const char*>(raw.data()), n, off, nullptr, nullptr, limit);
       return parseToc(handle.get());
     } catch (const std::exception& e) {
-      return fail("KPACK_BAD_TOC", std::string("the TOC is not a msgpack document: ") + e.what());
+      return fail(codes::KPACK_BAD_TOC, std::string("the TOC is not a msgpack document: ") + e.what());
     } catch (...) {
-      return fail("KPACK_BAD_TOC", "the TOC is not a msgpack document");
+      return fail(codes::KPACK_BAD_TOC, "the TOC is not a msgpack document");
     }
   }
 };
@@ -515,7 +515,7 @@ Result<KpackArchive> KpackArchive::open(const std::filesystem::path& path,
   // Opened non-blocking and fstat'ed before any read: a FIFO, socket or device
   // named like the archive is refused at once, never waited on.
   auto opened = detail::openRegularFile(path);
-  if (!opened) return Result<KpackArchive>::failure(impl->fail("KPACK_IO", opened.error().message));
+  if (!opened) return Result<KpackArchive>::failure(impl->fail(codes::KPACK_IO, opened.error().message));
   impl->fd = std::move(opened.value().fd);
   impl->size = opened.value().size;
   if (auto d = impl->load()) return Result<KpackArchive>::failure(std::move(*d));
@@ -568,7 +568,7 @@ Result<std::vector<std::uint8_t>> KpackArchive::get(const std::string& tocKey,
       }
       shown += (n++ ? ", " : "") + kv.first;
     }
-    return R::failure(im.fail("KPACK_NO_ENTRY", "no entry for toc key '" + tocKey + "' (arch " +
+    return R::failure(im.fail(codes::KPACK_NO_ENTRY, "no entry for toc key '" + tocKey + "' (arch " +
                                                     arch + "); the archive holds keys: " +
                                                     (shown.empty() ? "none" : shown)));
   }
@@ -576,7 +576,7 @@ Result<std::vector<std::uint8_t>> KpackArchive::get(const std::string& tocKey,
   if (a == it->second.end()) {
     std::string held;
     for (const auto& kv : it->second) held += (held.empty() ? "" : ", ") + kv.first;
-    return R::failure(im.fail("KPACK_NO_ENTRY", "no entry for toc key '" + tocKey +
+    return R::failure(im.fail(codes::KPACK_NO_ENTRY, "no entry for toc key '" + tocKey +
                                                     "' and arch '" + arch +
                                                     "'; for that key the archive holds arches: " +
                                                     held));
@@ -594,14 +594,14 @@ Result<std::vector<std::uint8_t>> KpackArchive::get(const std::string& tocKey,
   std::uint64_t fcs = 0;
   if (auto d = im.frameSize(frame.data(), frame.size(), where, fcs)) return R::failure(std::move(*d));
   if (fcs != e.originalSize)
-    return R::failure(im.fail("KPACK_BAD_FRAME", where + ": the frame decompresses to " +
+    return R::failure(im.fail(codes::KPACK_BAD_FRAME, where + ": the frame decompresses to " +
                                                      std::to_string(fcs) +
                                                      " bytes but the TOC says original_size " +
                                                      std::to_string(e.originalSize)));
   // One frame exactly: ZSTD_decompress would also decode frames that follow.
   const std::size_t csize = ZSTD_findFrameCompressedSize(frame.data(), frame.size());
   if (ZSTD_isError(csize) || csize != frame.size())
-    return R::failure(im.fail("KPACK_BAD_FRAME",
+    return R::failure(im.fail(codes::KPACK_BAD_FRAME,
                               where + ": corrupt zstd frame: " +
                                   (ZSTD_isError(csize) ? std::string(ZSTD_getErrorName(csize))
                                                        : std::to_string(frame.size() - csize) +
@@ -609,10 +609,10 @@ Result<std::vector<std::uint8_t>> KpackArchive::get(const std::string& tocKey,
   std::vector<std::uint8_t> out(static_cast<std::size_t>(fcs));
   const std::size_t got = ZSTD_decompress(out.data(), out.size(), frame.data(), frame.size());
   if (ZSTD_isError(got))
-    return R::failure(im.fail("KPACK_BAD_FRAME",
+    return R::failure(im.fail(codes::KPACK_BAD_FRAME,
                               where + ": corrupt zstd frame: " + ZSTD_getErrorName(got)));
   if (got != e.originalSize)
-    return R::failure(im.fail("KPACK_BAD_FRAME", where + ": decompressed " + std::to_string(got) +
+    return R::failure(im.fail(codes::KPACK_BAD_FRAME, where + ": decompressed " + std::to_string(got) +
                                                      " bytes, the TOC says original_size " +
                                                      std::to_string(e.originalSize)));
   return R::success(std::move(out));

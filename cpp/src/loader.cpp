@@ -264,7 +264,7 @@ void Loader::loadRoot(const fs::path& given, std::size_t index) {
   set_.roots.push_back(root);
   if (!fs::is_directory(root, ec)) {
     set_.diagnostics.push_back(makeError(
-        "ROOT_INVALID", given.string(), "",
+        codes::ROOT_INVALID, given.string(), "",
         std::string("expected a descriptor root folder, found ") +
             (fs::exists(root, ec) ? "a file" : "nothing at that path")));
     return;
@@ -277,13 +277,13 @@ void Loader::loadRoot(const fs::path& given, std::size_t index) {
   // line saying so, not a duplicate id per descriptor. An empty root loads empty.
   if (!walked.empty()) {
     if (std::optional<std::string> why = detail::noShardIn(root, walked)) {
-      set_.diagnostics.push_back(makeError("NO_SHARD", given.string(), "", *why));
+      set_.diagnostics.push_back(makeError(codes::NO_SHARD, given.string(), "", *why));
       return;
     }
   }
   for (std::size_t i = before; i < set_.diagnostics.size(); ++i) {
     const Diagnostic& d = set_.diagnostics[i];
-    if (d.code != "SKIPPED") continue;
+    if (d.code != codes::SKIPPED) continue;
     // "skipping <rel>: <why>", as the note words it.
     const std::size_t colon = d.message.find(": ", 9);
     set_.skipped.push_back(DescriptorSet::Skipped{d.message.substr(9, colon - 9), d.message.substr(colon + 2)});
@@ -345,17 +345,17 @@ Loader::FileRead Loader::readFile(const WalkedFile& f, const fs::path& root) con
       }
     };
     if (vc.gate == VersionGate::Skip && options_.authored) {
-      diags.push_back(makeError("SCHEMA", f.rel, "$.version", vc.refusal));
+      diags.push_back(makeError(codes::SCHEMA, f.rel, "$.version", vc.refusal));
       remember("did not load");
       return;
     }
     if (vc.gate == VersionGate::Skip) {
-      diags.push_back(makeWarning("VERSION_SKIPPED", f.rel, "", "skipping " + f.rel + ": " + vc.message));
+      diags.push_back(makeWarning(codes::VERSION_SKIPPED, f.rel, "", "skipping " + f.rel + ": " + vc.message));
       remember("was skipped (" + upperType(f.type) + " version " + vc.version.str() + ")", false);
       return;
     }
     if (vc.gate == VersionGate::Malformed) {
-      diags.push_back(makeError("SCHEMA", f.rel, "$.version", vc.message));
+      diags.push_back(makeError(codes::SCHEMA, f.rel, "$.version", vc.message));
       remember("did not load");
       return;
     }
@@ -455,9 +455,9 @@ bool Loader::kernelSourcesOk(const Kernel& kernel, const fs::path& root, std::ve
     if (info == nullptr) return;
     if (!info->authored && options_.authored) {
       diags.push_back(makeError(
-          "PACKED_IN_AUTHORED", kernel.file, jsonPathKey(srcPath, "kind"),
+          codes::PACKED_IN_AUTHORED, kernel.file, jsonPathKey(srcPath, "kind"),
           "kind '" + src.kind + "' is the packed form written by the packer; an authored tree names what to "
-          "build (hip, hsaco, embedded_source, cuda or builder)"));
+          "build (" + listedKinds(true) + ")"));
       ok = false;
       return;
     }
@@ -469,8 +469,8 @@ bool Loader::kernelSourcesOk(const Kernel& kernel, const fs::path& root, std::ve
     const std::string msg = detail::describeFileProblem(verdict, given, info->fileWhat, kernel.file);
     if (msg.empty()) return;
     const bool missing = verdict.problem == detail::PathProblem::None;
-    diags.push_back(makeError(missing ? (src.kind == "hsaco" ? "PREBUILT_MISSING" : "SOURCE_MISSING")
-                                      : "PATH_REFUSED",
+    diags.push_back(makeError(missing ? (info->producer == SourceProducer::Prebuilt ? codes::PREBUILT_MISSING : codes::SOURCE_MISSING)
+                                      : codes::PATH_REFUSED,
                               kernel.file, jsonPathKey(srcPath, info->fileField), msg));
   };
   if (const KernelSource* single = singleLaunchSource(kernel)) {
@@ -499,7 +499,7 @@ void Loader::uniqueIds() {
     const auto [it, fresh] = seen.emplace(idKey(id), holder);
     if (fresh) return true;
     set_.diagnostics.push_back(makeError(
-        "DUPLICATE_ID", file, jsonPathKey(path, "id"),
+        codes::DUPLICATE_ID, file, jsonPathKey(path, "id"),
         "id '" + id + "' is already used by " + where(it->second) +
             "; ids are unique across every descriptor type of a root"));
     return false;
@@ -539,7 +539,7 @@ RefFound Loader::lookup(const std::string& ref, const std::string& want,
     if (it->second.type == want) return RefFound::Ok;
     const std::string file = it->second.type == "ukd" ? standalone_[it->second.index].kernel.file
                                                       : info(it->second)->file;
-    set_.diagnostics.push_back(makeError("UNRESOLVED_REF", ownerFile, path,
+    set_.diagnostics.push_back(makeError(codes::UNRESOLVED_REF, ownerFile, path,
                                          "'" + ref + "' is a " + upperType(it->second.type) + " (" +
                                              file + "), expected the id of a " + wantName));
     return RefFound::Refused;
@@ -551,7 +551,7 @@ RefFound Loader::lookup(const std::string& ref, const std::string& want,
   }
   // A kernel inline in a pack holds its id with no JSON path of its own.
   if (const auto in = holders_.find(key); in != holders_.end() && in->second.path == nullptr && want == "ukd") {
-    set_.diagnostics.push_back(makeError("UNRESOLVED_REF", ownerFile, path,
+    set_.diagnostics.push_back(makeError(codes::UNRESOLVED_REF, ownerFile, path,
                                          "'" + ref + "' is an inline UKD of " + *in->second.file +
                                              "; only standalone UKDs (*.ukd.json) are referenced by id"));
     return RefFound::Refused;
@@ -561,7 +561,7 @@ RefFound Loader::lookup(const std::string& ref, const std::string& want,
     if (slot.type != want || removed_.count({slot.type, slot.index}) != 0) continue;
     ids.push_back(slot.type == "ukd" ? standalone_[slot.index].kernel.id : info(slot)->id);
   }
-  set_.diagnostics.push_back(makeError("UNRESOLVED_REF", ownerFile, path,
+  set_.diagnostics.push_back(makeError(codes::UNRESOLVED_REF, ownerFile, path,
                                        "'" + ref + "' names no descriptor of this root; expected the id of a " +
                                            wantName + didYouMean(ref, ids)));
   return RefFound::Refused;
@@ -599,7 +599,7 @@ void Loader::checkArtifacts() {
           msg = "cannot read " + std::string(field) + " '" + name + "' to check its hash: " + got.error().message;
         } else if (got.value() != *want) {
           set_.diagnostics.push_back(makeError(
-              "ARTIFACT_HASH", h.file, hashPath,
+              codes::ARTIFACT_HASH, h.file, hashPath,
               "the " + std::string(field) + " '" + name + "' has sha256 " + got.value() + ", but hash states " +
                   *want + "; update the hash to the file's, or restore the file it was written for"));
           removed_.insert({"uhd", i});
@@ -608,13 +608,13 @@ void Loader::checkArtifacts() {
         }
       } else {
         set_.diagnostics.push_back(Diagnostic{
-            Severity::Note, "HASH_UNCHECKED", h.file, hashPath,
+            Severity::Note, codes::HASH_UNCHECKED, h.file, hashPath,
             "hash '" + *h.hash + "' is no sha256 (64 hex digits, bare or after 'sha256:'); the " + field + " '" +
                 name + "' is not checked against it"});
       }
     }
     if (msg.empty()) continue;
-    set_.diagnostics.push_back(makeError("ARTIFACT", h.file, "$." + h.adapter + "." + field, msg));
+    set_.diagnostics.push_back(makeError(codes::ARTIFACT, h.file, "$." + h.adapter + "." + field, msg));
     removed_.insert({"uhd", i});
     markUnloaded(h, "did not load");
   }
@@ -637,7 +637,7 @@ void Loader::checkRoleMetrics(const Engine& e, bool& refused) {
         const std::string path = list ? jsonPathIndex(base, j) : base;
         if (role == "predict_engine" && !h->metric) {
           set_.diagnostics.push_back(makeError(
-              "ROLE_METRIC", e.file, path,
+              codes::ROLE_METRIC, e.file, path,
               "predict_engine names UHD '" + h->name + "' (" + h->file +
                   "), which declares no score.metric; an engine prediction is compared across engines in a "
                   "metric: add \"score\": {\"metric\": \"tflops\"} (or \"time\") to it"));
@@ -649,7 +649,7 @@ void Loader::checkRoleMetrics(const Engine& e, bool& refused) {
         if (fresh) continue;
         const std::string what = metric.empty() ? "no metric" : "metric '" + metric + "'";
         set_.diagnostics.push_back(makeError(
-            "ROLE_METRIC", e.file, path,
+            codes::ROLE_METRIC, e.file, path,
             role + " names two UHDs with " + what + " for '" + arch + "': '" + it->second->name + "' (" +
                 it->second->file + ") and '" + h->name + "' (" + h->file +
                 "); a scoring role takes one UHD per metric for each arch"));
@@ -684,7 +684,7 @@ void Loader::checkTrainedAgainst() {
       if (named == nullptr || !*revision || **revision == ref.revision) continue;
       const std::string T = upperType(ref.type);
       set_.diagnostics.push_back(makeWarning(
-          "TRAINED_AGAINST_STALE", h.file, ref.path,
+          codes::TRAINED_AGAINST_STALE, h.file, ref.path,
           "UHD '" + h.name + "' was trained against " + T + " '" + ref.id + "' revision " + ref.revision + ", but " +
               named->file + " has revision " + **revision + "; retrain the model against revision " + **revision +
               " (or correct trained_against)"));
@@ -712,7 +712,7 @@ void Loader::resolveEngines() {
       for (std::size_t k = 0; k < e.knobs.size(); ++k) {
         if (kmd.field(e.knobs[k]) != nullptr) continue;
         set_.diagnostics.push_back(makeError(
-            "UNRESOLVED_REF", e.file, jsonPathIndex("$.knobs", k),
+            codes::UNRESOLVED_REF, e.file, jsonPathIndex("$.knobs", k),
             "knob '" + e.knobs[k] + "' is no field of KMD '" + kmd.name + "' (" + kmd.file +
                 "); expected one of " + (names.empty() ? std::string("(none)") : names)));
         refused = true;
@@ -729,7 +729,7 @@ void Loader::resolveEngines() {
           const HeuristicDescriptor& h = set_.heuristics[index_.at(idKey(ids[j])).index];
           if (h.adapter != "static_order") continue;
           set_.diagnostics.push_back(makeError(
-              "UNRESOLVED_REF", e.file, path,
+              codes::UNRESOLVED_REF, e.file, path,
               "predict_engine cannot use UHD '" + h.name + "' (" + h.file + "): its adapter '" +
                   h.adapter + "' ranks kernels by priority and scores no engine; expected a UHD of "
                   "adapter 'native', 'tree_data', 'table' or 'custom_library'"));
@@ -740,7 +740,7 @@ void Loader::resolveEngines() {
     checkRoleMetrics(e, refused);
     if (refused || !unloaded.empty()) {
       if (!refused) {
-        set_.diagnostics.push_back(makeWarning("ENGINE_DROPPED", e.file, "",
+        set_.diagnostics.push_back(makeWarning(codes::ENGINE_DROPPED, e.file, "",
                                                "dropping engine '" + e.name + "': " + unloaded.front()));
       }
       removed_.insert({"ued", i});
@@ -773,7 +773,7 @@ void Loader::resolvePacks() {
       if (r != RefFound::Ok) continue;  // a skipped or malformed UKD leaves only itself out
       Standalone& u = standalone_[index_.at(idKey(kr.id)).index];
       if (!u.claimedBy.empty()) {
-        set_.diagnostics.push_back(makeError("DUPLICATE_MEMBER", p.file, kr.jsonPath,
+        set_.diagnostics.push_back(makeError(codes::DUPLICATE_MEMBER, p.file, kr.jsonPath,
                                              "UKD '" + u.kernel.id + "' (" + u.kernel.file +
                                                  ") is already in pack " + u.claimedBy +
                                                  "; a kernel belongs to one pack"));
@@ -789,7 +789,7 @@ void Loader::resolvePacks() {
       resolved.push_back(std::move(m));
     }
     if (!refused && !unloaded.empty()) {
-      set_.diagnostics.push_back(makeWarning("PACK_DROPPED", p.file, "",
+      set_.diagnostics.push_back(makeWarning(codes::PACK_DROPPED, p.file, "",
                                              "dropping pack '" + p.name + "': " + unloaded.front()));
     }
     if (refused || !unloaded.empty()) {
@@ -818,7 +818,7 @@ void Loader::resolvePacks() {
           std::string listed;
           for (const std::string& a : p.arch) listed += (listed.empty() ? "" : ", ") + a;
           set_.diagnostics.push_back(makeError(
-              "ARCH_NOT_SUBSET", m.kernel.file, jsonPathKey(m.kernel.jsonPath, "arch"),
+              codes::ARCH_NOT_SUBSET, m.kernel.file, jsonPathKey(m.kernel.jsonPath, "arch"),
               "arch " + extra + " not in its KDP's arch [" + listed + "] (" + p.file +
                   "); a kernel's arch is a subset of its pack's"));
           ok = false;
@@ -838,7 +838,7 @@ void Loader::resolvePacks() {
   }
   for (const Standalone& u : standalone_) {
     if (!u.removed && u.claimedBy.empty()) {
-      set_.diagnostics.push_back(Diagnostic{Severity::Note, "ORPHAN_KERNEL", u.kernel.file, "",
+      set_.diagnostics.push_back(Diagnostic{Severity::Note, codes::ORPHAN_KERNEL, u.kernel.file, "",
                                             "not referenced by any KDP; this kernel ships in no shard"});
     }
   }
@@ -912,7 +912,7 @@ void Loader::checkMetadataUnique() {
         const Kernel& other = s.member->kernel;
         const std::string where = other.jsonPath == "$" ? other.file : other.file + ": " + other.jsonPath;
         set_.diagnostics.push_back(makeError(
-            "METADATA_NOT_UNIQUE", m.kernel.file, jsonPathKey(m.kernel.jsonPath, "metadata"),
+            codes::METADATA_NOT_UNIQUE, m.kernel.file, jsonPathKey(m.kernel.jsonPath, "metadata"),
             "completed metadata " + text + " of " + kernelLabel(m.kernel) + " equals that of " + kernelLabel(other) +
                 " (" + where + ") under engine '" + engine->name + "'" + onText +
                 "; the engine cannot tell them apart"));
@@ -944,7 +944,7 @@ void Loader::compact() {
   for (std::size_t i = 0; i < set_.packs.size(); ++i) {
     if (removed_.count({"kdp", i}) != 0 || !set_.packs[i].members.empty()) continue;
     const Pack& p = set_.packs[i];
-    set_.diagnostics.push_back(makeWarning("PACK_DROPPED", p.file, "$.kernelDescriptors",
+    set_.diagnostics.push_back(makeWarning(codes::PACK_DROPPED, p.file, "$.kernelDescriptors",
                                            "dropping pack '" + p.name +
                                                "': none of its kernels loaded"));
     removed_.insert({"kdp", i});
@@ -1022,7 +1022,7 @@ DescriptorSet loadRoots(const std::vector<fs::path>& roots, const LoaderOptions&
     loader.resolve();
   } catch (const std::exception& e) {
     // Nothing in the load should throw; if something does, say so instead of crashing.
-    loader.diags().push_back(makeError("INTERNAL", "", "", std::string("loader failure: ") + e.what()));
+    loader.diags().push_back(makeError(codes::INTERNAL, "", "", std::string("loader failure: ") + e.what()));
   }
   DescriptorSet set = loader.take();
   set.maxDecompressedBytes = options.maxDecompressedBytes;  // spent where launch code is loaded
@@ -1072,7 +1072,7 @@ void walkFolder(const fs::path& folder, const std::string& relFolder, const Walk
   std::vector<fs::directory_entry> entries;
   for (fs::directory_iterator it(folder, ec), end; !ec && it != end; it.increment(ec)) entries.push_back(*it);
   if (ec) {
-    diags.push_back(makeError("READ_FAILED", relFolder.empty() ? "." : relFolder, "",
+    diags.push_back(makeError(codes::READ_FAILED, relFolder.empty() ? "." : relFolder, "",
                               "cannot list folder: " + ec.message()));
     return;
   }
@@ -1080,7 +1080,7 @@ void walkFolder(const fs::path& folder, const std::string& relFolder, const Walk
     return a.path().filename().string() < b.path().filename().string();
   });
   auto note = [&](const std::string& rel, const std::string& why) {
-    diags.push_back(Diagnostic{Severity::Note, "SKIPPED", "", "", "skipping " + escapedText(rel) + ": " + why});
+    diags.push_back(Diagnostic{Severity::Note, codes::SKIPPED, "", "", "skipping " + escapedText(rel) + ": " + why});
   };
   for (const fs::directory_entry& e : entries) {
     const std::string name = e.path().filename().string();
@@ -1098,7 +1098,7 @@ void walkFolder(const fs::path& folder, const std::string& relFolder, const Walk
     // report's string: refused, named with its bytes escaped, and not read (a folder
     // only when descriptors lie in it; any other is no business of the walk).
     if ((isJson || (realDir && holdsDescriptors(e.path()))) && !detail::validUtf8(name)) {
-      diags.push_back(makeError("NAME_NOT_UTF8", escapedText(rel), "",
+      diags.push_back(makeError(codes::NAME_NOT_UTF8, escapedText(rel), "",
                                 std::string("the ") + (isDir ? "folder" : "file") +
                                     " name is not UTF-8 text; it was not " + (isDir ? "walked" : "read") +
                                     ": rename it (descriptor files and their folders are named in UTF-8)"));
@@ -1113,7 +1113,7 @@ void walkFolder(const fs::path& folder, const std::string& relFolder, const Walk
       // mistake (an authored root may not use the name).
       if (relFolder.empty() && name == "kpack") {
         if (holdsDescriptors(e.path())) {
-          diags.push_back(makeError("KPACK_FOLDER", rel, "",
+          diags.push_back(makeError(codes::KPACK_FOLDER, rel, "",
                                     "a top-level folder named 'kpack' would collide with the archive folder "
                                     "of a shard; rename it"));
         }
@@ -1133,7 +1133,7 @@ void walkFolder(const fs::path& folder, const std::string& relFolder, const Walk
       continue;
     }
     if (type != fs::file_type::regular) {
-      diags.push_back(makeError("NOT_A_FILE", rel, "",
+      diags.push_back(makeError(codes::NOT_A_FILE, rel, "",
                                 std::string("expected a regular file, found ") + detail::fileKindName(type) +
                                     (isLink ? " behind a symbolic link" : "") + "; it was not opened"));
       continue;
@@ -1143,7 +1143,7 @@ void walkFolder(const fs::path& folder, const std::string& relFolder, const Walk
       const fs::path target = fs::canonical(e.path(), ec);
       const fs::path inside = ec ? fs::path() : target.lexically_relative(ctx.realRoot);
       if (ec || inside.empty() || *inside.begin() == "..") {
-        diags.push_back(makeError("LINK_ESCAPES", rel, "",
+        diags.push_back(makeError(codes::LINK_ESCAPES, rel, "",
                                   "a symbolic link that leaves the descriptor root (to " + target.string() +
                                       "); descriptors are read from inside the root only, so it was not opened"));
         continue;
@@ -1183,7 +1183,7 @@ class StrictSax {
   bool number_unsigned(Json::number_unsigned_t v) {
     if (!value()) return false;
     if (v > static_cast<Json::number_unsigned_t>(std::numeric_limits<std::int64_t>::max())) {
-      return refuse("JSON_LIMIT", "integer " + std::to_string(v) +
+      return refuse(codes::JSON_LIMIT, "integer " + std::to_string(v) +
                                       " does not fit a signed 64-bit value (at most 9223372036854775807)");
     }
     return dom_.number_unsigned(v);
@@ -1192,10 +1192,10 @@ class StrictSax {
     if (!value()) return false;
     // nlohmann reads an integer literal beyond 64 bits as a double: refuse it as the integer it is.
     if (text.find_first_of(".eE") == std::string::npos) {
-      return refuse("JSON_LIMIT", "integer " + shortQuote(text) + " does not fit a signed 64-bit value");
+      return refuse(codes::JSON_LIMIT, "integer " + shortQuote(text) + " does not fit a signed 64-bit value");
     }
     if (!std::isfinite(v)) {
-      return refuse("JSON_LIMIT", "number " + shortQuote(text) + " is beyond the range of a double (not finite)");
+      return refuse(codes::JSON_LIMIT, "number " + shortQuote(text) + " is beyond the range of a double (not finite)");
     }
     return dom_.number_float(v, text);
   }
@@ -1211,7 +1211,7 @@ class StrictSax {
     // many keys is read in linear time (160k keys took 40 s scanned).
     const bool seen = f.keys.size() < kScanKeys ? std::find(f.keys.begin(), f.keys.end(), k) != f.keys.end()
                                                 : !f.many.insert(k).second;
-    if (seen) return refuse("DUPLICATE_KEY", "duplicate key '" + k + "' in one object", /*ofObject=*/true);
+    if (seen) return refuse(codes::DUPLICATE_KEY, "duplicate key '" + k + "' in one object", /*ofObject=*/true);
     f.keys.push_back(k);
     if (f.keys.size() == kScanKeys) f.many.insert(f.keys.begin(), f.keys.end());
     return dom_.key(k);
@@ -1247,7 +1247,7 @@ class StrictSax {
   }
   bool open(bool object) {
     if (stack_.size() >= kMaxNesting) {
-      return refuse("JSON_LIMIT", "nested deeper than " + std::to_string(kMaxNesting) +
+      return refuse(codes::JSON_LIMIT, "nested deeper than " + std::to_string(kMaxNesting) +
                                       " levels of objects and arrays");
     }
     stack_.push_back(Frame{object, {}, {}, 0});
@@ -1289,7 +1289,7 @@ Result<Json> readDescriptorFile(const fs::path& path) {
 
 Result<Json> parseDescriptorText(std::string_view text) {
   if (const std::size_t bad = detail::firstInvalidUtf8(text); bad != std::string_view::npos) {
-    return Result<Json>::failure(makeError("ENCODING", "", "",
+    return Result<Json>::failure(makeError(codes::ENCODING, "", "",
                                            "not UTF-8 text: byte " + std::to_string(bad) + " cannot be decoded"));
   }
   Json doc;
@@ -1298,17 +1298,17 @@ Result<Json> parseDescriptorText(std::string_view text) {
     const bool done = Json::sax_parse(text.begin(), text.end(), &sax, nlohmann::detail::input_format_t::json,
                                       /*strict=*/true, /*ignore_comments=*/true);
     if (sax.problem) return Result<Json>::failure(std::move(*sax.problem));
-    if (!done) return Result<Json>::failure(makeError("JSON_SYNTAX", "", "", "not valid JSON"));
+    if (!done) return Result<Json>::failure(makeError(codes::JSON_SYNTAX, "", "", "not valid JSON"));
     return Result<Json>::success(std::move(doc));
   } catch (const Json::exception& e) {
     if (const auto line = unterminatedCommentLine(text)) {
       return Result<Json>::failure(makeError(
-          "JSON_SYNTAX", "", "", "unterminated /* comment starting on line " + std::to_string(*line)));
+          codes::JSON_SYNTAX, "", "", "unterminated /* comment starting on line " + std::to_string(*line)));
     }
     // The parser quotes what it last read, which may end inside a character (a
     // non-breaking space, 'été'): its bytes are escaped, so the message stays text.
     return Result<Json>::failure(
-        makeError("JSON_SYNTAX", "", "", "not valid JSON: " + utf8Text(shortQuotes(wordParseError(e.what())))));
+        makeError(codes::JSON_SYNTAX, "", "", "not valid JSON: " + utf8Text(shortQuotes(wordParseError(e.what())))));
   }
 }
 

@@ -20,15 +20,15 @@ Result<SavedPlan> capturePlan(const Kernel& kernel) {
   const KernelSource* src = singleLaunchSource(kernel);
   if (src == nullptr) {
     return Result<SavedPlan>::failure(makeError(
-        "PLAN_MULTI_LAUNCH", kernel.file, kernel.jsonPath,
+        codes::PLAN_MULTI_LAUNCH, kernel.file, kernel.jsonPath,
         "cannot save a plan of " + kernelLabel(kernel) + ": the kernel has several launches " +
             describeLaunchSet(launchNamesOf(kernel)) + ", and a saved plan holds one launch"));
   }
-  if (src->kind != "kpack") {
+  if (!isPackedSource(*src)) {
     return Result<SavedPlan>::failure(makeError(
-        "PLAN_NOT_PACKED", kernel.file, jsonPathKey(kernel.jsonPath, "kernel_source"),
+        codes::PLAN_NOT_PACKED, kernel.file, jsonPathKey(kernel.jsonPath, "kernel_source"),
         "cannot save a plan of " + kernelLabel(kernel) + ": its source is kind '" + src->kind +
-            "', not the packed kind 'kpack'; plans are saved from packed shards"));
+            "', not the packed kind '" + packedKind().name + "'; plans are saved from packed shards"));
   }
   return Result<SavedPlan>::success(
       SavedPlan{kernel.id, kernel.name, src->tocKey, src->symbol, src->library, src->sha256});
@@ -38,7 +38,7 @@ Result<SavedPlan> capturePlan(const DescriptorSet& set, const std::string& kerne
   const PackMember* m = set.findKernel(kernelId);
   if (m == nullptr) {
     return Result<SavedPlan>::failure(
-        makeError("KERNEL_UNKNOWN", "", "", "no loaded kernel has id '" + kernelId + "'"));
+        makeError(codes::KERNEL_UNKNOWN, "", "", "no loaded kernel has id '" + kernelId + "'"));
   }
   return capturePlan(m->kernel);
 }
@@ -47,7 +47,7 @@ Result<ExecutionPlan> makeExecutionPlan(const StateManager& manager, const std::
   const KernelDefinition* def = manager.find(kernelId);
   if (def == nullptr) {
     return Result<ExecutionPlan>::failure(
-        makeError("KERNEL_UNKNOWN", "", "", "no kept kernel has id '" + kernelId + "'"));
+        makeError(codes::KERNEL_UNKNOWN, "", "", "no kept kernel has id '" + kernelId + "'"));
   }
   ExecutionPlan plan;
   plan.definition = def;
@@ -63,7 +63,7 @@ Result<ExecutionPlan> makeExecutionPlan(const StateManager& manager, const std::
 Result<bool> runPlan(const StateManager& manager, const ExecutionPlan& plan, void* workspace,
                      void* stream, const void* arguments, const std::string& arch) {
   if (plan.definition == nullptr) {
-    return Result<bool>::failure(makeError("PLAN_EMPTY", "", "", "the plan names no kernel"));
+    return Result<bool>::failure(makeError(codes::PLAN_EMPTY, "", "", "the plan names no kernel"));
   }
   const KernelDefinition& def = *plan.definition;
   for (const std::string& launch : plan.launches) {
@@ -139,7 +139,7 @@ Result<DevicePlan> DevicePlan::create(const StateManager& manager, const std::st
   const KernelDefinition& def = *base.value().definition;
   const Kernel& k = *def.kernel;
   if (!backend) {
-    return R::failure(makeError("PLAN_NO_BACKEND", k.file, k.jsonPath, kernelLabel(k) + ": no device backend given"));
+    return R::failure(makeError(codes::PLAN_NO_BACKEND, k.file, k.jsonPath, kernelLabel(k) + ": no device backend given"));
   }
   // The device's full target ID (gfx90a:sramecc+:xnack-) picks among feature variants;
   // whether the kernel runs at all is a matter of the bare arch.
@@ -148,7 +148,7 @@ Result<DevicePlan> DevicePlan::create(const StateManager& manager, const std::st
   if (!kernelRunsOn(*def.pack, k, useArch)) {
     std::string built;
     for (const std::string& a : kernelArches(*def.pack, k)) built += (built.empty() ? "" : ", ") + a;
-    return R::failure(makeError("ARCH_MISMATCH", k.file, k.jsonPath,
+    return R::failure(makeError(codes::ARCH_MISMATCH, k.file, k.jsonPath,
                                 kernelLabel(k) + " does not run on " + useArch + " (the " + backend->name() +
                                     " device): it is built for " + built));
   }
@@ -176,7 +176,7 @@ Result<DevicePlan> DevicePlan::create(const StateManager& manager, const std::st
       const auto view = inspectCodeObject(bytes);  // readable: the integrity check listed its symbols
       const bool cubin = view && view.value().format == CodeObjectFormat::CudaElf;
       if ((backend->name() == "cuda" && !cubin) || (backend->name() == "hip" && cubin)) {
-        return R::failure(makeError("CODE_OBJECT_WRONG_BACKEND", k.file, k.jsonPath,
+        return R::failure(makeError(codes::CODE_OBJECT_WRONG_BACKEND, k.file, k.jsonPath,
                                     where + ": its code object (toc key '" + l.tocKey + "') is " +
                                         (cubin ? "an NVIDIA cubin" : "an AMDGPU code object") + ", which the " +
                                         backend->name() + " backend cannot load"));
@@ -234,7 +234,7 @@ Result<bool> DevicePlan::enqueue(DevicePtr workspace, std::size_t workspaceBytes
   using R = Result<bool>;
   const Kernel& k = *definition_->kernel;
   if (workspaceBytes < workspaceSize_ || (workspaceSize_ > 0 && workspace == 0)) {
-    return R::failure(makeError("WORKSPACE_TOO_SMALL", k.file, k.jsonPath,
+    return R::failure(makeError(codes::WORKSPACE_TOO_SMALL, k.file, k.jsonPath,
                                 kernelLabel(k) + " needs a workspace of " + std::to_string(workspaceSize_) +
                                     " bytes, the run was given " +
                                     (workspace == 0 ? std::string("none") : std::to_string(workspaceBytes) + " bytes")));
@@ -257,10 +257,10 @@ Result<bool> DevicePlan::enqueue(DevicePtr workspace, std::size_t workspaceBytes
                                "dispatch symbol '" + definition_->dispatchSymbol + "' did not prepare the launch"));
     }
     if (auto why = argumentMismatch(l.source->signature, out.args)) {
-      return R::failure(makeError("LAUNCH_ARGUMENTS", k.file, k.jsonPath, label(l) + ": " + *why));
+      return R::failure(makeError(codes::LAUNCH_ARGUMENTS, k.file, k.jsonPath, label(l) + ": " + *why));
     }
     if (emptyDim(out.geometry.grid) || emptyDim(out.geometry.block)) {
-      return R::failure(makeError("LAUNCH_GEOMETRY", k.file, k.jsonPath,
+      return R::failure(makeError(codes::LAUNCH_GEOMETRY, k.file, k.jsonPath,
                                   label(l) + ": grid " + dimText(out.geometry.grid) + " and block " +
                                       dimText(out.geometry.block) + " must be at least 1 in every dimension"));
     }

@@ -6,7 +6,7 @@ namespace ukdpack {
 
 Result<bool> DispatchHandler::launch(const LaunchRequest& request) const {
   const std::string what = request.kernel != nullptr ? kernelLabel(*request.kernel) : "a kernel";
-  return Result<bool>::failure(makeError("NOT_EXECUTABLE", "", "",
+  return Result<bool>::failure(makeError(codes::NOT_EXECUTABLE, "", "",
                                          "this dispatch handler declares launches but does not run "
                                          "them; cannot launch " + what));
 }
@@ -14,7 +14,7 @@ Result<bool> DispatchHandler::launch(const LaunchRequest& request) const {
 Result<bool> DispatchHandler::prepareLaunch(const LaunchContext& context, LaunchArgs& out) const {
   (void)out;
   const std::string what = context.kernel != nullptr ? kernelLabel(*context.kernel) : "a kernel";
-  return Result<bool>::failure(makeError("NOT_EXECUTABLE", "", "",
+  return Result<bool>::failure(makeError(codes::NOT_EXECUTABLE, "", "",
                                          "this dispatch handler declares launches but does not prepare "
                                          "them for a device; cannot run " + what));
 }
@@ -42,15 +42,15 @@ template <class H>
 Result<bool> add(std::map<std::string, std::shared_ptr<const H>>& table, const char* what,
                  const std::string& symbol, std::shared_ptr<const H> handler) {
   if (symbol.empty()) {
-    return Result<bool>::failure(makeError("REGISTRY", "", "", std::string("a ") + what + " needs a symbol"));
+    return Result<bool>::failure(makeError(codes::REGISTRY, "", "", std::string("a ") + what + " needs a symbol"));
   }
   if (!handler) {
     return Result<bool>::failure(
-        makeError("REGISTRY", "", "", std::string("no ") + what + " given for symbol '" + symbol + "'"));
+        makeError(codes::REGISTRY, "", "", std::string("no ") + what + " given for symbol '" + symbol + "'"));
   }
   if (!table.emplace(symbol, std::move(handler)).second) {
     return Result<bool>::failure(makeError(
-        "REGISTRY", "", "", std::string("symbol '") + symbol + "' has a " + what + " registered already"));
+        codes::REGISTRY, "", "", std::string("symbol '") + symbol + "' has a " + what + " registered already"));
   }
   return Result<bool>::success(true);
 }

@@ -8,7 +8,7 @@ namespace {
 
 Json launchDocument(const std::string& name, const KernelSource& src) {
   Json doc = {{"name", name}, {"kind", src.kind}};
-  if (src.kind == "kpack") {
+  if (isPackedSource(src)) {
     doc["toc_key"] = src.tocKey;
     doc["symbol"] = src.symbol;
     doc["sha256"] = src.sha256;
@@ -56,7 +56,7 @@ Result<std::string> selectorRevision(const DescriptorSet& set, const std::string
   const Pack* pack = set.findPack(packId);
   if (pack == nullptr) {
     return Result<std::string>::failure(
-        makeError("PACK_UNKNOWN", "", "", "no loaded pack has id '" + packId + "'"));
+        makeError(codes::PACK_UNKNOWN, "", "", "no loaded pack has id '" + packId + "'"));
   }
   return Result<std::string>::success(selectorRevision(set, *pack));
 }

@@ -115,7 +115,7 @@ void launchSets(const DescriptorSet& set, const std::string& arch, std::vector<F
     if (distinctDeclared.size() > 1) {
       std::string listed;
       for (const auto& [file, names] : declared) listed += (listed.empty() ? "" : "; ") + file + " " + describeLaunchSet(names);
-      note(found, arch, "LAUNCHES_DISAGREE", first->file, "$.dispatch",
+      note(found, arch, codes::LAUNCHES_DISAGREE, first->file, "$.dispatch",
            "UDDs naming dispatch symbol '" + label + "' declare different launches{on}: " + listed +
                "; one handler runs one set");
       continue;
@@ -126,7 +126,7 @@ void launchSets(const DescriptorSet& set, const std::string& arch, std::vector<F
       for (const Member& m : members)
         if (launchNamesOf(m.kernel()) != want) odd.push_back(m);
       if (odd.empty()) continue;
-      note(found, arch, "LAUNCH_SET_MISMATCH", odd.front().pack->file, "$.kernelDescriptors",
+      note(found, arch, codes::LAUNCH_SET_MISMATCH, odd.front().pack->file, "$.kernelDescriptors",
            "dispatch symbol '" + label + "' runs launches " + describeLaunchSet(want) + " (declared by " +
                declared.begin()->first + "), but kernels it serves have other launch sets{on}: " + kernelList(odd) +
                "; make each kernel's sources keys exactly the declared launches");
@@ -136,12 +136,12 @@ void launchSets(const DescriptorSet& set, const std::string& arch, std::vector<F
     for (const Member& m : members) sets.insert(launchNamesOf(m.kernel()));
     if (sets.size() <= 1) continue;
     if (how == "symbol") {
-      note(found, arch, "LAUNCH_SET_MISMATCH", first->file, "$.kernelDescriptors",
+      note(found, arch, codes::LAUNCH_SET_MISMATCH, first->file, "$.kernelDescriptors",
            "dispatch symbol '" + label + "' serves kernels with different launch sets{on}, and its handler "
            "declares one set: " + kernelList(members) +
                "; put kernels with another launch set in a KDP with its own UDD and dispatch symbol");
     } else {
-      note(found, arch, "LAUNCH_SET_MISMATCH", first->file, "$.kernelDescriptors",
+      note(found, arch, codes::LAUNCH_SET_MISMATCH, first->file, "$.kernelDescriptors",
            "KDP '" + first->name + "' has no dispatch and holds kernels with different launch sets{on}: " +
                kernelList(members) + "; a pack's kernels share one launch set");
     }
@@ -173,7 +173,7 @@ void packedTocKeys(const DescriptorSet& set, std::vector<Diagnostic>& out) {
       }
       const std::string folder = std::filesystem::path(k.file).parent_path().generic_string();
       for (const auto& [name, src] : launches) {
-        if (src->kind != "kpack") continue;
+        if (!isPackedSource(*src)) continue;
         const std::string archive = (std::filesystem::path(folder) / src->library).lexically_normal().generic_string();
         const std::string path = name.empty() ? jsonPathKey(k.jsonPath, "kernel_source")
                                               : jsonPathKey(jsonPathKey(k.jsonPath, "sources"), name);
@@ -184,11 +184,11 @@ void packedTocKeys(const DescriptorSet& set, std::vector<Diagnostic>& out) {
         const std::string head = launchLabel(k, name) + " names toc key '" + src->tocKey + "' (" + archive +
                                  ") with sha256 " + src->sha256;
         if (idKey(seen.kernel->id) == idKey(k.id)) {
-          out.push_back(makeError("TOC_KEY_SHARED", k.file, jsonPathKey(path, "sha256"),
+          out.push_back(makeError(codes::TOC_KEY_SHARED, k.file, jsonPathKey(path, "sha256"),
                                   head + ", and launch '" + seen.launch + "' of the same kernel names it with sha256 " +
                                       seen.digest + "; one toc key holds one code object"));
         } else {
-          out.push_back(makeError("TOC_KEY_SHARED", k.file, jsonPathKey(path, "toc_key"),
+          out.push_back(makeError(codes::TOC_KEY_SHARED, k.file, jsonPathKey(path, "toc_key"),
                                   head + ", but " + launchLabel(*seen.kernel, seen.launch) + " (" + where(*seen.kernel) +
                                       ") names it with sha256 " + seen.digest +
                                       "; two kernels share a toc key only when they share the code object (one sha256)"));
@@ -303,7 +303,7 @@ std::vector<Diagnostic> unreachableNote(const DescriptorSet& set) {
   std::string names;
   for (const DescriptorInfo* d : left) names += (names.empty() ? "" : ", ") + d->file;
   const bool one = left.size() == 1;
-  return {Diagnostic{Severity::Note, "UNREACHABLE", "", "",
+  return {Diagnostic{Severity::Note, codes::UNREACHABLE, "", "",
                      std::to_string(left.size()) + " generic descriptor" + (one ? " is" : "s are") +
                          " reachable from no KDP and ship" + (one ? "s" : "") + " in no shard: " + names}};
 }

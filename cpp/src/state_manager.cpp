@@ -95,7 +95,7 @@ void StateManager::drop(const Pack& pack, const PackMember& m, const std::string
   log_.push_back(line);
   // A pack without a dispatch is served by nothing native, by its author's
   // choice (a handler may decline a launch set): a warning. Every other drop is an error.
-  diagnostics_.push_back(code == "NO_DISPATCH" ? makeWarning(code, m.kernel.file, m.kernel.jsonPath, line)
+  diagnostics_.push_back(code == codes::NO_DISPATCH ? makeWarning(code, m.kernel.file, m.kernel.jsonPath, line)
                                                : makeError(code, m.kernel.file, m.kernel.jsonPath, line));
 }
 
@@ -116,7 +116,7 @@ void StateManager::build(const Registry& registry) {
         members.push_back(&m);
       } else {
         filtered_.push_back(DroppedKernel{m.kernel.id, m.kernel.name, pack.id, pack.name, m.kernel.file,
-                                          m.kernel.jsonPath, "", "ARCH_FILTERED",
+                                          m.kernel.jsonPath, "", codes::ARCH_FILTERED,
                                           "it does not run on " + bareArch(arch_)});
       }
     }
@@ -124,7 +124,7 @@ void StateManager::build(const Registry& registry) {
     const Dispatch* dispatch = set_->dispatchOf(pack);
     if (dispatch == nullptr) {
       for (const PackMember* m : members) {
-        drop(pack, *m, "", "NO_DISPATCH",
+        drop(pack, *m, "", codes::NO_DISPATCH,
              "its pack names no dispatch (\"dispatch\": null), so no handler can launch it");
       }
       continue;
@@ -133,7 +133,7 @@ void StateManager::build(const Registry& registry) {
     std::shared_ptr<const DispatchHandler> handler = registry.dispatch(symbol);
     if (!handler) {
       for (const PackMember* m : members) {
-        drop(pack, *m, symbol, "DISPATCH_UNKNOWN",
+        drop(pack, *m, symbol, codes::DISPATCH_UNKNOWN,
              "no dispatch handler is registered for dispatch symbol '" + symbol + "' (" + dispatch->file + ")");
       }
       continue;
@@ -150,7 +150,7 @@ void StateManager::build(const Registry& registry) {
                                    [](const auto& entry, const std::string& name) { return entry.first == name; });
       if (!same) {
         const std::set<std::string> has = launchNamesOf(m->kernel);
-        drop(pack, *m, symbol, "LAUNCH_SET_MISMATCH",
+        drop(pack, *m, symbol, codes::LAUNCH_SET_MISMATCH,
              "dispatch symbol '" + symbol + "' declares launches " + describeLaunchSet(declared) +
                  ", the kernel has " + describeLaunchSet(has));
         continue;
@@ -169,14 +169,14 @@ void StateManager::build(const Registry& registry) {
     for (const std::string& id : pack.matchers) {
       const MatcherDescriptor* umd = set_->findMatcher(id);
       if (umd != nullptr && !registry.matcher(umd->matchSymbol)) {
-        warnOnce("MATCHER_UNKNOWN", umd->matchSymbol, umd->file, "$.match_symbol",
+        warnOnce(codes::MATCHER_UNKNOWN, umd->matchSymbol, umd->file, "$.match_symbol",
                  "no matcher is registered for match symbol '" + umd->matchSymbol + "' (UMD '" + umd->name +
                      "'); pack '" + pack.name + "' is served without it");
       }
     }
     if (const Engine* engine = set_->engineOf(pack)) {
       if (engine->graphMatchSymbol && !registry.matcher(*engine->graphMatchSymbol)) {
-        warnOnce("MATCHER_UNKNOWN", *engine->graphMatchSymbol, engine->file, "$.graph_match.native",
+        warnOnce(codes::MATCHER_UNKNOWN, *engine->graphMatchSymbol, engine->file, "$.graph_match.native",
                  "no matcher is registered for graph match symbol '" + *engine->graphMatchSymbol +
                      "' of engine '" + engine->name + "'");
       }
@@ -185,7 +185,7 @@ void StateManager::build(const Registry& registry) {
           for (const std::string& id : ids) {
             const HeuristicDescriptor* uhd = set_->findHeuristic(id);
             if (uhd == nullptr || !uhd->symbol || registry.heuristic(*uhd->symbol)) continue;
-            warnOnce("HEURISTIC_UNKNOWN", *uhd->symbol, uhd->file, "$." + uhd->adapter + ".symbol",
+            warnOnce(codes::HEURISTIC_UNKNOWN, *uhd->symbol, uhd->file, "$." + uhd->adapter + ".symbol",
                      "no heuristic is registered for symbol '" + *uhd->symbol + "' (UHD '" + uhd->name +
                          "', " + role + " of engine '" + engine->name + "')");
           }
@@ -210,7 +210,7 @@ Result<const KernelDefinition*> StateManager::select(const Json& problem) const 
       auto verdict = m.handler->matches(*d->kernel, problem);
       if (!verdict) {
         Diagnostic e = verdict.error();
-        if (e.code.empty()) e.code = "MATCHER_FAILED";
+        if (e.code.empty()) e.code = codes::MATCHER_FAILED;
         e.message = "matcher '" + m.symbol + "' failed for " + kernelLabel(*d->kernel) + " of pack '" +
                     d->pack->name + "': " + e.message;
         return R::failure(std::move(e));
@@ -244,7 +244,7 @@ Result<std::vector<std::uint8_t>> StateManager::loadLaunchCode(std::string_view 
     for (const DroppedKernel& d : filtered_) {
       if (idKey(d.kernelId) == key) why = kernelLabel(d.kernelName, d.kernelId) + " is not kept: " + d.reason;
     }
-    return Result<std::vector<std::uint8_t>>::failure(makeError("KERNEL_UNKNOWN", "", "", why));
+    return Result<std::vector<std::uint8_t>>::failure(makeError(codes::KERNEL_UNKNOWN, "", "", why));
   }
   LaunchCodeOptions options;
   options.handler = def->handler.get();
@@ -274,7 +274,7 @@ std::vector<std::optional<Diagnostic>> StateManager::checkLaunchCodes(
         const auto it = k.sources.find(*launches[i].second);
         if (it != k.sources.end()) src = &it->second;
       }
-      if (src != nullptr && src->kind == "kpack") {
+      if (src != nullptr && isPackedSource(*src)) {
         key = (k.baseDir / src->library).lexically_normal().string() + '\n' + src->tocKey;
         devices[i] = checkDevices(*src, arch.empty() ? arch_ : arch);
       }

@@ -36,7 +36,7 @@ constexpr int kReportFormatVersion = 2;
 // engine is gone from the set, so its name is read back from there.
 std::optional<std::pair<std::string, std::string>> droppedEngine(const Diagnostic& d) {
   const std::string lead = "dropping engine '";
-  if (d.code != "ENGINE_DROPPED" || d.message.rfind(lead, 0) != 0) return std::nullopt;
+  if (d.code != codes::ENGINE_DROPPED || d.message.rfind(lead, 0) != 0) return std::nullopt;
   const std::size_t end = d.message.find("': ", lead.size());
   if (end == std::string::npos) return std::nullopt;
   return std::make_pair(d.message.substr(lead.size(), end - lead.size()), d.message.substr(end + 3));
@@ -51,7 +51,7 @@ std::map<std::string, EngineVerdict> collisionVerdicts(const DescriptorSet& set,
   std::map<std::string, EngineVerdict> out;  // engine id key -> verdict
   std::set<std::pair<std::string, std::string>> flagged;  // (file, path) of a colliding kernel's metadata
   for (const Diagnostic& d : diagnostics)
-    if (d.code == "METADATA_NOT_UNIQUE") flagged.emplace(d.file, d.jsonPath);
+    if (d.code == codes::METADATA_NOT_UNIQUE) flagged.emplace(d.file, d.jsonPath);
   if (flagged.empty()) return out;
   struct Seen {
     const Kernel* kernel;
@@ -103,7 +103,7 @@ ValidationReport validateRoots(const std::vector<std::filesystem::path>& roots, 
   // A wrong folder is one clear line, not an empty pass or a heap of duplicate ids.
   for (const auto& root : roots) {
     if (auto why = noShardReason(root, options.loader.excludeFolders))
-      report.diagnostics.push_back(makeError("NO_SHARD", root.string(), "", *why));
+      report.diagnostics.push_back(makeError(codes::NO_SHARD, root.string(), "", *why));
   }
   if (!report.diagnostics.empty()) {
     report.roots = roots;
@@ -120,7 +120,7 @@ ValidationReport validateRoots(const std::vector<std::filesystem::path>& roots, 
   report.roots = set.roots;
   report.diagnostics = set.diagnostics;
   for (const Diagnostic& d : set.diagnostics)
-    if (d.code == "PACK_DROPPED") ++report.packsDropped;  // packs only: engines are counted apart
+    if (d.code == codes::PACK_DROPPED) ++report.packsDropped;  // packs only: engines are counted apart
   report.packs = set.packs.size();
   for (const Pack& p : set.packs) report.kernels += p.members.size();
   for (Diagnostic& d : checkSetRules(set)) report.diagnostics.push_back(std::move(d));
@@ -165,7 +165,7 @@ ValidationReport validateRoots(const std::vector<std::filesystem::path>& roots, 
           if (names(*def.engine, wanted)) expectedFound.insert(wanted);
       }
       // Only packed kernels have code to check; an authored tree has none yet.
-      const bool packed = allLaunchSources(*def.kernel, [](const KernelSource& s) { return s.kind == "kpack"; });
+      const bool packed = allLaunchSources(*def.kernel, isPackedSource);
       if (!packed) continue;
       const std::set<std::string> names = launchNamesOf(*def.kernel);
       std::vector<std::optional<std::string>> launches(names.begin(), names.end());
@@ -244,13 +244,13 @@ ValidationReport validateRoots(const std::vector<std::filesystem::path>& roots, 
     }
     report.expectedEnginesMissing.push_back(wanted);
     report.diagnostics.push_back(makeError(
-        "ENGINE_MISSING", "", "",
+        codes::ENGINE_MISSING, "", "",
         "expected engine '" + wanted + "' to load with at least one kept kernel; " +
             (loaded.empty() ? std::string("no engine has a kept kernel") : "engines with kept kernels: " + loaded)));
   }
   // A pack without a dispatch is dropped by the runtime by design: not a failure here.
   const bool failingDrop = std::any_of(report.dropped.begin(), report.dropped.end(),
-                                       [](const DroppedKernel& d) { return d.code != "NO_DISPATCH"; });
+                                       [](const DroppedKernel& d) { return d.code != codes::NO_DISPATCH; });
   report.ok = !hasErrors(report.diagnostics) && !failingDrop && report.packsDropped == 0 && report.enginesDropped == 0;
   return report;
 }
@@ -265,7 +265,7 @@ std::string ValidationReport::summary() const {
   if (ok) return "ok: " + counts;
   std::string out = "failed: " + plural(errors, "error", "errors");
   const auto failing = static_cast<std::size_t>(std::count_if(
-      dropped.begin(), dropped.end(), [](const DroppedKernel& d) { return d.code != "NO_DISPATCH"; }));
+      dropped.begin(), dropped.end(), [](const DroppedKernel& d) { return d.code != codes::NO_DISPATCH; }));
   if (failing != 0) out += ", " + plural(failing, "kernel dropped", "kernels dropped");
   if (packsDropped != 0) out += ", " + plural(packsDropped, "pack dropped", "packs dropped");
   if (enginesDropped != 0) out += ", " + plural(enginesDropped, "engine dropped", "engines dropped");

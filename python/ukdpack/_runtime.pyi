@@ -1,6 +1,6 @@
 # Type stubs of the C++ extension (cpp/bindings/).
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import Any, ClassVar, Literal, TypedDict
 
 UkdLike = Mapping[str, Any] | str
 
@@ -14,7 +14,6 @@ def launch_label(name: str, id: str, launch: str | None = None) -> str: ...
 def check_kernel(ukd: UkdLike, file: str = "", json_path: str = "$") -> list[dict[str, str]]: ...
 def is_launch_name(name: str) -> bool: ...
 def read_json_file(path: str) -> tuple[Any, str | None, str | None]: ...
-def source_kinds() -> list[dict[str, Any]]: ...
 def check_descriptor(type: str, doc: Mapping[str, Any], file: str = "") -> list[dict[str, str]]: ...
 def complete_metadata(kmd: Mapping[str, Any], kmd_file: str, ukd: UkdLike, file: str,
                       json_path: str) -> tuple[dict[str, Any] | None, list[dict[str, str]]]: ...
@@ -58,6 +57,10 @@ class KpackArchive:
 
 def code_object_elf_span(data: bytes) -> tuple[int, int]: ...
 def code_object_kernels(data: bytes) -> list[str]: ...
+#: (target or None, [(kernel, [(kind, size, offset, name or None)])])
+MetadataRow = tuple[str | None, list[tuple[str, list[tuple[str, int, int, str | None]]]]]
+def code_object_metadata(data: bytes) -> MetadataRow: ...
+def amdgpu_note_metadata(note: bytes) -> MetadataRow: ...
 def check_code_object_target(data: bytes, arch: str = "") -> str: ...
 def read_prebuilt_objects(
     paths: list[str], threads: int = 0, zstd_level: int = 0, spool_fd: int = -1
@@ -222,3 +225,131 @@ class Plan:
     @property
     def arch(self) -> str: ...
     def run(self, args: Any = None, workspace: DeviceBuffer | None = None) -> None: ...
+
+# The kernel-source kinds table (bind_kinds.cpp)
+class SourceFieldRow(TypedDict):
+    name: str
+    type: Literal["string", "relative_path", "object", "build", "sha256", "signature",
+                  "target_digests"]
+    required: bool
+
+class SourceKindRow(TypedDict):
+    name: str
+    fields: list[SourceFieldRow]
+    file_field: str | None
+    file_what: str
+    launchable: bool
+    entry_type: str | None
+    authored: bool
+    producer: Literal["compile", "prebuilt", "module", "none", "packed"]
+    packed: bool
+    symbol_field: str | None
+    stem_field: str
+    compiler: str | None
+
+def source_kinds() -> list[SourceKindRow]: ...
+def listed_kinds(authored_only: bool) -> str: ...
+
+# The diagnostic codes (bind_codes.cpp; the list is cpp/include/ukdpack/diagnostic_codes.def,
+# tests/python/test_diagnostic_codes.py checks this class names exactly its codes)
+class Code:
+    ARCHIVE: ClassVar[str]
+    ARCHIVE_INVALID: ClassVar[str]
+    ARCHIVE_MISSING: ClassVar[str]
+    ARCH_FILTERED: ClassVar[str]
+    ARCH_MISMATCH: ClassVar[str]
+    ARCH_NOT_SUBSET: ClassVar[str]
+    ARCH_REQUIRED: ClassVar[str]
+    ARTIFACT: ClassVar[str]
+    ARTIFACT_HASH: ClassVar[str]
+    CODEOBJECT_MALFORMED: ClassVar[str]
+    CODEOBJECT_NOT_OBJECT: ClassVar[str]
+    CODEOBJECT_NO_AMDGCN: ClassVar[str]
+    CODEOBJECT_SEVERAL_AMDGCN: ClassVar[str]
+    CODEOBJECT_TARGET_MISMATCH: ClassVar[str]
+    CODE_OBJECT: ClassVar[str]
+    CODE_OBJECT_INVALID: ClassVar[str]
+    CODE_OBJECT_WRONG_BACKEND: ClassVar[str]
+    DECOMPRESS_BUDGET: ClassVar[str]
+    DEVICE_BOUNDS: ClassVar[str]
+    DEVICE_ERROR: ClassVar[str]
+    DEVICE_UNAVAILABLE: ClassVar[str]
+    DIGEST_MISMATCH: ClassVar[str]
+    DISPATCH_UNKNOWN: ClassVar[str]
+    DUPLICATE_ID: ClassVar[str]
+    DUPLICATE_KEY: ClassVar[str]
+    DUPLICATE_MEMBER: ClassVar[str]
+    ENCODING: ClassVar[str]
+    ENGINE_DROPPED: ClassVar[str]
+    ENGINE_MISSING: ClassVar[str]
+    ERROR: ClassVar[str]
+    HANDLER_FAILED: ClassVar[str]
+    HASH_UNCHECKED: ClassVar[str]
+    HEURISTIC_UNKNOWN: ClassVar[str]
+    INTERNAL: ClassVar[str]
+    JSON: ClassVar[str]
+    JSON_LIMIT: ClassVar[str]
+    JSON_SYNTAX: ClassVar[str]
+    KERNEL_UNKNOWN: ClassVar[str]
+    KPACK_BAD_FRAME: ClassVar[str]
+    KPACK_BAD_HEADER: ClassVar[str]
+    KPACK_BAD_TOC: ClassVar[str]
+    KPACK_FOLDER: ClassVar[str]
+    KPACK_IO: ClassVar[str]
+    KPACK_LIMIT: ClassVar[str]
+    KPACK_NO_ENTRY: ClassVar[str]
+    KPACK_OUT_OF_BOUNDS: ClassVar[str]
+    KPACK_VERSION: ClassVar[str]
+    LAUNCHES_DISAGREE: ClassVar[str]
+    LAUNCH_ARGUMENTS: ClassVar[str]
+    LAUNCH_GEOMETRY: ClassVar[str]
+    LAUNCH_SET_MISMATCH: ClassVar[str]
+    LIBRARY_ESCAPES: ClassVar[str]
+    LIBRARY_SYMLINK: ClassVar[str]
+    LINK_ESCAPES: ClassVar[str]
+    MATCHER_FAILED: ClassVar[str]
+    MATCHER_UNKNOWN: ClassVar[str]
+    METADATA: ClassVar[str]
+    METADATA_NOT_UNIQUE: ClassVar[str]
+    MIGRATE_REFUSED: ClassVar[str]
+    NAME_NOT_UTF8: ClassVar[str]
+    NOT_A_FILE: ClassVar[str]
+    NOT_EXECUTABLE: ClassVar[str]
+    NOT_PACKED: ClassVar[str]
+    NO_COMPILER: ClassVar[str]
+    NO_DESCRIPTORS: ClassVar[str]
+    NO_DISPATCH: ClassVar[str]
+    NO_SHARD: ClassVar[str]
+    NO_SUCH_LAUNCH: ClassVar[str]
+    ORPHAN_KERNEL: ClassVar[str]
+    PACKED_IN_AUTHORED: ClassVar[str]
+    PACK_DROPPED: ClassVar[str]
+    PACK_UNKNOWN: ClassVar[str]
+    PATH_REFUSED: ClassVar[str]
+    PLAN_EMPTY: ClassVar[str]
+    PLAN_MULTI_LAUNCH: ClassVar[str]
+    PLAN_NOT_PACKED: ClassVar[str]
+    PLAN_NO_BACKEND: ClassVar[str]
+    PREBUILT_MISSING: ClassVar[str]
+    READ_FAILED: ClassVar[str]
+    REGISTRY: ClassVar[str]
+    ROLE_METRIC: ClassVar[str]
+    ROOT_INVALID: ClassVar[str]
+    SCHEMA: ClassVar[str]
+    SIGNATURE_MISMATCH: ClassVar[str]
+    SKIPPED: ClassVar[str]
+    SOURCE_MISSING: ClassVar[str]
+    SYMBOL_MISSING: ClassVar[str]
+    TARGET_MISMATCH: ClassVar[str]
+    TOC_KEY_COLLISION: ClassVar[str]
+    TOC_KEY_SHARED: ClassVar[str]
+    TOC_MISSING: ClassVar[str]
+    TRAINED_AGAINST_STALE: ClassVar[str]
+    UNREACHABLE: ClassVar[str]
+    UNRESOLVED_REF: ClassVar[str]
+    USAGE: ClassVar[str]
+    VERSION_SKIPPED: ClassVar[str]
+    WORKSPACE_TOO_SMALL: ClassVar[str]
+    WRITE_FAILED: ClassVar[str]
+
+def diagnostic_codes() -> list[tuple[str, str]]: ...

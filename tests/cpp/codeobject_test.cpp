@@ -296,3 +296,53 @@ TEST(CodeObject, HeaderAndMetadataNoteMustNameOneProcessor) {
     }
   }
 }
+
+// The metadata reader (kernels, target, signatures): the one the packer asks through
+// the extension. The committed objects read as hipcc and nvcc wrote them.
+TEST(CodeObject, MetadataOfTheCommittedObjects) {
+  for (const char* arch : kArches) {
+    for (const std::string suffix : {".hsaco", ".bundle.hsaco"}) {
+      auto meta = ukdpack::codeObjectMetadata(readObject(std::string("split_kv.") + arch + suffix));
+      ASSERT_TRUE(meta) << arch << suffix << ": " << meta.error().message;
+      EXPECT_EQ(meta.value().target.value_or(""), std::string("amdgcn-amd-amdhsa--") + arch);
+      std::vector<std::string> names;
+      for (const auto& [name, args] : meta.value().kernels) {
+        names.push_back(name);
+        if (name != "split_kv_unused") {  // it takes no argument
+          EXPECT_FALSE(args.empty()) << name;
+        }
+        for (const ukdpack::MetadataArg& a : args) EXPECT_NE(a.kind.rfind("hidden_", 0), 0u) << name;
+      }
+      std::sort(names.begin(), names.end());
+      EXPECT_EQ(names, kSplitKv);
+    }
+  }
+  auto cubin = ukdpack::codeObjectMetadata(readObject("split_kv.sm_90.cubin"));
+  ASSERT_TRUE(cubin) << cubin.error().message;
+  EXPECT_EQ(cubin.value().target.value_or(""), "nvptx64-nvidia-cuda--sm_90");
+  ASSERT_FALSE(cubin.value().kernels.empty());
+  for (const auto& [name, args] : cubin.value().kernels) {
+    for (const ukdpack::MetadataArg& a : args) EXPECT_EQ(a.kind, "by_value") << name;
+  }
+}
+
+TEST(CodeObject, MetadataNotesThatDoNotHoldTogetherAreRefusedByName) {
+  const auto refusal = [](const std::string& note) {
+    auto meta = ukdpack::amdgpuNoteMetadata(note);
+    EXPECT_FALSE(meta);
+    return meta ? std::string() : meta.error().message;
+  };
+  EXPECT_EQ(refusal("\x90"), "bad AMDGPU metadata: the document is not a map");
+  EXPECT_EQ(refusal("\x81\xad" "amdhsa.target\x01"), "bad AMDGPU metadata: amdhsa.target is not a string");
+  EXPECT_EQ(refusal("\x81\xae" "amdhsa.kernels\x01"), "bad AMDGPU metadata: amdhsa.kernels is not a list");
+  EXPECT_EQ(refusal("\x81\xae" "amdhsa.kernels\x91\x80"),
+            "bad AMDGPU metadata: amdhsa.kernels[0] field '.name' should be str, found NoneType");
+  EXPECT_EQ(refusal("\x81\xae" "amdhsa.kernels\x91\x82\xa5.name\xa1k\xa5.args\x91\x82\xab.value_kind\xa8"
+                    "by_value\xa5.size\xa1x"),
+            "bad AMDGPU metadata: kernel 'k' .args[0] field '.size' should be int, found str");
+  EXPECT_EQ(refusal("\xc1").rfind("bad AMDGPU metadata: not a msgpack document (", 0), 0u);
+  auto empty = ukdpack::amdgpuNoteMetadata("\x80");  // {}: no target, no kernels
+  ASSERT_TRUE(empty);
+  EXPECT_FALSE(empty.value().target);
+  EXPECT_TRUE(empty.value().kernels.empty());
+}

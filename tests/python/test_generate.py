@@ -227,12 +227,12 @@ REFUSALS: list[tuple[str, Mutation, str, str]] = [
     ("role-on-hip-launch",
      lambda d: _variant(d, 1)["launches"]["consume"].update(role="consumer"),
      "$.variants[1].launches.consume.role",
-     "'role' is a builder-only field; a hip launch takes no role"),
+     "'role' is a builder-only field; a hip source takes no role"),
     ("role-on-hsaco-launch",
      lambda d: d["variants"].append(_hsaco_set("h", symbol=None, launches={
          "produce": {"symbol": "p"}, "consume": {"symbol": "c", "role": "x"}})),
      "$.variants[2].launches.consume.role",
-     "'role' is a builder-only field; a hsaco launch takes no role"),
+     "'role' is a builder-only field; a hsaco source takes no role"),
     ("role-on-a-hip-set", lambda d: _variant(d, 0).update(role="r"), "$.variants[0].role",
      "'role' is a builder-only field; a hip source takes no role"),
     ("empty-override", lambda d: _variant(d, 1)["launches"].update(consume={}),
@@ -244,8 +244,14 @@ REFUSALS: list[tuple[str, Mutation, str, str]] = [
          "pack": "two", "name": "e", "metadata": {"op": "e"}, "kind": "embedded_source",
          "source_file": "e.cl", "entry_point": "e",
          "launches": {"produce": {"entry_point": "p"}, "consume": {"entry_point": "c"}}}),
-     "$.variants[2].launches", "an embedded_source kernel ships as authored, with no code "
-                               "object, so it has no launches"),
+     "$.variants[2].kind", "a sources launch cannot be embedded_source (it has no code "
+                           "object)"),
+    ("embedded-source-path-leaving-its-folder",
+     lambda d: d["variants"].append({
+         "pack": "two", "name": "e", "metadata": {"op": "e"}, "kind": "embedded_source",
+         "source_file": "../{v}.cl", "entry_point": "e", "params": {"v": ["e"]}}),
+     "$.variants[2].source_file", "expected a relative path without '..' segments (it is an "
+                                  "identity key), found '../e.cl'"),
     ("same-hip-kernel-whatever-the-sources-key-order",
      lambda d: d["variants"].append({
          **copy.deepcopy(_variant(d, 1)), "name": "m2", "metadata": {"op": "m2"},
@@ -291,8 +297,7 @@ REFUSALS: list[tuple[str, Mutation, str, str]] = [
      "$.packs[0].dispatch", "'nope' names no dispatch of $.dispatches"),
     ("hsaco-without-arches", lambda d: d["variants"].append(
         {k: v for k, v in _hsaco_set("h").items() if k != "arches"}),
-     "$.variants[2]", "an hsaco kernel names its arch: give the variant set "
-                      "'arches'"),
+     "$.variants[2]", "an hsaco kernel must name a non-empty arch"),
     ("arch-outside-the-pack", lambda d: _variant(d, 1).update(arches=["gfx1030"]),
      "$.variants[1].arches[0]", "arch 'gfx1030' is not an arch of pack 'two' [gfx90a, "
                                 "gfx940]"),
@@ -333,7 +338,9 @@ def test_refusals_name_the_yaml_path(tmp_path: Path, mutate: Mutation, path: str
 
 def test_several_problems_are_reported_in_one_run(tmp_path: Path) -> None:
     doc = copy.deepcopy(BASE)
-    _variant(doc, 1)["launches"]["consume"].update(role="r")
+    # Problems of the config itself; what the runtime judges of the kernels it makes
+    # (a role on a hip launch) is found once the config reads.
+    _variant(doc, 1)["launches"]["consume"].update(file="x.hsaco")
     _variant(doc, 1)["launches"]["produce"] = {}
     doc["packs"][0]["dispatch"] = "nope"
     r, _ = _run(tmp_path, doc)

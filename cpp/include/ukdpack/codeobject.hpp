@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <utility>
 #include <string_view>
 #include <vector>
 
@@ -44,5 +45,38 @@ std::optional<std::string_view> amdgpuMetadataNote(std::string_view elf);
 // note or no amdhsa.target is left to the readers that word that, and a cubin
 // (its e_flags is its target) passes with an empty processor.
 Result<std::string> checkCodeObjectTarget(std::string_view bytes, std::string_view arch = {});
+
+// An integer of a metadata document as written: msgpack holds negative and
+// unsigned 64-bit values alike (the packer keeps either; the shard's reader
+// refuses a negative size).
+struct MetadataInt {
+  bool negative = false;
+  std::uint64_t bits = 0;  // the value, or its two's complement when negative
+};
+
+// One explicit kernel argument as a code object's metadata records it.
+struct MetadataArg {
+  std::string kind;  // .value_kind; a cubin's are by_value
+  MetadataInt size;
+  MetadataInt offset;
+  std::optional<std::string> name;
+};
+
+// What the packer reads from a code object: its target and each kernel's explicit
+// arguments (hidden ones dropped), kernels in the metadata's order (a cubin's by name).
+struct CodeObjectMetadata {
+  std::optional<std::string> target;  // amdhsa.target, or nvptx64-nvidia-cuda--sm_<NN>
+  std::vector<std::pair<std::string, std::vector<MetadataArg>>> kernels;
+};
+
+// The metadata an AMDGPU metadata note's descriptor (a msgpack document) holds;
+// CODEOBJECT_MALFORMED names what is wrong with it ("bad AMDGPU metadata: ...").
+Result<CodeObjectMetadata> amdgpuNoteMetadata(std::string_view note);
+
+// The metadata of a code object: an AMDGPU object's from its metadata note, a cubin's
+// from its .nv.info.<kernel> sections (EIATTR_KPARAM_INFO records) and its ELF header's
+// SM number. Refuses what inspectCodeObject refuses, and sections, notes or records that
+// do not hold together, by name.
+Result<CodeObjectMetadata> codeObjectMetadata(std::string_view bytes);
 
 }  // namespace ukdpack

@@ -80,7 +80,7 @@ std::string describeSignature(const Signature& sig);
 
 // One source of a kernel: the single `kernel_source` or one `sources` entry.
 struct KernelSource {
-  std::string kind;  // hip, hsaco, embedded_source, cuda, builder, kpack
+  std::string kind;  // a row of sourceKinds()
   // The entry as written, `kind` included; null in a source no entry was read into
   // (a multi-launch kernel's unused `source`).
   JsonText fields;
@@ -88,7 +88,7 @@ struct KernelSource {
   // the kind has one and it is a string: what the loader checks exists.
   std::optional<std::string> file;
 
-  // Filled when kind == "kpack" (the packed form).
+  // Filled for the packed form (SourceKindInfo::packed()).
   std::string library;
   std::string tocKey;
   std::string symbol;
@@ -99,20 +99,66 @@ struct KernelSource {
   std::map<std::string, std::string> targets;
 };
 
-// What ukdpack knows of each kernel-source kind, in one table: the fields an
-// authored source names a file with, whether it may be a launch of a `sources`
-// map, and the archive entry type of its code objects (empty: it has none).
+// How the reader reads one field of a kernel source (and what the packer may
+// write there).
+enum class SourceFieldType {
+  String,         // a non-empty string
+  RelativePath,   // a non-empty relative path without '..' segments (an identity key)
+  Object,         // a JSON object
+  Build,          // {defines: {NAME: scalar}, flags: [string], generic: bool}
+  Sha256,         // 64 lowercase hex digits
+  Signature,      // [{kind, size, offset, name?}]
+  TargetDigests,  // {target ID: sha256}: feature variants of one packed object
+};
+struct SourceField {
+  const char* name;
+  SourceFieldType type;
+  bool required;
+};
+// How a kind's code object comes to be.
+enum class SourceProducer {
+  Compile,   // a compiler (the row's `compiler`) builds it from a source file
+  Prebuilt,  // the file is the object
+  Module,    // a Python builder module writes it
+  None,      // no code object (embedded source the host compiles)
+  Packed,    // the packed form: an archive member the packer wrote
+};
+const char* producerName(SourceProducer p);  // "compile", "prebuilt", "module", "none", "packed"
+
+// What ukdpack knows of each kernel-source kind, in one table: its fields (in
+// reading order, `kind` aside), the field that names a file, whether it may be a
+// launch of a `sources` map, the archive entry type of its code objects, how its
+// object comes to be, and which field names the launch's symbol. The reader,
+// the loader's messages, the runtime's packed-form tests and (through the
+// extension) the packer all read it: adding a kind is a row here and a producer.
 struct SourceKindInfo {
   const char* name;
-  const char* fileField;   // "" when no field names a file
-  const char* fileWhat;    // how messages call that file ("source", "prebuilt object")
-  bool launchable;         // may be a `sources` launch
-  const char* entryType;   // "hsaco", "cubin", or "" (no code object of its own)
-  bool authored;           // an authored tree may name it (`kpack` is the packer's)
+  std::vector<SourceField> fields;
+  const char* fileField;    // "" when no field names a file
+  const char* fileWhat;     // how messages call that file ("source", "prebuilt object")
+  bool launchable;          // may be a `sources` launch
+  const char* entryType;    // "hsaco", "cubin", or "" (no code object of its own)
+  bool authored;            // an authored tree may name it (the packed form is the packer's)
+  SourceProducer producer;
+  const char* symbolField;  // the field naming the launch's symbol; "": read from the object
+  const char* stemField;    // the field whose base name stems a toc key
+  const char* compiler;     // the compiler a Compile producer runs ("" for others)
+
+  // Whether a source of this kind may carry `field`.
+  bool takes(std::string_view field) const;
+  // The packed form: an archive member named by library, toc key and digest.
+  bool packed() const { return producer == SourceProducer::Packed; }
 };
 const std::vector<SourceKindInfo>& sourceKinds();
 // The row of `kind`, or nullptr for an unknown kind.
 const SourceKindInfo* sourceKind(std::string_view kind);
+// The row of the packed form (the one kind whose producer is Packed).
+const SourceKindInfo& packedKind();
+// Whether `src` is in the packed form (an archive member).
+bool isPackedSource(const KernelSource& src);
+// The kinds (authored ones only, with `authoredOnly`) as a message lists them:
+// "hip, hsaco, embedded_source, cuda or builder".
+std::string listedKinds(bool authoredOnly);
 
 // One kernel variant (a UKD, standalone or inline in a KDP).
 struct Kernel {

@@ -12,6 +12,23 @@ namespace ukdpack {
 
 enum class Severity { Note, Warning, Error };
 
+// Every diagnostic code, as a constant of its own name: codes::DUPLICATE_ID is
+// "DUPLICATE_ID". The one list is diagnostic_codes.def; code is emitted only
+// through these names, so a code no list holds does not compile.
+namespace codes {
+#define UKD_DIAGNOSTIC(name, meaning) inline constexpr char name[] = #name;
+#include "ukdpack/diagnostic_codes.def"
+#undef UKD_DIAGNOSTIC
+}  // namespace codes
+
+// One row of the list: the code and what it means, in one line.
+struct DiagnosticCodeInfo {
+  const char* name;
+  const char* meaning;
+};
+// Every code of diagnostic_codes.def, in its (name) order.
+const std::vector<DiagnosticCodeInfo>& diagnosticCodes();
+
 struct Diagnostic {
   Severity severity = Severity::Error;
   std::string code;      // stable machine-readable code, e.g. "DIGEST_MISMATCH"

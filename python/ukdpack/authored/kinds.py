@@ -1,12 +1,12 @@
 """What the packer knows of each kernel-source kind, in one table.
 
-The runtime's own table (``_runtime.source_kinds()``: which field names a file,
-whether a kind may be a launch of a ``sources`` map, its archive entry type,
-whether an authored tree may name it) is the reader's knowledge; this table adds
-what only the packer needs: the authored fields, the identity that makes a toc
-key, how the launch's symbol is found, the producer, and the fields a generator
-launch may override. Adding a kind touches the C++ table, this table and its
-producer only.
+The table is the runtime's (``_runtime.source_kinds()``, ``sourceKinds()`` in
+cpp/src/descriptors.cpp): each kind's fields and which are required, the field
+that names a file, whether it may be a launch of a ``sources`` map, its archive
+entry type, its producer, whether it is the packed form, and which field names
+the launch's symbol. This module only adds what the packer derives from a
+producer: the identity that makes a toc key. Adding a kind touches the C++ table
+and its producer only.
 """
 
 from __future__ import annotations
@@ -18,7 +18,10 @@ from typing import Any, Literal
 from ukdpack import _runtime
 
 #: How a kind's code object comes to be.
-Producer = Literal["compile", "prebuilt", "builder", "none", "packed"]
+Producer = Literal["compile", "prebuilt", "module", "none", "packed"]
+#: How the reader reads a field.
+FieldType = Literal["string", "relative_path", "object", "build", "sha256", "signature",
+                    "target_digests"]
 
 
 def normalized_build(build: Mapping[str, Any] | None) -> dict[str, Any]:
@@ -46,68 +49,91 @@ def _builder_identity(kind: str, fields: Mapping[str, Any], rel: str | None) -> 
 
 Identity = Callable[[str, Mapping[str, Any], "str | None"], dict[str, Any]]
 
+#: What determines the code object of each producer's kinds (a toc key digests it).
+_IDENTITY: dict[str, Identity] = {"compile": _compiled_identity, "prebuilt": _prebuilt_identity,
+                                  "module": _builder_identity}
+
+
+@dataclass(frozen=True)
+class Field:
+    """One field of a kind, as the reader reads it."""
+
+    name: str
+    type: FieldType
+    required: bool
+
 
 @dataclass(frozen=True)
 class Kind:
-    """One kernel-source kind."""
+    """One kernel-source kind: a row of the runtime's table."""
 
     name: str
-    fields: tuple[str, ...]  # authored fields besides ``kind``
-    required: tuple[str, ...]  # of those, the ones a source must have
+    field_rows: tuple[Field, ...]  # in the reader's order, ``kind`` aside
+    #: The field naming a file relative to the descriptor's folder; None: no file.
+    file_field: str | None
+    #: How messages call that file ("source", "prebuilt object").
+    file_what: str
+    #: May be a launch of a ``sources`` map.
+    launchable: bool
+    #: The archive entry type of its code objects; None: it has none of its own.
+    runtime_entry_type: str | None
+    #: An authored tree may name it (the packed form is the packer's).
+    authored: bool
     producer: Producer
-    #: What determines the code object (a toc key digests it); None: no object.
-    identity: Identity | None = None
+    #: The packed form: an archive member named by library, toc key and digest.
+    packed: bool
     #: The field naming the launch's symbol; None: read from the object (builder).
-    symbol_field: str | None = None
-    #: The field whose base name stems the toc key (else ``function``).
-    stem_field: str = "function"
-    #: The fields a generated launch may override (empty: it cannot be a launch).
-    launch_overrides: tuple[str, ...] = ()
-    #: The compiler kind the producer runs (``hip``: hipcc, ``cuda``: nvcc).
-    compiler: str | None = None
+    symbol_field: str | None
+    #: The field whose base name stems the toc key.
+    stem_field: str
+    #: The compiler a ``compile`` producer runs (``hip``: hipcc, ``cuda``: nvcc).
+    compiler: str | None
 
     @property
-    def file_field(self) -> str | None:
-        """The field naming a file relative to the descriptor's folder (the runtime's)."""
-        field_name: str | None = RUNTIME[self.name]["file_field"]
-        return field_name
+    def fields(self) -> tuple[str, ...]:
+        """Names of its fields besides ``kind``, in the reader's order."""
+        return tuple(f.name for f in self.field_rows)
 
     @property
-    def entry_type(self) -> str:
-        """The archive entry type of its code objects."""
-        return RUNTIME[self.name]["entry_type"] or "hsaco"
+    def required(self) -> tuple[str, ...]:
+        """The fields a source of this kind must have."""
+        return tuple(f.name for f in self.field_rows if f.required)
+
+    @property
+    def identity(self) -> Identity | None:
+        """What determines the code object (a toc key digests it); None: no object."""
+        return _IDENTITY.get(self.producer)
 
     @property
     def has_object(self) -> bool:
+        """Whether its sources produce a code object."""
         return self.identity is not None
 
+    @property
+    def entry_type(self) -> str:
+        """The archive entry type of its code objects (hsaco for a builder's too)."""
+        return self.runtime_entry_type or "hsaco"
 
-RUNTIME: dict[str, dict[str, Any]] = {k["name"]: k for k in _runtime.source_kinds()}
 
-KINDS: dict[str, Kind] = {k.name: k for k in (
-    Kind("hip", ("source", "entry", "build"), ("source", "entry"), "compile",
-         _compiled_identity, "entry", "source", ("source", "entry", "build"), "hip"),
-    Kind("cuda", ("source", "entry", "build"), ("source", "entry"), "compile",
-         _compiled_identity, "entry", "source", ("source", "entry", "build"), "cuda"),
-    Kind("hsaco", ("file", "symbol"), ("file", "symbol"), "prebuilt",
-         _prebuilt_identity, "symbol", "file", ("file", "symbol")),
-    # ``entry`` picks each launch's kernel out of one multi-kernel object.
-    Kind("builder", ("module", "function", "spec", "entry", "role"),
-         ("module", "function"), "builder", _builder_identity, None, "function",
-         ("module", "function", "spec", "role", "entry")),
-    Kind("embedded_source", ("source_file", "entry_point"), ("source_file", "entry_point"),
-         "none"),
-    Kind("kpack", ("library", "toc_key", "symbol", "sha256", "signature"),
-         ("library", "toc_key", "symbol", "sha256", "signature"), "packed"),
-)}
+def _row(r: _runtime.SourceKindRow) -> Kind:
+    return Kind(r["name"], tuple(Field(f["name"], f["type"], f["required"]) for f in r["fields"]),
+                r["file_field"], r["file_what"], r["launchable"], r["entry_type"], r["authored"],
+                r["producer"], r["packed"], r["symbol_field"], r["stem_field"], r["compiler"])
 
-if set(KINDS) != set(RUNTIME):  # pragma: no cover - a kind added on one side only
-    raise ImportError(f"kinds table {sorted(KINDS)} differs from the runtime's {sorted(RUNTIME)}")
+
+KINDS: dict[str, Kind] = {k.name: k for k in map(_row, _runtime.source_kinds())}
 
 #: Kinds an authored tree may name, in the table's order.
-AUTHORED: tuple[str, ...] = tuple(n for n in KINDS if RUNTIME[n]["authored"])
+AUTHORED: tuple[str, ...] = tuple(n for n, k in KINDS.items() if k.authored)
 #: Kinds whose sources produce a code object.
 COMPILED: tuple[str, ...] = tuple(n for n, k in KINDS.items() if k.has_object)
+#: The packed form's kind (what the packer writes every code object as).
+PACKED: str = next(n for n, k in KINDS.items() if k.packed)
+
+
+def of_producer(producer: Producer) -> tuple[str, ...]:
+    """The kinds ``producer`` makes the code objects of, in the table's order."""
+    return tuple(n for n, k in KINDS.items() if k.producer == producer)
 
 
 def kind(name: str) -> Kind:

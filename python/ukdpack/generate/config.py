@@ -24,7 +24,7 @@ from typing import Any
 import yaml
 
 from ukdpack import _runtime, jsonpath, schema
-from ukdpack.authored.kinds import AUTHORED, KINDS
+from ukdpack.authored.kinds import AUTHORED, KINDS, PACKED
 from ukdpack.errors import Problem, UkdError, from_runtime
 
 #: The format version of the configuration this reader reads.
@@ -41,12 +41,15 @@ MAX_DEPTH = 64  # nesting of mappings and lists, aliases expanded
 
 #: Source fields each kind takes on a variant set (the kinds table's authored fields).
 KIND_FIELDS: dict[str, tuple[str, ...]] = {n: KINDS[n].fields for n in AUTHORED}
-#: Fields each kind's source must end up with, on the set or on every launch.
-REQUIRED_FIELDS: dict[str, tuple[str, ...]] = {n: KINDS[n].required for n in AUTHORED}
-#: Fields a launch may override, per kind (builder ``entry`` too, since it is what picks
-#: each launch's kernel out of one multi-kernel object).
-LAUNCH_FIELDS: dict[str, tuple[str, ...]] = {
-    n: KINDS[n].launch_overrides for n in AUTHORED if KINDS[n].launch_overrides}
+#: Fields each kind's source must end up with, on the set or on every launch (the
+#: generator writes ``{}`` for a build or a builder's spec left out).
+REQUIRED_FIELDS: dict[str, tuple[str, ...]] = {
+    n: tuple(f.name for f in KINDS[n].field_rows if f.required and f.type not in ("build", "object"))
+    for n in AUTHORED}
+#: Fields that label a launch without making it another launch (a builder's ``role``).
+#: A set or launch of any kind may write one: the runtime, judging what is generated,
+#: says which kinds take it.
+LABELS = ("role",)
 _TOP_KEYS = ("version", "namespace", "kmd", "engine", "matchers", "dispatches", "packs",
              "variants")
 _PACK_KEYS = ("name", "dispatch", "matchers", "arch")
@@ -528,13 +531,8 @@ class _Reader:
 
     def variant(self, value: Any, path: str) -> VariantSet | None:
         kind = value.get("kind") if isinstance(value, Mapping) else None
-        source_keys = KIND_FIELDS.get(kind, ()) if isinstance(kind, str) else ()
+        source_keys = _source_keys(kind)
         allowed = (*_VARIANT_KEYS, *source_keys)
-        if isinstance(value, Mapping) and "role" in value and kind in ("hip", "cuda", "hsaco",
-                                                                        "embedded_source"):
-            self.fail(jsonpath.key(path, "role"), f"'role' is a builder-only field; a {kind} "
-                      "source takes no role")
-            value = {k: v for k, v in value.items() if k != "role"}
         before = len(self.problems)
         obj = self.mapping(value, path, "a variant set" + (f" of kind {kind}" if source_keys
                                                            else ""),
@@ -543,10 +541,9 @@ class _Reader:
             return None
         kind_path = jsonpath.key(path, "kind")
         if "kind" in obj and kind not in KIND_FIELDS:
-            if kind == "kpack":
-                self.fail(kind_path, "kind 'kpack' is the packed form written by the packer; "
-                          "a config names what to build (hip, hsaco, cuda, builder or "
-                          "embedded_source)")
+            if kind == PACKED:
+                self.fail(kind_path, f"kind '{kind}' is the packed form written by the packer; "
+                          f"a config names what to build ({_runtime.listed_kinds(True)})")
             else:
                 self.fail(kind_path, f"expected one of {', '.join(KIND_FIELDS)}, found "
                           f"{_found(kind)}")
@@ -557,9 +554,6 @@ class _Reader:
         if arches is not None and not arches and "arches" in obj:
             self.fail(jsonpath.key(path, "arches"), "expected at least one arch (leave "
                       "'arches' out for kernels that run on every arch of their pack)")
-        if kind == "hsaco" and not arches:
-            self.fail(path, "an hsaco kernel names its arch: give the variant set "
-                      "'arches', one prebuilt object per arch, e.g. file: objects/{arch}/x.hsaco")
         rows = self.rows(obj.get("params"), jsonpath.key(path, "params"), ("arch",),
                          len(arches) if arches else 1)
         fields = {k: v for k, v in obj.items() if k in source_keys}
@@ -581,12 +575,7 @@ class _Reader:
 
     def launches(self, value: Any, path: str, kind: str
                  ) -> tuple[tuple[str, Mapping[str, Any]], ...] | None:
-        if kind == "embedded_source":
-            self.fail(path, "an embedded_source kernel ships as authored, with no code object, "
-                      "so it has no launches; give a hip, hsaco, cuda or builder kind, or drop "
-                      "'launches'")
-            return None
-        if kind not in LAUNCH_FIELDS:
+        if kind not in KIND_FIELDS:
             return None  # the kind is reported
         if not isinstance(value, Mapping):
             self.fail(path, f"expected a mapping of launch name to override, found "
@@ -596,7 +585,7 @@ class _Reader:
             self.fail(path, f"expected at least two launches (a multi-launch kernel), found "
                       f"{len(value)}; a single-launch kernel names its source on the variant "
                       "set")
-        allowed = LAUNCH_FIELDS[kind]
+        allowed = KIND_FIELDS[kind]
         out = []
         for name, override in value.items():
             where = jsonpath.key(path, name)
@@ -613,15 +602,18 @@ class _Reader:
                           f"found {_found(override)}")
                 continue
             for key in override:
-                if key == "role" and kind != "builder":
-                    self.fail(jsonpath.key(where, key), f"'role' is a builder-only field; a "
-                              f"{kind} launch takes no role")
-                elif key not in allowed:
+                if key not in allowed and key not in LABELS:
                     self.fail(jsonpath.key(where, key), f"a launch inherits its kernel "
                               f"source's kind ('{kind}') and may override only "
                               f"{', '.join(allowed)}; found '{key}'")
             out.append((name, override))
         return tuple(out)
+
+
+def _source_keys(kind: Any) -> tuple[str, ...]:
+    """The source fields a variant set of ``kind`` may write: its kind's, and the labels."""
+    fields = KIND_FIELDS.get(kind, ()) if isinstance(kind, str) else ()
+    return (*fields, *(f for f in LABELS if f not in fields)) if fields else ()
 
 
 def version_of(dtype: str, body: Mapping[str, Any]) -> str:

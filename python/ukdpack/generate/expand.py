@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ukdpack import jsonpath
+from ukdpack import _runtime, jsonpath
 from ukdpack.authored import tockey
 from ukdpack.authored.kinds import kind, launch_sources
 from ukdpack.digest import canonical_json
@@ -36,6 +36,7 @@ from ukdpack.files import write_atomic
 from ukdpack.generate.config import (
     DEFAULT_MAX_KERNELS,
     KIND_FIELDS,
+    LABELS,
     REQUIRED_FIELDS,
     Config,
     Generic,
@@ -239,6 +240,8 @@ class _Expander:
                 out[key] = {}  # hip and cuda sources always carry a build
             elif key == "spec":
                 out[key] = {}
+        # A label the kind does not take goes in too: the runtime judges it (_judge).
+        out.update({k: fields[k] for k in LABELS if k in fields and k not in out})
         return out
 
     def _build_ok(self, build: Any, path: str) -> bool:
@@ -286,7 +289,10 @@ class _Expander:
                       f"found {_describe(priority)}")
         metadata = self._metadata(self.value(s.metadata, env, jsonpath.key(s.path, "metadata")))
         base = {k: self.value(v, env, jsonpath.key(s.path, k)) for k, v in s.fields.items()}
-        base_origin = {k: jsonpath.key(s.path, k) for k in s.fields}
+        base_origin = {"kind": jsonpath.key(s.path, "kind"),
+                       **{k: jsonpath.key(s.path, k) for k in s.fields}}
+        #: Each source's JSON path in the kernel -> (its YAML path, each field's YAML path).
+        origins: dict[str, tuple[str, Mapping[str, str]]] = {}
         doc: dict[str, Any] = {"id": "", "version": "1.0" if s.launches is None else "1.1",
                                "name": name, "priority": priority, "metadata": metadata}
         if arch is not None:
@@ -295,6 +301,7 @@ class _Expander:
             src = self.source(s, base, base_origin, s.path, None)
             if src is not None:
                 doc["kernel_source"] = src
+            origins["$.kernel_source"] = (s.path, base_origin)
         else:
             sources = {}
             for launch, override in sorted(s.launches, key=lambda item: item[0]):
@@ -307,10 +314,20 @@ class _Expander:
                 src = self.source(s, fields, origin, where, launch)
                 if src is not None:
                     sources[launch] = src
+                origins[jsonpath.key("$.sources", launch)] = (where, origin)
             doc["sources"] = sources
+        if len(self.problems) == before:
+            self._judge(s, doc, origins)
         if len(self.problems) != before:
             return None
         return doc
+
+    def _judge(self, s: VariantSet, doc: Mapping[str, Any],
+               origins: Mapping[str, tuple[str, Mapping[str, str]]]) -> None:
+        """The runtime's findings on a kernel this set makes (it is the one judge of a
+        kernel's rules), each told at the YAML it comes from."""
+        for d in _runtime.check_kernel({**doc, "id": "generated"}):
+            self.fail(_yaml_path(d["path"], s, origins), d["message"])
 
 
 def _canonical_build(build: Mapping[str, Any]) -> dict[str, Any]:
@@ -336,12 +353,8 @@ def _describe(value: Any) -> str:
     return "a mapping" if isinstance(value, Mapping) else "a list"
 
 
-#: Fields that label a launch without making it another launch.
-_LABELS = ("role",)
-
-
 def _identity_fields(kind_name: str) -> tuple[str, ...]:
-    return tuple(f for f in kind(kind_name).fields if f not in _LABELS)
+    return tuple(f for f in kind(kind_name).fields if f not in LABELS)
 
 
 def source_identity(kind_name: str, fields: Mapping[str, Any]) -> dict[str, Any]:
@@ -381,6 +394,26 @@ def _describe_identity(ukd: Mapping[str, Any]) -> str:
     if launches[0][0] is None:
         return one(launches[0][1])
     return "; ".join(f"{n}: {one(s)}" for n, s in launches)
+
+
+_STEP = re.compile(r"\.(\w+)(.*)")
+
+
+def _yaml_path(path: str, s: VariantSet,
+               origins: Mapping[str, tuple[str, Mapping[str, str]]]) -> str:
+    """The YAML path of what made the JSON ``path`` of a kernel ``s`` generated: a source's
+    field where the set or a launch wrote it, a kernel field of the set, else the set."""
+    for at, (where, fields) in origins.items():
+        if path == at:
+            return where
+        if path.startswith(at) and (step := _STEP.fullmatch(path[len(at):])):
+            return fields[step[1]] + step[2] if step[1] in fields else where
+    if path.startswith("$.sources"):
+        return jsonpath.key(s.path, "launches")
+    step = _STEP.fullmatch(path[1:])
+    if step and step[1] in ("name", "priority", "metadata"):
+        return jsonpath.key(s.path, step[1]) + step[2]
+    return jsonpath.key(s.path, "arches") if step and step[1] == "arch" and s.arches else s.path
 
 
 def _keyed_by(kind_name: str) -> str:

@@ -41,6 +41,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
+from ukdpack.authored.kinds import of_producer
 from ukdpack.digest import canonical_json, sha256_hex
 from ukdpack.errors import UkdError
 from ukdpack.files import write_atomic
@@ -653,7 +654,7 @@ def _rerun(entry: Mapping[str, Any]) -> dict[str, Any] | None:
         return None
     strings = ("kind", "source", "root", "compiler", "compiler_path")
     if not all(isinstance(rerun.get(k), str) for k in strings) or rerun["kind"] not in (
-            "hip", "cuda"):
+            of_producer("compile")):
         return None
     argv = rerun.get("argv")
     if not isinstance(argv, list) or not all(isinstance(a, str) for a in argv):

@@ -55,7 +55,7 @@ class Job:
 
     def what(self) -> str:
         """``kernels/a.hip [N=4] for gfx90a`` for messages and progress."""
-        if kind(self.kind).producer == "builder":
+        if kind(self.kind).producer == "module":
             return f"builder {self.fields['module']}:{self.fields['function']} for {self.arch}"
         build = normalized_build(self.fields.get("build"))
         parts = [f"{k}={v}" for k, v in build["defines"].items()] + build["flags"]
@@ -100,7 +100,7 @@ def compile_targets(src: Source, arch: str, variants: Sequence[str]) -> list[str
     build asking for ``generic``, the arch's generic family with the features of each
     variant the family supports. ``""`` stands for the bare arch."""
     wanted = list(variants) or [arch]
-    if src.kind == "hip" and (src.fields.get("build") or {}).get("generic") is True:
+    if (src.fields.get("build") or {}).get("generic") is True:  # an sm_ arch has no family
         family = str(_runtime.generic_family_of(arch))
         if family:
             supported = set(_runtime.supported_features(family))

@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from ukdpack import _runtime
 from ukdpack.authored import dvc
+from ukdpack.authored.kinds import kind, of_producer
 from ukdpack.digest import sha256_hex
 from ukdpack.errors import Problem, UkdError
 from ukdpack.files import FileRange, read_regular, unnamed_file
@@ -143,7 +144,7 @@ def _note_info(note: bytes) -> ObjectInfo:
 
 
 #: Kinds whose objects a compiler makes, through the cache.
-COMPILED_KINDS = ("hip", "cuda")
+COMPILED_KINDS = of_producer("compile")
 
 #: Prebuilt objects read per call of the batch reader: a Ctrl-C is seen between calls.
 PREFETCH_CHUNK = 256
@@ -159,7 +160,7 @@ JobDone = Callable[[Job, float, Outcome], None]
 
 #: The code of the problem a job fails with when its compiler cannot be found: the pack
 #: reports that once, not once per job.
-NO_COMPILER = "NO_COMPILER"
+NO_COMPILER = _runtime.Code.NO_COMPILER
 
 
 class Producer:
@@ -281,8 +282,8 @@ class Producer:
         order = sorted(first, key=lambda j: (j.kind not in COMPILED_KINDS, j.toc_key, j.arch))
         # Prebuilt objects are read in batches by the runtime (threads of its own, the GIL
         # released) in this thread, while the pool runs the other jobs.
-        prebuilt = [j for j in order if j.kind == "hsaco"]
-        rest = [j for j in order if j.kind != "hsaco"]
+        prebuilt = [j for j in order if kind(j.kind).producer == "prebuilt"]
+        rest = [j for j in order if kind(j.kind).producer != "prebuilt"]
         if self.jobs == 1 or len(rest) <= 1:
             for job in rest:  # in this thread: an interrupt reaches the compile itself
                 one(job)
@@ -355,11 +356,12 @@ class Producer:
     def _produce(self, job: Job, lookup: bool = True, build: bool = True) -> Product | None:
         """The job's product; for a compile, None when ``build`` is False and the cache
         lacks it (``lookup`` False: it is known to lack it)."""
-        if job.kind in COMPILED_KINDS:
+        producer = kind(job.kind).producer
+        if producer == "compile":
             return self._compile(job, lookup, build)
-        if job.kind == "hsaco":
+        if producer == "prebuilt":
             return self._prebuilt(job)
-        if job.kind == "builder":
+        if producer == "module":
             return self._build(job)
         raise _fail(job, f"no producer for kind '{job.kind}'")
 
@@ -370,7 +372,7 @@ class Producer:
             codeobject.check_target(elf)  # the arch: _checked, with its own wording
             sha = sha256_hex(elf)
             # A prebuilt object's metadata reads faster than a cache record writes.
-            info = object_info(elf, sha, None if job.kind == "hsaco" else self.cache)
+            info = object_info(elf, sha, None if kind(job.kind).producer == "prebuilt" else self.cache)
         except codeobject.CodeObjectError as e:
             raise _fail(job, f"{what} is not a usable code object: {e}") from None
         return self._checked(job, elf, sha, info, deps, compiled, what)
@@ -385,9 +387,10 @@ class Producer:
         return Product(job, elf, sha, info, deps, compiled, frame)
 
     def _compile(self, job: Job, lookup: bool = True, make: bool = True) -> Product | None:
-        assert job.rel is not None
+        compiler_kind = kind(job.kind).compiler
+        assert job.rel is not None and compiler_kind is not None
         try:
-            comp = self.compiler(job.kind)
+            comp = self.compiler(compiler_kind)
         except UkdError as e:
             if e.problems[0].code == NO_COMPILER:  # the same problem for every job: told once
                 raise JobFailed(e.problems[0]) from None
@@ -401,7 +404,7 @@ class Producer:
             source_digest = sha256_hex(source_text)
         except OSError as e:
             raise _fail(job, f"cannot read source {job.rel}: {e.strerror}") from None
-        keyed = compiler.key_argv(job.kind, build, job.compile_target, comp.driver)
+        keyed = compiler.key_argv(compiler_kind, build, job.compile_target, comp.driver)
         key = base_key({"compiler": comp.identity, "argv": keyed, "source": job.rel,
                         "source_sha256": source_digest})
         rerun = {"kind": job.kind, "argv": keyed, "source": job.rel,

@@ -22,6 +22,7 @@ from typing import Any, Literal
 import msgpack  # type: ignore[import-untyped]
 import zstandard
 
+from ukdpack import _runtime
 from ukdpack.errors import UkdError
 from ukdpack.files import (
     FileRange,
@@ -49,7 +50,7 @@ Scheme = Literal["zstd-per-kernel", "none"]
 class ArchiveError(UkdError):
     """A kpack archive that cannot be written as asked; the message says why."""
 
-    code = "ARCHIVE"
+    code = _runtime.Code.ARCHIVE
 
 
 #: A group names the archive file ``kpack/<group>_<arch>.kpack``, so it is one plain file

@@ -20,6 +20,8 @@ from dataclasses import dataclass, field
 from pathlib import PurePosixPath
 from typing import Any
 
+from ukdpack.authored.kinds import PACKED
+
 ARCHIVE_FOLDER = "kpack"
 #: Authored-only keys no packed descriptor carries: a ``$schema`` path is relative to
 #: the authored file and means nothing in a shard.
@@ -38,7 +40,7 @@ class PackedLaunch:
     targets: Mapping[str, str] = field(default_factory=dict)
 
     def entry(self, library: str) -> dict[str, Any]:
-        out: dict[str, Any] = {"kind": "kpack", "library": library, "toc_key": self.toc_key,
+        out: dict[str, Any] = {"kind": PACKED, "library": library, "toc_key": self.toc_key,
                                "symbol": self.symbol, "sha256": self.sha256,
                                "signature": list(self.signature)}
         if self.targets:

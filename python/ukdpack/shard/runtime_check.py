@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from ukdpack import _runtime
+from ukdpack._runtime import Code
 from ukdpack.errors import Problem, Severity, UkdError, from_runtime
 
 
@@ -107,13 +108,13 @@ def launch_problems(dset: _runtime.DescriptorSet, arch: str,
     if manifest:
         problems += _unhandled(dset, manifest, dropped)
     for d in dropped:
-        if manifest and d["code"] == "DISPATCH_UNKNOWN":
+        if manifest and d["code"] == Code.DISPATCH_UNKNOWN:
             continue  # said once per symbol above
         # A pack without a dispatch is served by nothing native by its author's choice:
         # the runtime keeps its kernels out of selection and says so, as a warning.
-        severity: Severity = "warning" if d["code"] == "NO_DISPATCH" else "error"
+        severity: Severity = "warning" if d["code"] == Code.NO_DISPATCH else "error"
         reason = d["reason"]
-        if manifest and d["code"] == "LAUNCH_SET_MISMATCH":
+        if manifest and d["code"] == Code.LAUNCH_SET_MISMATCH:
             # The launches the kernel is held against come from the manifest: say where.
             reason += (f" (the handler manifest {manifest.where(d['dispatch_symbol'])} "
                        "declares them; change the kernel's launches or that entry)")
@@ -129,7 +130,7 @@ def launch_problems(dset: _runtime.DescriptorSet, arch: str,
     # fail would depend on the threads' order: then the check runs again in order (in a
     # cache of its own: entries checked ahead spent the budget in their own order).
     found = sm.check_launch_codes(launches, arch, threads)
-    if any(f is not None and f.get("code") == "DECOMPRESS_BUDGET" for f in found):
+    if any(f is not None and f.get("code") == Code.DECOMPRESS_BUDGET for f in found):
         again = _runtime.StateManager(dset, handlers=handlers, arch=arch)
         found = again.check_launch_codes(launches, arch, 1)
     for failed in found:
@@ -146,7 +147,7 @@ def _unhandled(dset: _runtime.DescriptorSet, manifest: HandlerManifest,
     UDD naming it: the runtime's DISPATCH_UNKNOWN drops, gathered by symbol."""
     packs: dict[str, dict[str, int]] = {}  # symbol -> pack name -> kernels dropped
     for d in dropped:
-        if d["code"] == "DISPATCH_UNKNOWN":
+        if d["code"] == Code.DISPATCH_UNKNOWN:
             by_pack = packs.setdefault(d["dispatch_symbol"], {})
             by_pack[d["pack_name"]] = by_pack.get(d["pack_name"], 0) + 1
     udd_file = {u["dispatch_symbol"]: u["file"] for u in dset.dispatches}
@@ -162,5 +163,5 @@ def _unhandled(dset: _runtime.DescriptorSet, manifest: HandlerManifest,
             f"dispatch symbol '{symbol}' is not in the handler manifest {manifest.path}, so "
             f"the runtime would drop pack{plural} {names} at run time: add {entry} to "
             f"{manifest.path.name} if the library handles it, else leave the pack{plural} "
-            "out of the tree", code="DISPATCH_UNKNOWN"))
+            "out of the tree", code=Code.DISPATCH_UNKNOWN))
     return problems

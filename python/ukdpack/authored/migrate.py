@@ -21,7 +21,6 @@ from pathlib import Path
 from typing import Any
 
 from ukdpack import _runtime, jsonpath
-from ukdpack.authored.kinds import launch_sources
 from ukdpack.errors import Problem, UkdError, UsageError, from_runtime, quote_name
 from ukdpack.files import found_at, kind_of, read_regular, write_atomic
 from ukdpack.words import count
@@ -238,13 +237,9 @@ def _plan_kernel(d: _Doc, ukd: Mapping[str, Any], path: str, pack_arch: list[str
     rewritten. ``pack_arch`` is None when no pack names the kernel."""
     name = ukd.get("name") if isinstance(ukd.get("name"), str) else ukd.get("id", "?")
     # A legacy kernel is one the runtime refuses, so its launch helpers cannot read it:
-    # the kinds table's reader of documents the packer builds or rewrites does.
-    sources: list[tuple[str, Mapping[str, Any]]] = []
-    for launch, raw in launch_sources(ukd):
-        where = (jsonpath.key(path, "kernel_source") if launch is None
-                 else jsonpath.key(jsonpath.key(path, "sources"), launch))
-        if (o := _obj(raw)) is not None:
-            sources.append((where, o))
+    # the extension's reader of documents it does not judge gives each launch and its path.
+    sources = [(where, o) for _, where, raw in _runtime.document_launches(ukd, path)
+               if (o := _obj(raw)) is not None]
     rewritten = 0
     for spath, src in sources:
         kind = src.get("kind")
@@ -304,7 +299,7 @@ def _plan_kdp(d: _Doc) -> None:
 def _ukd_version(ukd: Mapping[str, Any]) -> str:
     """The version a kernel written without one gets: 1.1 where its form needs it (a
     multi-launch kernel's ``sources``), else 1.0."""
-    return "1.1" if "sources" in ukd else "1.0"
+    return str(_runtime.document_form_version(ukd))
 
 
 def _plan_ukd(d: _Doc, kernel_arch: dict[str, tuple[list[str], str]]) -> None:

@@ -12,7 +12,6 @@ judgement too (``_runtime.no_shard_reason``).
 from __future__ import annotations
 
 import functools
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -20,9 +19,13 @@ from typing import Any
 
 from ukdpack import _runtime
 from ukdpack.authored.load import ARCHIVE_FOLDER, Member, Tree, load_tree
-from ukdpack.authored.model import Kdp, Source, Ukd
+from ukdpack.authored.model import Kdp, Source, Ukd, id_key
 from ukdpack.errors import Problem, UkdError, UsageError
 from ukdpack.shard.runtime_check import launch_problems
+
+#: What a finding is about: ("launch", kernel id key, launch name or None) for one of a
+#: kernel's launches, else ("at", file, JSON path).
+Subject = tuple[str, str, str | None]
 
 #: The field of a packed source that names its archive, relative to the descriptor.
 LIBRARY = "library"
@@ -204,36 +207,41 @@ class Shard:
         """``problems`` plus each of the runtime's own findings that no problem already
         tells (a tool's or a rule's line about the same launch or finding stands)."""
         errors = [p for p in problems if p.severity == "error"]
-        said = {(p.file, _launch_of(p.path)) for p in errors}
+        said = {self.subject(p) for p in errors}
 
         broken = {p.file for p in errors}  # an archive a tool found unreadable is one
-        by_launch = {(ln.ukd.file, ln.json_path): ln for ln in self.launches if ln.packed}
+        by_launch = {_launch_subject(ln.ukd.key, ln.name): ln for ln in self.launches
+                     if ln.packed}
 
         def told(r: Problem) -> bool:
             # The same launch, the same finding (one code) about an object holding it, or a
             # launch whose archive was already reported.
-            if (r.file, _launch_of(r.path)) in said or any(
+            if self.subject(r) in said or any(
                     p.file == r.file and p.code == r.code and r.path.startswith(p.path)
                     for p in errors if p.code):
                 return True
-            ln = by_launch.get((r.file, _launch_of(r.path)))
+            ln = by_launch.get(self.subject(r))
             return ln is not None and self.archive_of(ln).rel in broken
 
         return [*problems, *(r for r in self.runtime_problems if not told(r))]
+
+    def subject(self, problem: Problem) -> Subject:
+        """What a finding is about: the launch whose source holds its path, keyed by
+        kernel id and launch name (the runtime's ``DescriptorSet.launch_at``), else its
+        own place (file, JSON path)."""
+        dset = self.tree.dset
+        at = dset.launch_at(problem.file, problem.path) if dset is not None else None
+        if at is None:
+            return ("at", problem.file, problem.path)
+        return _launch_subject(id_key(at[0]), at[1])
 
     def kernel_ids(self) -> frozenset[str]:
         """Ids of every kernel the shard holds that loaded."""
         return frozenset(m.ukd.key for m in self.tree.members)
 
 
-_LAUNCH_PATH = re.compile(r"^.*?\.(?:kernel_source|sources\.[A-Za-z][A-Za-z0-9_]*)(?=$|\.)")
-
-
-def _launch_of(path: str) -> str:
-    """The JSON path of the launch a finding's path lies in (``...kernel_source`` or
-    ``...sources.<name>``), else the path itself."""
-    m = _LAUNCH_PATH.match(path)
-    return m.group(0) if m else path
+def _launch_subject(kernel_key: str, launch: str | None) -> Subject:
+    return ("launch", kernel_key, launch)
 
 
 def _shard_arch(root: Path, tree: Tree, given: str | None) -> str | None:

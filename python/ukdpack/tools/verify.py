@@ -48,8 +48,9 @@ from ukdpack.tools.shard import (
 )
 from ukdpack.words import count
 
-#: Fields of a UKD the packer rewrites or moves; every other field ships as authored.
-_REWRITTEN = frozenset({"kernel_source", "sources", "provenance", "arch"}) | packed.AUTHORING_KEYS
+#: Fields of a UKD the packer rewrites or moves besides its launches; every other field
+#: ships as authored.
+_REWRITTEN = frozenset({"provenance", "arch"}) | packed.AUTHORING_KEYS
 _TYPE_NAMES = {"Kdp": "KDP", "Ukd": "UKD", "Udd": "UDD", "Ued": "UED", "Kmd": "KMD",
                "Umd": "UMD", "Uhd": "UHD"}
 
@@ -208,8 +209,10 @@ class _Checker:
         elif ukd.file != want.ukd.file:
             self.error(ukd.file, ukd.json_path, f"{kernel_label(ukd)} sits in {ukd.file}; the "
                        f"root has it in {want.ukd.file}")
-        authored = {k: v for k, v in want.ukd.raw.items() if k not in _REWRITTEN}
-        have = {k: v for k, v in ukd.raw.items() if k not in _REWRITTEN}
+        # Launches are compared launch by launch, below.
+        rewritten = _REWRITTEN | {want.ukd.launches_key, ukd.launches_key}
+        authored = {k: v for k, v in want.ukd.raw.items() if k not in rewritten}
+        have = {k: v for k, v in ukd.raw.items() if k not in rewritten}
         self._fields(ukd, authored, have, kernel_label(ukd))
         # The packer narrows a UKD's own arch to the shard's; one that names none ships none.
         want_arch = [self.arch] if "arch" in want.ukd.raw else None
@@ -220,8 +223,7 @@ class _Checker:
                        f"{self.arch} shard")
         expected = {ln.name: ln for ln in self.plan.launches_of(want.ukd)}
         shipped = self.shard.launches_of(ukd)
-        where = jsonpath.key(ukd.json_path, "sources" if ukd.kernel_source is None
-                             else "kernel_source")
+        where = ukd.launches_path
         for name in sorted(set(expected) - set(shipped), key=_name_order):
             self.error(ukd.file, where, f"{launch_label(ukd, name)} is missing from the shard; "
                        f"the root's kernel has launches {_launch_list(expected)}")

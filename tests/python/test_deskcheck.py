@@ -20,8 +20,11 @@ from shard_support import (
     ukdpack,
 )
 
+from ukdpack.authored.model import id_key
+from ukdpack.errors import Problem
 from ukdpack.shard import archive as kpack
 from ukdpack.tools.deskcheck import desk_check
+from ukdpack.tools.shard import load_shard
 
 
 @pytest.fixture(scope="module")
@@ -179,3 +182,45 @@ def test_authored_sources_in_a_shard_and_bad_input(copy: Path, tmp_path: Path) -
     assert r.returncode == 2 and "expected a shard folder" in r.stderr
     assert "Traceback" not in r.stderr
     assert ukdpack("desk-check").returncode == 2
+
+
+def test_findings_are_keyed_by_kernel_and_launch(copy: Path) -> None:
+    """The runtime's findings come keyed by kernel id and launch name; a tool's or a rule's
+    problem is keyed by the launch whose source holds it (the runtime says which), and the
+    runtime's finding joins unless one about the same launch, or with its code about what
+    holds the launch, stands."""
+    split_file = "attention/split_kv.kdp.json"
+    edit(copy / split_file,
+         lambda d: kernel(d, "split_kv.f32")["sources"]["produce"].update(sha256="a" * 64))
+    shard = load_shard(copy)
+    split = id_key(str(kernel(read_json(copy / split_file), "split_kv.f32")["id"]))
+    at = "$.kernelDescriptors[0]"
+
+    def problem(path: str, code: str = "", file: str = split_file) -> Problem:
+        return Problem(file, path, "a tool's own line", code=code)
+
+    assert shard.subject(problem(f"{at}.sources.produce.sha256")) == ("launch", split, "produce")
+    assert shard.subject(problem(f"{at}.sources.consume")) == ("launch", split, "consume")
+    assert shard.subject(problem(at)) == ("kernel", split, None)
+    assert shard.subject(problem(f"{at}.arch")) == ("at", split_file, f"{at}.arch")
+    (found,) = shard.runtime_findings
+    assert (found.kernel, found.launch, found.problem.code) == (split, "produce",
+                                                                 "DIGEST_MISMATCH")
+    runtime = found.problem
+    assert shard.with_runtime([]) == [runtime]
+    # About the same launch: the tool's line stands alone; about its sibling: both.
+    assert shard.with_runtime([problem(f"{at}.sources.produce.symbol")]) == [
+        problem(f"{at}.sources.produce.symbol")]
+    sibling = problem(f"{at}.sources.consume.symbol")
+    assert shard.with_runtime([sibling]) == [sibling, runtime]
+    assert shard.with_runtime([Problem(split_file, f"{at}.sources.produce", "n", "note")]) == [
+        Problem(split_file, f"{at}.sources.produce", "n", "note"), runtime]  # notes tell nothing
+    # The same code about the kernel, its pack's kernel list or the file tells it; about
+    # another kernel, or another code, does not.
+    for holder in (at, "$.kernelDescriptors", "$", f"{at}.sources"):
+        assert shard.with_runtime([problem(holder, "DIGEST_MISMATCH")]) == [
+            problem(holder, "DIGEST_MISMATCH")], holder
+    for other in (problem("$.kernelDescriptors[1]", "DIGEST_MISMATCH"),
+                  problem(at, "TOC_MISSING"),
+                  problem("$", "DIGEST_MISMATCH", "attention/scale.kdp.json")):
+        assert shard.with_runtime([other]) == [other, runtime], other

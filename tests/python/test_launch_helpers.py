@@ -104,6 +104,11 @@ def test_document_launches_read_a_document_the_runtime_does_not_judge() -> None:
     assert _runtime.document_form_version({"sources": None}) == "1.1"  # the form, not its value
 
 
+def _package() -> Path:
+    """The source tree's python/ukdpack (what the checks below read)."""
+    return Path(__file__).resolve().parents[2] / "python" / "ukdpack"
+
+
 #: The keys a UKD holds its launches under: only the extension reads them.
 _LAUNCH_KEYS = {"kernel_source", "sources"}
 
@@ -126,9 +131,7 @@ def _key_reads(tree: ast.AST) -> list[int]:
 def test_no_module_outside_the_bindings_reads_launch_keys() -> None:
     """Python reads a kernel's launches through the extension's Kernel, Launch and Source
     views (or document_launches): no module names kernel_source or sources to read it."""
-    package = Path(_runtime.__file__).resolve().parent
-    if not (package / "authored").is_dir():  # an installed copy: check the source tree
-        package = Path(__file__).resolve().parents[2] / "python" / "ukdpack"
+    package = _package()
     found = [f"{path.relative_to(package)}:{line}" for path in sorted(package.rglob("*.py"))
              for line in _key_reads(ast.parse(path.read_text(encoding="utf-8")))]
     assert found == []
@@ -138,3 +141,14 @@ def test_the_key_read_check_finds_reads() -> None:
     code = ('a = doc["kernel_source"]\nb = doc.get("sources")\nc = "sources" in doc\n'
             'doc["sources"] = {}\np.add_argument("sources")\nk == "kernel_source"\n')
     assert _key_reads(ast.parse(code)) == [1, 2, 3, 6]
+
+
+def test_the_shard_tools_name_no_kind() -> None:
+    """verify, desk-check and the shard reader ask what a kind does (tools/shard.py's
+    helpers over the kinds table), never name one."""
+    kinds = {k["name"] for k in _runtime.source_kinds()}
+    tools = _package() / "tools"
+    found = [f"{path.name}:{node.lineno}" for path in sorted(tools.glob("*.py"))
+             for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+             if isinstance(node, ast.Constant) and node.value in kinds]
+    assert found == []

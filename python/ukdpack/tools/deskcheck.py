@@ -16,7 +16,7 @@ from pathlib import Path
 
 from ukdpack import jsonpath
 from ukdpack.errors import Problem, errors_only
-from ukdpack.tools.shard import Shard, load_shard
+from ukdpack.tools.shard import PACKED_KIND, Shard, load_shard, ships_as_authored
 from ukdpack.words import count
 
 
@@ -47,12 +47,12 @@ def _archive_problems(shard: Shard) -> list[Problem]:
     claimed: set[tuple[str, str, str]] = set()
     named: set[str] = set()
     for ln in shard.launches:
-        if ln.source.kind == "embedded_source":
-            continue  # ships as authored, with no code object
+        if ships_as_authored(ln.source.kind):
+            continue  # no code object
         if not ln.packed:
             problems.append(Problem(ln.ukd.file, jsonpath.key(ln.json_path, "kind"),
                                     f"{ln.label()}: kind '{ln.source.kind}' in a packed shard; "
-                                    "the packer writes every code object as kind 'kpack'"))
+                                    f"the packer writes every code object as kind '{PACKED_KIND}'"))
             continue
         opened = shard.archive_of(ln)
         if opened.archive is None:

@@ -17,18 +17,51 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ukdpack import _runtime
+from ukdpack import _runtime, jsonpath
+from ukdpack.authored.kinds import KINDS
 from ukdpack.authored.load import ARCHIVE_FOLDER, Member, Tree, load_tree
 from ukdpack.authored.model import Kdp, Source, Ukd, id_key
 from ukdpack.errors import Problem, UkdError, UsageError
-from ukdpack.shard.runtime_check import launch_problems
+from ukdpack.shard.runtime_check import RuntimeFinding, launch_findings
 
 #: What a finding is about: ("launch", kernel id key, launch name or None) for one of a
-#: kernel's launches, else ("at", file, JSON path).
+#: kernel's launches, ("kernel", kernel id key, None) for a kernel as a whole, else
+#: ("at", file, JSON path).
 Subject = tuple[str, str, str | None]
 
 #: The field of a packed source that names its archive, relative to the descriptor.
 LIBRARY = "library"
+
+
+# -- what the shard tools ask of a kind --------------------------------------------------
+# In one place, read from the packer's kinds table (its producer column), so that the
+# tools name no kind; when the kinds table carries the runtime's columns, only these
+# change.
+
+
+def _producer(kind_name: str) -> str | None:
+    found = KINDS.get(kind_name)
+    return found.producer if found is not None else None
+
+
+def is_archive_member(kind_name: str) -> bool:
+    """Whether a launch of this kind has its code object in the shard's archive (the
+    packed form the packer writes)."""
+    return _producer(kind_name) == "packed"
+
+
+def ships_as_authored(kind_name: str) -> bool:
+    """Whether a launch of this kind has no code object: its source ships as authored."""
+    return _producer(kind_name) == "none"
+
+
+def is_prebuilt(kind_name: str) -> bool:
+    """Whether the root holds a launch of this kind's code object as a file."""
+    return _producer(kind_name) == "prebuilt"
+
+
+#: The kind of every packed launch, for messages.
+PACKED_KIND = next(name for name in KINDS if is_archive_member(name))
 
 
 def kernel_label(ukd: Ukd) -> str:
@@ -65,8 +98,8 @@ class ShardLaunch:
 
     @property
     def packed(self) -> bool:
-        """Whether the launch has a packed code object (``kind: kpack``)."""
-        return self.source.kind == "kpack"
+        """Whether the launch has a packed code object (its kind's are archive members)."""
+        return is_archive_member(self.source.kind)
 
     @property
     def toc_key(self) -> str:
@@ -195,53 +228,87 @@ class Shard:
         return self.tree.of_type(Kdp)
 
     @functools.cached_property
-    def runtime_problems(self) -> tuple[Problem, ...]:
+    def runtime_findings(self) -> tuple[RuntimeFinding, ...]:
         """What the runtime's state manager finds loading every launch's code for the
-        shard's arch (drops, archive, digest, symbol): the very check a consuming
-        library's load makes, so a tool never passes what the runtime refuses."""
+        shard's arch (drops, archive, digest, symbol), each keyed by the kernel id and
+        launch name it is about: the very check a consuming library's load makes, so a
+        tool never passes what the runtime refuses."""
         if self.arch is None or self.tree.dset is None:
             return ()
-        return tuple(launch_problems(self.tree.dset, self.arch, None))
+        return tuple(launch_findings(self.tree.dset, self.arch, None))
 
     def with_runtime(self, problems: Sequence[Problem]) -> list[Problem]:
         """``problems`` plus each of the runtime's own findings that no problem already
-        tells (a tool's or a rule's line about the same launch or finding stands)."""
+        tells: a tool's or a rule's error about the same launch (or the same kernel) stands,
+        as does one with the same code about the kernel or the whole file, and one about the
+        archive a launch names."""
         errors = [p for p in problems if p.severity == "error"]
         said = {self.subject(p) for p in errors}
-
         broken = {p.file for p in errors}  # an archive a tool found unreadable is one
-        by_launch = {_launch_subject(ln.ukd.key, ln.name): ln for ln in self.launches
+        by_launch = {_subject("launch", ln.ukd.key, ln.name): ln for ln in self.launches
                      if ln.packed}
 
-        def told(r: Problem) -> bool:
-            # The same launch, the same finding (one code) about an object holding it, or a
-            # launch whose archive was already reported.
-            if self.subject(r) in said or any(
-                    p.file == r.file and p.code == r.code and r.path.startswith(p.path)
-                    for p in errors if p.code):
+        def told(f: RuntimeFinding) -> bool:
+            r, about = f.problem, self._finding_subject(f)
+            if about in said:
                 return True
-            ln = by_launch.get(self.subject(r))
+            holders = self._holders(about, r.file)
+            if any(p.code == r.code and (p.file, p.path) in holders for p in errors if p.code):
+                return True
+            ln = by_launch.get(about)
             return ln is not None and self.archive_of(ln).rel in broken
 
-        return [*problems, *(r for r in self.runtime_problems if not told(r))]
+        return [*problems, *(f.problem for f in self.runtime_findings if not told(f))]
 
     def subject(self, problem: Problem) -> Subject:
-        """What a finding is about: the launch whose source holds its path, keyed by
-        kernel id and launch name (the runtime's ``DescriptorSet.launch_at``), else its
-        own place (file, JSON path)."""
+        """What a problem is about: the launch whose source holds its path (the runtime's
+        ``DescriptorSet.launch_at``: kernel id and launch name), else the kernel it names,
+        else its own place (file, JSON path)."""
         dset = self.tree.dset
         at = dset.launch_at(problem.file, problem.path) if dset is not None else None
-        if at is None:
-            return ("at", problem.file, problem.path)
-        return _launch_subject(id_key(at[0]), at[1])
+        if at is not None:
+            return _subject("launch", id_key(at[0]), at[1])
+        key = self._kernel_at.get((problem.file, problem.path))
+        if key is not None:
+            return _subject("kernel", key, None)
+        return _subject("at", problem.file, problem.path)
+
+    @functools.cached_property
+    def _kernel_at(self) -> dict[tuple[str, str], str]:
+        return {(m.ukd.file, m.ukd.json_path): m.ukd.key for m in self.tree.members}
+
+    @functools.cached_property
+    def _members(self) -> dict[str, Member]:
+        return {m.ukd.key: m for m in self.tree.members}
+
+    def _holders(self, about: Subject, file: str) -> set[tuple[str, str]]:
+        """The places (file, JSON path) a finding with the same code tells a runtime
+        finding about ``about`` from: its whole file; for a kernel's, also the kernel, the
+        list of its pack holding it and, for one of its launches, its launches."""
+        places = {(file, ""), (file, "$")}
+        m = self._members.get(about[1]) if about[0] != "at" else None
+        if m is not None:
+            places.add((m.ukd.file, m.ukd.json_path))
+            if m.ukd.inline:
+                places.add((m.ukd.file, jsonpath.key("$", "kernelDescriptors")))
+            if about[0] == "launch":
+                places.add((m.ukd.file, m.ukd.launches_path))
+        return places
+
+    @staticmethod
+    def _finding_subject(f: RuntimeFinding) -> Subject:
+        """A runtime finding's subject, from the kernel id and launch name it comes with."""
+        if f.kernel is None:
+            return _subject("at", f.problem.file, f.problem.path)
+        return _subject("kernel" if f.whole_kernel else "launch", id_key(f.kernel), f.launch)
 
     def kernel_ids(self) -> frozenset[str]:
         """Ids of every kernel the shard holds that loaded."""
         return frozenset(m.ukd.key for m in self.tree.members)
 
 
-def _launch_subject(kernel_key: str, launch: str | None) -> Subject:
-    return ("launch", kernel_key, launch)
+def _subject(what: str, key: str, detail: str | None) -> Subject:
+    return (what, key, detail)
 
 
 def _shard_arch(root: Path, tree: Tree, given: str | None) -> str | None:

@@ -39,9 +39,11 @@ from ukdpack.produce import codeobject
 from ukdpack.produce.plan import ArchPlan, Launch, plan_arch
 from ukdpack.shard import packed, provenance
 from ukdpack.tools.shard import (
+    PACKED_KIND,
     Shard,
     ShardLaunch,
     describe_signature,
+    is_prebuilt,
     kernel_label,
     launch_label,
     load_shard,
@@ -235,7 +237,7 @@ class _Checker:
 
     def launch(self, want: Launch, got: ShardLaunch) -> None:
         label, file, path = got.label(), got.ukd.file, got.json_path
-        if want.job_key is None:  # embedded_source: ships as authored
+        if want.job_key is None:  # a kind without a code object ships as authored
             if dict(got.source.fields) != dict(want.source.fields):
                 self.error(file, path, f"{label}: the {want.source.kind} source is "
                            f"{_show(dict(got.source.fields))} in the shard, "
@@ -243,7 +245,7 @@ class _Checker:
             return
         if not got.packed:
             self.error(file, jsonpath.key(path, "kind"), f"{label}: expected a packed entry "
-                       f"(kind 'kpack'), found kind '{got.source.kind}'")
+                       f"(kind '{PACKED_KIND}'), found kind '{got.source.kind}'")
             return
         toc_key = want.job_key[1]
         if got.toc_key != toc_key:
@@ -261,7 +263,7 @@ class _Checker:
         if got.sha256 != digest:
             self.error(file, jsonpath.key(path, "sha256"), f"{label}: sha256 {got.sha256} "
                        f"differs from the digest of its archive entry, {digest}")
-        if want.source.kind == "hsaco":
+        if is_prebuilt(want.source.kind):
             self._prebuilt(want, got, blob)
         self._code(got, blob)
 

@@ -198,9 +198,11 @@ def ukd_from_runtime(k: Mapping[str, Any], inline: bool) -> Ukd:
     """A Ukd from a kernel the runtime loaded; its launches come from the runtime's
     ``Kernel`` view (the launch helpers), never from the document's keys."""
     view: _runtime.Kernel = k["view"]
-    launches = [(ln.name, _source(ln.source)) for ln in view.launches]
-    single = launches[0][1] if launches and launches[0][0] is None else None
-    sources = tuple((name, src) for name, src in launches if name is not None)
+    # The single source in one call: most kernels have one, and a tree has thousands.
+    one = view.single_launch_source
+    single = _source(one) if one is not None else None
+    sources = () if one is not None else tuple(
+        (str(ln.name), _source(ln.source)) for ln in view.launches)
     arch = k["arch"]
     return Ukd(file=str(k["file"]), json_path=str(k["path"]), id=k["id"], version=k["version"],
                name=k["name"], raw=k["raw"], metadata=k["metadata"], priority=k["priority"],

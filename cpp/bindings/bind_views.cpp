@@ -157,7 +157,8 @@ void bindViews(py::module_& m) {
                              "A packed launch's feature variants: target ID -> sha256 ({}: one object).")
       .def("__eq__", [](const SourceView& a, const SourceView& b) { return a.source == b.source; }, py::is_operator())
       .def("__hash__", [](const SourceView& s) { return std::hash<const void*>()(s.source); })
-      .def("__repr__", [](const SourceView& s) { return "<ukdpack Source " + s.source->kind + " at " + s.jsonPath + ">"; });
+      .def("__repr__",
+           [](const SourceView& s) { return "<ukdpack Source " + s.source->kind + " at " + s.jsonPath + ">"; });
 
   py::class_<LaunchView>(m, "Launch", "One launch of a kernel: its name (None: the single launch) and source.")
       .def_property_readonly("name", [](const LaunchView& l) { return l.name; })

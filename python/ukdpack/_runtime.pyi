@@ -143,6 +143,8 @@ class RuntimeCheckError(ValueError):
     diagnostic: dict[str, str]
 
 class DescriptorSet:
+    # Each pack dict's "kernels" are dicts whose "view" is the kernel's Kernel view (its
+    # launches); kernel() and the kernels a StateManager hands Python carry it too.
     @property
     def packs(self) -> list[dict[str, Any]]: ...
     def model_packs(self) -> list[dict[str, Any]]: ...

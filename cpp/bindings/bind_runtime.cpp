@@ -943,11 +943,15 @@ void bindLaunchCodeAndRevision(py::module_& m) {
   m.def(
       "load_launch_code",
       [](const PySet& dset, const std::string& kernelId, const std::optional<std::string>& launch,
-         const std::string& arch) {
-        return toBytes(valueOrRaise(loadLaunchCode(*dset.set, kernelId, launchArg(launch), arch)));
+         const std::string& arch, const std::shared_ptr<ArchiveCache>& archives) {
+        LaunchCodeOptions options;
+        options.cache = archives.get();
+        return toBytes(valueOrRaise(loadLaunchCode(*dset.set, kernelId, launchArg(launch), arch, options)));
       },
       py::arg("dset"), py::arg("kernel_id"), py::arg("launch") = py::none(), py::arg("arch") = "",
-      "The verified code object of one launch (no handler signature check). Raises RuntimeCheckError.");
+      py::arg("archives") = std::shared_ptr<ArchiveCache>(),
+      "The verified code object of one launch (no handler signature check), through `archives` when given "
+      "(each archive opened once over many calls; its budget). Raises RuntimeCheckError.");
   m.def(
       "selector_revision",
       [](const PySet& dset, const std::string& packId) {

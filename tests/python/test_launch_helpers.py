@@ -152,3 +152,25 @@ def test_the_shard_tools_name_no_kind() -> None:
              for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
              if isinstance(node, ast.Constant) and node.value in kinds]
     assert found == []
+
+
+def test_the_shard_tools_recompute_no_finding_of_the_runtime() -> None:
+    """Whether a launch's code loads (its archive holds the toc key, the bytes have the
+    recorded digest) is the runtime's finding: no module of tools/ hashes (hashlib, the
+    packer's digest helpers) or reads an archive entry's bytes (``archive.get``) to judge
+    it again. test_verify's and test_deskcheck's damaged shards show the runtime's lines,
+    one per finding."""
+    tools = _package() / "tools"
+    found = []
+    for path in sorted(tools.glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            names = ([a.name for a in node.names] if isinstance(node, ast.Import)
+                     else [node.module or ""] if isinstance(node, ast.ImportFrom) else [])
+            if any(n.split(".")[0] in ("hashlib", "hmac") or n == "ukdpack.digest"
+                   for n in names):
+                found.append(f"{path.name}:{node.lineno} imports {', '.join(names)}")
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) \
+                    and node.func.attr == "get" \
+                    and ast.unparse(node.func.value).split(".")[-1] == "archive":
+                found.append(f"{path.name}:{node.lineno} reads {ast.unparse(node.func)}")
+    assert found == []

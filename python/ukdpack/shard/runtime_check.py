@@ -156,12 +156,19 @@ def launch_findings(dset: _runtime.DescriptorSet, arch: str,
     # One result per launch asked, in order: each finding keyed by the launch it is about.
     for (kernel_id, launch), failed in zip(launches, found, strict=True):
         if failed is not None:
-            problems.append(RuntimeFinding(
-                Problem(failed.get("file", ""), failed.get("path", ""),
-                        f"{failed.get('code', '')}: {failed.get('message', '')}",
-                        code=failed.get("code", "")),
-                kernel_id, launch))
+            problems.append(launch_finding(failed, kernel_id, launch))
     return problems
+
+
+def launch_finding(failed: Mapping[str, str], kernel_id: str, launch: str | None
+                   ) -> RuntimeFinding:
+    """The finding of one launch whose code the runtime refused to load (its diagnostic,
+    as ``check_launch_codes`` gives it or ``RuntimeCheckError.diagnostic`` carries it),
+    worded with its code first."""
+    code = failed.get("code", "")
+    return RuntimeFinding(Problem(failed.get("file", ""), failed.get("path", ""),
+                                  f"{code}: {failed.get('message', '')}", code=code),
+                          kernel_id, launch)
 
 
 def _unhandled(dset: _runtime.DescriptorSet, manifest: HandlerManifest,

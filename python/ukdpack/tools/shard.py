@@ -22,7 +22,7 @@ from ukdpack.authored.kinds import KINDS
 from ukdpack.authored.load import ARCHIVE_FOLDER, Member, Tree, load_tree
 from ukdpack.authored.model import Kdp, Source, Ukd, id_key
 from ukdpack.errors import Problem, UkdError, UsageError
-from ukdpack.shard.runtime_check import RuntimeFinding, launch_findings
+from ukdpack.shard.runtime_check import RuntimeFinding, launch_finding, launch_findings
 
 #: What a finding is about: ("launch", kernel id key, launch name or None) for one of a
 #: kernel's launches, ("kernel", kernel id key, None) for a kernel as a whole, else
@@ -152,6 +152,10 @@ class Shard:
     tree: Tree
     problems: tuple[Problem, ...]
     _archives: dict[str, Opened] = field(default_factory=dict, repr=False, compare=False)
+    #: The runtime's archive cache for loading launch code one launch at a time: each
+    #: archive opened once.
+    _loads: _runtime.ArchiveCache = field(default_factory=_runtime.ArchiveCache, repr=False,
+                                          compare=False)
 
     @functools.cached_property
     def launches(self) -> tuple[ShardLaunch, ...]:
@@ -230,27 +234,82 @@ class Shard:
     @functools.cached_property
     def runtime_findings(self) -> tuple[RuntimeFinding, ...]:
         """What the runtime's state manager finds loading every launch's code for the
-        shard's arch (drops, archive, digest, symbol), each keyed by the kernel id and
-        launch name it is about: the very check a consuming library's load makes, so a
-        tool never passes what the runtime refuses."""
+        shard's arch (drops, and the launches of each kept kernel: library, archive, toc
+        entry, digest, target, symbol), each keyed by the kernel id and launch name it is
+        about: the very check a consuming library's load makes, so a tool never passes
+        what the runtime refuses."""
         if self.arch is None or self.tree.dset is None:
             return ()
         return tuple(launch_findings(self.tree.dset, self.arch, None))
 
-    def with_runtime(self, problems: Sequence[Problem]) -> list[Problem]:
-        """``problems`` plus each of the runtime's own findings that no problem already
-        tells: a tool's or a rule's error about the same launch (or the same kernel) stands,
-        as does one with the same code about the kernel or the whole file, and one about the
-        archive a launch names."""
+    @functools.cached_property
+    def every_launch_findings(self) -> tuple[RuntimeFinding, ...]:
+        """``runtime_findings``, and what the same code (``_runtime.load_launch_code``)
+        finds loading each launch the state manager does not load: a dropped kernel's, or
+        every one when the shard's arch is unknown (then for each arch its kernel names).
+        The tools that judge every launch's code (verify, desk-check) judge it so."""
+        dset = self.tree.dset
+        if dset is None:
+            return ()
+        found = list(self.runtime_findings)
+        dropped = {id_key(f.kernel) for f in found if f.whole_kernel and f.kernel is not None}
+        seen = {f.problem for f in found}
+        for ln in self.launches:
+            if not ln.packed or (self.arch is not None and ln.ukd.key not in dropped):
+                continue
+            for arch in self.arches_of(ln.member):
+                refused = self._refusal(ln, arch)
+                if refused is not None and refused.problem not in seen:
+                    seen.add(refused.problem)
+                    found.append(refused)
+        return tuple(found)
+
+    def launch_code(self, launch: ShardLaunch) -> bytes | None:
+        """The code object of a packed launch as the runtime loads it for the shard's arch,
+        every integrity check passed; None when it refuses (``every_launch_findings`` holds
+        its finding) or the shard's arch is unknown."""
+        dset = self.tree.dset
+        if dset is None or self.arch is None:
+            return None
+        try:
+            return bytes(_runtime.load_launch_code(dset, launch.ukd.id, launch.name, self.arch,
+                                                   self._loads))
+        except _runtime.RuntimeCheckError:
+            return None
+
+    def _refusal(self, launch: ShardLaunch, arch: str) -> RuntimeFinding | None:
+        """The runtime's finding loading one launch's code for ``arch``, or None."""
+        assert self.tree.dset is not None
+        try:
+            _runtime.load_launch_code(self.tree.dset, launch.ukd.id, launch.name, arch,
+                                      self._loads)
+        except _runtime.RuntimeCheckError as e:
+            return launch_finding(e.diagnostic, launch.ukd.id, launch.name)
+        return None
+
+    def with_runtime(self, problems: Sequence[Problem], own: Sequence[Problem] = (),
+                     every_launch: bool = False) -> list[Problem]:
+        """``problems`` (the shard's reading and rules, and a tool's wording of a runtime
+        refusal it asked for), a tool's ``own`` problems (none restates a runtime finding:
+        the tools recompute none, so they stand beside the runtime's), then each of the
+        runtime's findings that no problem already tells. A problem with a code (a rule's)
+        tells one with its code about the same launch or kernel, or about what holds it
+        (the kernel, its pack's kernel list, its launches, the file); a problem without
+        one tells any finding about the same launch or kernel; an archive a problem finds
+        unreadable tells the findings of the launches naming it. ``every_launch``: the
+        findings are ``every_launch_findings``."""
         errors = [p for p in problems if p.severity == "error"]
-        said = {self.subject(p) for p in errors}
+        uncoded = {self.subject(p) for p in errors if not p.code}
+        coded = {(self.subject(p), p.code) for p in errors if p.code}
         broken = {p.file for p in errors}  # an archive a tool found unreadable is one
         by_launch = {_subject("launch", ln.ukd.key, ln.name): ln for ln in self.launches
                      if ln.packed}
 
         def told(f: RuntimeFinding) -> bool:
             r, about = f.problem, self._finding_subject(f)
-            if about in said:
+            # Two rules' findings about one launch (a toc key named with two digests, the
+            # digest its archive entry does not have) are both the runtime's verdict.
+            if about in uncoded or (about, r.code) in coded:
                 return True
             holders = self._holders(about, r.file)
             if any(p.code == r.code and (p.file, p.path) in holders for p in errors if p.code):
@@ -258,7 +317,8 @@ class Shard:
             ln = by_launch.get(about)
             return ln is not None and self.archive_of(ln).rel in broken
 
-        return [*problems, *(f.problem for f in self.runtime_findings if not told(f))]
+        findings = self.every_launch_findings if every_launch else self.runtime_findings
+        return [*problems, *own, *(f.problem for f in findings if not told(f))]
 
     def subject(self, problem: Problem) -> Subject:
         """What a problem is about: the launch whose source holds its path (the runtime's

@@ -15,6 +15,7 @@
 #include "bind_device.hpp"
 #include "modules.hpp"
 #include "pyjson.hpp"
+#include "views.hpp"
 #include "ukdpack/build_info.hpp"
 #include "ukdpack/integrity.hpp"
 #include "ukdpack/loader.hpp"
@@ -55,28 +56,11 @@ py::object optionalList(const std::optional<std::vector<std::string>>& v) {
   return py::cast(*v);
 }
 
-std::vector<std::string> sortedLaunches(const Kernel& k) {
-  const std::set<std::string> names = launchNamesOf(k);
-  return std::vector<std::string>(names.begin(), names.end());
-}
-
-// Whether every launch has a packed code object (only those have launch code).
-bool isPacked(const Kernel& k) {
-  return allLaunchSources(k, isPackedSource);
-}
-
-std::vector<std::string> kindsOf(const Kernel& k) {
-  std::set<std::string> kinds;
-  allLaunchSources(k, [&](const KernelSource& s) {
-    kinds.insert(s.kind);
-    return true;
-  });
-  return std::vector<std::string>(kinds.begin(), kinds.end());
-}
-
 // lean: only what the packer's models read (DescriptorSet.model_packs), the derived
 // views left out.
-py::dict kernelDict(const DescriptorSet& set, const Pack& pack, const PackMember& m, bool lean = false) {
+py::dict kernelDict(const std::shared_ptr<const DescriptorSet>& owner, const Pack& pack, const PackMember& m,
+                    bool lean = false) {
+  const DescriptorSet& set = *owner;
   const Kernel& k = m.kernel;
   py::dict out;
   out["id"] = k.id;
@@ -100,20 +84,13 @@ py::dict kernelDict(const DescriptorSet& set, const Pack& pack, const PackMember
   }
   out["ref"] = m.ref.empty() ? py::object(py::none()) : py::object(py::str(m.ref));
   out["ref_path"] = jsonPathIndex("$.kernelDescriptors", m.index);  // where the KDP holds it
-  if (const KernelSource* single = singleLaunchSource(k)) {
-    out["kernel_source"] = fromJson(single->fields.json());
-    out["sources"] = py::none();
-  } else {
-    py::dict sources;
-    for (const auto& [name, src] : k.sources) sources[py::str(name)] = fromJson(src.fields.json());
-    out["kernel_source"] = py::none();
-    out["sources"] = sources;
-  }
+  out["view"] = kernelView(owner, k);  // its launches, through the launch helpers
   out["raw"] = fromJson(m.raw.json());
   return out;
 }
 
-py::dict packDict(const DescriptorSet& set, const Pack& p, bool lean = false) {
+py::dict packDict(const std::shared_ptr<const DescriptorSet>& owner, const Pack& p, bool lean = false) {
+  const DescriptorSet& set = *owner;
   py::dict out;
   out["id"] = p.id;
   out["name"] = p.name;
@@ -131,7 +108,7 @@ py::dict packDict(const DescriptorSet& set, const Pack& p, bool lean = false) {
     out["dispatch_symbol"] = dispatch ? py::object(py::str(dispatch->dispatchSymbol)) : py::object(py::none());
   }
   py::list kernels;
-  for (const PackMember& m : p.members) kernels.append(kernelDict(set, p, m, lean));
+  for (const PackMember& m : p.members) kernels.append(kernelDict(owner, p, m, lean));
   out["kernels"] = kernels;
   out["raw"] = fromJson(p.raw);  // the KDP as written without kernelDescriptors
   return out;
@@ -215,7 +192,7 @@ Signature signatureFrom(const py::handle& obj, const std::string& where) {
 // state manager's own copy of the set exists only once it is built, so the
 // views are shared with the handlers and pointed at it afterwards.
 struct PyKernelViews {
-  const DescriptorSet* set = nullptr;
+  std::shared_ptr<const DescriptorSet> set;
   std::map<const Kernel*, py::object> dicts;
   py::handle problem;  // the object select() was given, while it runs
 
@@ -229,7 +206,7 @@ struct PyKernelViews {
     if (set != nullptr) {
       for (const Pack& p : set->packs) {
         for (const PackMember& m : p.members)
-          if (&m.kernel == &k) out = kernelDict(*set, p, m);
+          if (&m.kernel == &k) out = kernelDict(set, p, m);
       }
     }
     if (!out) {
@@ -416,8 +393,8 @@ std::shared_ptr<const DispatchHandler> handlerFrom(const std::string& symbol, co
                         "']: expected a list of launch names or an object with launch_names()");
 }
 
-// Python's state manager: the C++ one, built over a copy of the set, and the
-// Python matchers, whose exceptions select() raises as the cause.
+// Python's state manager: the C++ one, built over the loaded set (shared, not
+// copied), and the Python matchers, whose exceptions select() raises as the cause.
 struct PyStateManager {
   std::shared_ptr<PyKernelViews> views;
   std::vector<std::shared_ptr<const PyMatchHandler>> matchers;
@@ -471,26 +448,32 @@ std::optional<std::string> launchArg(const std::optional<std::string>& launch) {
 
 PyObject* runtimeCheckErrorType() { return gRuntimeCheckError; }
 
-void bindRuntime(py::module_& m) {
+namespace {
+
+// RuntimeCheckError: what a refused runtime check raises.
+void bindRuntimeCheckError(py::module_& m) {
   gRuntimeCheckError = PyErr_NewExceptionWithDoc(
       "ukdpack._runtime.RuntimeCheckError",
       "A runtime check refused: str() is '<CODE>: <file>: <path>: <message>'; .code and .diagnostic "
       "carry the parts.",
       PyExc_ValueError, nullptr);
   m.add_object("RuntimeCheckError", py::handle(gRuntimeCheckError));
+}
 
+// DescriptorSet: a loaded set, its descriptors as dicts and its kernels' views.
+void bindDescriptorSet(py::module_& m) {
   py::class_<PySet>(m, "DescriptorSet", "Descriptors loaded by the C++ loader, with its diagnostics.")
       .def_property_readonly("packs",
                              [](const PySet& s) {
                                py::list out;
-                               for (const Pack& p : s.set->packs) out.append(packDict(*s.set, p));
+                               for (const Pack& p : s.set->packs) out.append(packDict(s.set, p));
                                return out;
                              })
       .def(
           "model_packs",
           [](const PySet& s) {
             py::list out;
-            for (const Pack& p : s.set->packs) out.append(packDict(*s.set, p, /*lean=*/true));
+            for (const Pack& p : s.set->packs) out.append(packDict(s.set, p, /*lean=*/true));
             return out;
           },
           "packs, less the views the packer's models do not read (root, engine_name, dispatch_symbol; per "
@@ -597,15 +580,24 @@ void bindRuntime(py::module_& m) {
             const Pack* pack = nullptr;
             const PackMember* member = s.set->findKernel(id, &pack);
             if (member == nullptr) return py::none();
-            return kernelDict(*s.set, *pack, *member);
+            return kernelDict(s.set, *pack, *member);
           },
           py::arg("kernel_id"), "The kernel with this id (a dict), or None.")
+      .def(
+          "launch_at",
+          [](const PySet& s, const std::string& file, const std::string& jsonPath) {
+            return launchAt(*s.set, file, jsonPath);
+          },
+          py::arg("file"), py::arg("json_path"),
+          "(kernel id, launch name or None for the single launch) of the launch whose source holds a finding "
+          "at (file, json_path): how findings about one launch are matched. None when the path lies in no "
+          "launch.")
       .def(
           "pack",
           [](const PySet& s, const std::string& id) -> py::object {
             const Pack* p = s.set->findPack(id);
             if (p == nullptr) return py::none();
-            return packDict(*s.set, *p);
+            return packDict(s.set, *p);
           },
           py::arg("pack_id"), "The pack with this id (a dict), or None.")
       .def("__repr__", [](const PySet& s) {
@@ -614,7 +606,10 @@ void bindRuntime(py::module_& m) {
         return "<ukdpack DescriptorSet: " + std::to_string(s.set->packs.size()) + " packs, " +
                std::to_string(kernels) + " kernels, " + std::to_string(s.set->diagnostics.size()) + " diagnostics>";
       });
+}
 
+// load_shard and load_roots: the loader, with its options.
+void bindLoaders(py::module_& m) {
   m.attr("DEFAULT_MAX_DECOMPRESSED_BYTES") = kDefaultMaxDecompressedBytes;
   m.def(
       "load_shard",
@@ -654,6 +649,10 @@ void bindRuntime(py::module_& m) {
       py::arg("exclude_folders") = std::vector<std::string>{},
       py::arg("max_decompressed_bytes") = kDefaultMaxDecompressedBytes, py::arg("threads") = 0u,
       "Load several roots into one set (ids unique across all of them).");
+}
+
+// The whole-set rules and what a shard ships.
+void bindSetChecks(py::module_& m) {
   m.def(
       "check_set_rules",
       [](const PySet& dset, const std::vector<std::string>& arches) {
@@ -684,6 +683,10 @@ void bindRuntime(py::module_& m) {
       py::arg("dset"),
       "The note naming the generic descriptors no pack reaches (they ship in no shard), as a list of "
       "0 or 1 diagnostic dicts.");
+}
+
+// ArchiveCache: opened archives, checked entries and the decompression budget.
+void bindArchiveCache(py::module_& m) {
   py::class_<ArchiveCache, std::shared_ptr<ArchiveCache>>(
       m, "ArchiveCache",
       "Opened archives and what checking their entries found, with a budget of decompressed bytes; a "
@@ -704,55 +707,63 @@ void bindRuntime(py::module_& m) {
           "instead of doing the work again.")
       .def_property_readonly("decompressed_bytes", &ArchiveCache::decompressedBytes,
                              "Bytes charged to the budget so far.");
+}
 
+// A state manager over a loaded set: handlers, matchers and heuristics as Python
+// gives them (see StateManager's docstring), else every symbol the set names.
+PyStateManager makeStateManager(const PySet& dset, const std::optional<py::dict>& handlers,
+                                const std::string& arch, const py::object& matchers,
+                                const std::optional<std::vector<std::string>>& heuristics,
+                                std::shared_ptr<ArchiveCache> archives) {
+  Registry registry;
+  PyStateManager out;
+  out.views = std::make_shared<PyKernelViews>();
+  if (handlers) {
+    for (const auto& item : *handlers) {
+      const std::string symbol = item.first.cast<std::string>();
+      auto added = registry.addDispatch(symbol, handlerFrom(symbol, item.second, out.views));
+      if (!added) raise(added.error());
+    }
+  }
+  // Matchers and heuristics: every symbol the set names unless listed;
+  // matchers given as {symbol: callable} run from Python.
+  const auto matcher = std::make_shared<MatchHandler>();
+  const auto heuristic = std::make_shared<HeuristicHandler>();
+  if (py::isinstance<py::dict>(matchers)) {
+    for (const auto& item : py::reinterpret_borrow<py::dict>(matchers)) {
+      const std::string symbol = item.first.cast<std::string>();
+      if (!PyCallable_Check(item.second.ptr())) {
+        throw py::type_error("matchers['" + symbol + "']: expected a callable(kernel, problem) -> bool");
+      }
+      auto handler = std::make_shared<const PyMatchHandler>(
+          py::reinterpret_borrow<py::object>(item.second), out.views);
+      out.matchers.push_back(handler);
+      auto added = registry.addMatcher(symbol, handler);
+      if (!added) raise(added.error());
+    }
+  } else if (!matchers.is_none()) {
+    for (const std::string& s : matchers.cast<std::vector<std::string>>()) registry.addMatcher(s, matcher);
+  } else {
+    for (const MatcherDescriptor& u : dset.set->matchers) registry.addMatcher(u.matchSymbol, matcher);
+    for (const Engine& e : dset.set->engines)
+      if (e.graphMatchSymbol) registry.addMatcher(*e.graphMatchSymbol, matcher);
+  }
+  if (heuristics) {
+    for (const std::string& s : *heuristics) registry.addHeuristic(s, heuristic);
+  } else {
+    for (const HeuristicDescriptor& h : dset.set->heuristics)
+      if (h.symbol) registry.addHeuristic(*h.symbol, heuristic);
+  }
+  out.manager = std::make_unique<StateManager>(dset.set, registry, arch, std::move(archives));
+  out.views->set = dset.set;  // the manager's own: it shares the set, no copy
+  return out;
+}
+
+// StateManager: selection, drops and launch code loads, with handlers and matchers from Python.
+void bindStateManager(py::module_& m) {
   py::class_<PyStateManager>(m, "StateManager",
                              "Which loaded kernels the given dispatch handlers serve on a device arch.")
-      .def(py::init([](const PySet& dset, const std::optional<py::dict>& handlers, const std::string& arch,
-                       const py::object& matchers, const std::optional<std::vector<std::string>>& heuristics,
-                       std::shared_ptr<ArchiveCache> archives) {
-             Registry registry;
-             PyStateManager out;
-             out.views = std::make_shared<PyKernelViews>();
-             if (handlers) {
-               for (const auto& item : *handlers) {
-                 const std::string symbol = item.first.cast<std::string>();
-                 auto added = registry.addDispatch(symbol, handlerFrom(symbol, item.second, out.views));
-                 if (!added) raise(added.error());
-               }
-             }
-             // Matchers and heuristics: every symbol the set names unless listed;
-             // matchers given as {symbol: callable} run from Python.
-             const auto matcher = std::make_shared<MatchHandler>();
-             const auto heuristic = std::make_shared<HeuristicHandler>();
-             if (py::isinstance<py::dict>(matchers)) {
-               for (const auto& item : py::reinterpret_borrow<py::dict>(matchers)) {
-                 const std::string symbol = item.first.cast<std::string>();
-                 if (!PyCallable_Check(item.second.ptr())) {
-                   throw py::type_error("matchers['" + symbol + "']: expected a callable(kernel, problem) -> bool");
-                 }
-                 auto handler = std::make_shared<const PyMatchHandler>(
-                     py::reinterpret_borrow<py::object>(item.second), out.views);
-                 out.matchers.push_back(handler);
-                 auto added = registry.addMatcher(symbol, handler);
-                 if (!added) raise(added.error());
-               }
-             } else if (!matchers.is_none()) {
-               for (const std::string& s : matchers.cast<std::vector<std::string>>()) registry.addMatcher(s, matcher);
-             } else {
-               for (const MatcherDescriptor& u : dset.set->matchers) registry.addMatcher(u.matchSymbol, matcher);
-               for (const Engine& e : dset.set->engines)
-                 if (e.graphMatchSymbol) registry.addMatcher(*e.graphMatchSymbol, matcher);
-             }
-             if (heuristics) {
-               for (const std::string& s : *heuristics) registry.addHeuristic(s, heuristic);
-             } else {
-               for (const HeuristicDescriptor& h : dset.set->heuristics)
-                 if (h.symbol) registry.addHeuristic(*h.symbol, heuristic);
-             }
-             out.manager = std::make_unique<StateManager>(dset.set, registry, arch, std::move(archives));
-             out.views->set = &out.manager->descriptors();
-             return out;
-           }),
+      .def(py::init(&makeStateManager),
            py::arg("dset"), py::arg("handlers") = py::none(), py::arg("arch") = "",
            py::arg("matchers") = py::none(), py::arg("heuristics") = py::none(),
            py::arg("archives") = std::shared_ptr<ArchiveCache>(),
@@ -903,15 +914,22 @@ void bindRuntime(py::module_& m) {
           py::arg("kernel_id"), py::arg("backend"), py::arg("arch") = py::none(),
           "A Plan of a kept kernel on a backend (arch None: the backend's): every launch's code verified, "
           "loaded and resolved. Raises RuntimeCheckError or DeviceError naming the kernel and the launch.");
+}
 
+// Launch code loads without a manager, selector revisions, stub handlers, saved plans.
+void bindLaunchCodeAndRevision(py::module_& m) {
   m.def(
       "load_launch_code",
       [](const PySet& dset, const std::string& kernelId, const std::optional<std::string>& launch,
-         const std::string& arch) {
-        return toBytes(valueOrRaise(loadLaunchCode(*dset.set, kernelId, launchArg(launch), arch)));
+         const std::string& arch, const std::shared_ptr<ArchiveCache>& archives) {
+        LaunchCodeOptions options;
+        options.cache = archives.get();
+        return toBytes(valueOrRaise(loadLaunchCode(*dset.set, kernelId, launchArg(launch), arch, options)));
       },
       py::arg("dset"), py::arg("kernel_id"), py::arg("launch") = py::none(), py::arg("arch") = "",
-      "The verified code object of one launch (no handler signature check). Raises RuntimeCheckError.");
+      py::arg("archives") = std::shared_ptr<ArchiveCache>(),
+      "The verified code object of one launch (no handler signature check), through `archives` when given "
+      "(each archive opened once over many calls; its budget). Raises RuntimeCheckError.");
   m.def(
       "selector_revision",
       [](const PySet& dset, const std::string& packId) {
@@ -939,6 +957,10 @@ void bindRuntime(py::module_& m) {
       py::arg("dset"), py::arg("kernel_id"),
       "The saved plan of a single-launch packed kernel; RuntimeCheckError (PLAN_MULTI_LAUNCH) for a kernel "
       "with several launches.");
+}
+
+// ukdpack-validate's verdict and what the runtime was built with.
+void bindValidator(py::module_& m) {
   m.def(
       "validate_roots",
       [](const std::vector<std::string>& paths,
@@ -978,6 +1000,19 @@ void bindRuntime(py::module_& m) {
       },
       "What the runtime was built with: compiler, cplusplus, zstd and openssl (the libraries loaded), "
       "zstd_headers and openssl_headers (what it was built against), pybind11.");
+}
+
+}  // namespace
+
+void bindRuntime(py::module_& m) {
+  bindRuntimeCheckError(m);
+  bindDescriptorSet(m);
+  bindLoaders(m);
+  bindSetChecks(m);
+  bindArchiveCache(m);
+  bindStateManager(m);
+  bindLaunchCodeAndRevision(m);
+  bindValidator(m);
 }
 
 }  // namespace ukdpack::bindings

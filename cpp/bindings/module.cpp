@@ -6,6 +6,7 @@
 
 PYBIND11_MODULE(_runtime, m) {
   m.doc() = "ukdpack's C++ runtime: launch helpers, kpack reader, loader, state manager, device plans";
+  ukdpack::bindings::bindViews(m);  // before the bindings whose results hold views
   ukdpack::bindings::bindArch(m);
   ukdpack::bindings::bindDescriptors(m);
   ukdpack::bindings::bindKinds(m);

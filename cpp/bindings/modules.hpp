@@ -5,6 +5,7 @@
 
 namespace ukdpack::bindings {
 
+void bindViews(pybind11::module_& m);        // Kernel, Launch and Source views of loaded kernels
 void bindDescriptors(pybind11::module_& m);
 void bindArch(pybind11::module_& m);
 void bindKpack(pybind11::module_& m);        // KpackArchive, code object symbols

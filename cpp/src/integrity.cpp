@@ -271,12 +271,21 @@ Result<std::vector<std::uint8_t>> loadLaunchCode(const Kernel& kernel, const fs:
     if (holding.size() == 1) useArch = holding.front();
   }
   if (useArch.empty() || ar.find(src->tocKey, useArch) == nullptr) {
+    // The archive's arches, and those it holds this key for: a key packed for another
+    // arch only is a shard of the wrong arch, no key at all a descriptor that lies.
     std::string listed;
-    for (const std::string& a : ar.arches()) listed += (listed.empty() ? "" : ", ") + a;
+    std::string keyed;
+    for (const std::string& a : ar.arches()) {
+      listed += (listed.empty() ? "" : ", ") + a;
+      if (ar.find(src->tocKey, a) != nullptr) keyed += (keyed.empty() ? "" : ", ") + a;
+    }
+    const std::string inShard = where.rootRel == src->library ? "" : " (" + where.rootRel + " in the shard)";
     return fail(codes::TOC_MISSING, jsonPathKey(path, "toc_key"),
-                "archive '" + src->library + "' has no entry for toc key '" + src->tocKey + "'" +
+                "archive '" + src->library + "'" + inShard + " has no entry for toc key '" + src->tocKey + "'" +
                     (arch.empty() ? std::string() : " and arch " + arch) + " (it holds arches " +
-                    (listed.empty() ? std::string("none") : listed) + ")");
+                    (listed.empty() ? std::string("none") : listed) + "): " +
+                    (keyed.empty() ? std::string("it holds no entry of that key")
+                                   : "for that key it holds arches " + keyed));
   }
   // 4. the digest binds the bytes to the descriptor; nothing uses them before. A
   // launch with feature variants records one digest per target ID.

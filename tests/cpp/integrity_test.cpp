@@ -296,11 +296,21 @@ TEST(Integrity, MissingTocEntryIsNamed) {
   ASSERT_FALSE(key);
   EXPECT_EQ(key.error().code, "TOC_MISSING") << failureOf(key);
   EXPECT_NE(key.error().message.find("'split_kv_ffffffffffff'"), std::string::npos);
-  // The right key but an arch the archive does not hold.
+  // The archive as the shard tools name it (the library is relative to the descriptor),
+  // and that it holds the key for no arch at all.
+  EXPECT_NE(key.error().message.find("archive '../kpack/kernels_gfx90a.kpack' (kpack/kernels_gfx90a.kpack in "
+                                     "the shard)"),
+            std::string::npos)
+      << key.error().message;
+  EXPECT_NE(key.error().message.find("(it holds arches gfx90a): it holds no entry of that key"), std::string::npos)
+      << key.error().message;
+  // The right key but an arch the archive does not hold: the arches it holds the key for.
   auto arch = sm.loadLaunchCode("ukd-split", std::string("consume"), "gfx1030");
   ASSERT_FALSE(arch);
   EXPECT_EQ(arch.error().code, "TOC_MISSING") << failureOf(arch);
   EXPECT_NE(arch.error().message.find("arch gfx1030"), std::string::npos) << arch.error().message;
+  EXPECT_NE(arch.error().message.find("): for that key it holds arches gfx90a"), std::string::npos)
+      << arch.error().message;
 }
 
 TEST(Integrity, MissingSymbolListsWhatTheObjectHolds) {

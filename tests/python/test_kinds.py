@@ -34,14 +34,6 @@ NOT_KINDS: dict[str, dict[str, str]] = {
     "src/backend_cuda.cpp": {"cuda": "backend"},
     "src/plan.cpp": {"hip": "backend", "cuda": "backend"},
 }
-#: Files still naming kinds as literals, rewritten on the typed views by another change:
-#: the lead empties this once that change and this one have met.
-PENDING: dict[str, set[str]] = {
-    "tools/deskcheck.py": {"embedded_source", "kpack"},
-    "tools/verify.py": {"kpack", "hsaco"},
-    "tools/shard.py": {"kpack"},
-    "authored/migrate.py": {"hsaco"},
-}
 #: Where the table is.
 TABLES = {"authored/kinds.py"}
 
@@ -103,7 +95,7 @@ def _all_literals() -> dict[str, set[str]]:
 def test_no_kind_literal_outside_the_tables() -> None:
     wrong = {}
     for rel, found in _all_literals().items():
-        left = found - set(NOT_KINDS.get(rel, {})) - PENDING.get(rel, set())
+        left = found - set(NOT_KINDS.get(rel, {}))
         if left:
             wrong[rel] = sorted(left)
     assert not wrong, ("kind names written as literals (read the kinds table instead: "
@@ -111,10 +103,10 @@ def test_no_kind_literal_outside_the_tables() -> None:
 
 
 def test_the_allow_lists_hold_nothing_stale() -> None:
-    """An entry whose literal is gone goes too, so PENDING empties as files are fixed."""
+    """An allow-listed literal that is gone leaves the list too."""
     found = _all_literals()
     stale = {rel: sorted(lits - found.get(rel, set()))
-             for rel, lits in [*((r, set(d)) for r, d in NOT_KINDS.items()), *PENDING.items()]
+             for rel, lits in [*((r, set(d)) for r, d in NOT_KINDS.items())]
              if lits - found.get(rel, set())}
     assert not stale, f"allow-listed literals no longer used (remove them): {stale}"
 

@@ -3,6 +3,7 @@ capture, reached from Python through ``ukdpack._runtime``."""
 
 from __future__ import annotations
 
+import gc
 import hashlib
 import json
 from pathlib import Path
@@ -108,6 +109,70 @@ def test_load_shard_exposes_packs_kernels_and_launches(shard: Shard) -> None:
     assert kernel["completed_metadata"] == {"dtype": "FLOAT", "block": 256}
     assert packs["kdp-one"]["kernels"][0]["launches"] == []
     assert dset.kernel("UKD-404") is None
+
+
+def test_kernel_views_read_launches_through_the_launch_helpers(shard: Shard) -> None:
+    dset = shard.load()
+    multi = dset.kernel("ukd-split")["view"]
+    assert isinstance(multi, _runtime.Kernel)
+    assert (multi.id, multi.file, multi.json_path) == ("ukd-split", "ops/split.kdp.json",
+                                                      "$.kernelDescriptors[0]")
+    assert multi.launch_names == ["consume", "produce"]  # sorted, whatever the key order
+    assert multi.single_launch_source is None
+    assert [ln.name for ln in multi.launches] == ["consume", "produce"]
+    produce = multi.launch("produce")
+    assert produce is not None and multi.launch("nope") is None and multi.launch() is None
+    assert dset.kernel("ukd-split")["view"] == multi  # views of one kernel are equal
+    assert len({multi, dset.kernel("ukd-split")["view"], dset.kernel("ukd-one")["view"]}) == 2
+    assert produce.json_path == "$.kernelDescriptors[0].sources.produce"
+    assert produce.label == "kernel 'split.f32' (id ukd-split) launch 'produce'"
+    src = produce.source
+    assert isinstance(src, _runtime.Source)
+    assert (src.kind, src.symbol, src.toc_key, src.library) == (
+        "kpack", "split_kv_produce", TOC_KEY, LIBRARY)
+    assert src.sha256 == shard.sha and src.targets == {} and src.file is None
+    assert src.fields == shard.multi["sources"]["produce"]
+    assert src.json_path == produce.json_path
+    assert (multi.launches_key, multi.launches_path) == ("sources", "$.kernelDescriptors[0].sources")
+    assert multi.packed and multi.kinds == ["kpack"]
+    seen: list[str] = []
+    assert multi.all_launch_sources(lambda s: seen.append(s.json_path) is None)
+    assert sorted(seen) == ["$.kernelDescriptors[0].sources.consume",
+                            "$.kernelDescriptors[0].sources.produce"]
+    assert not multi.all_launch_sources(lambda s: s.symbol == "split_kv_produce")
+
+    single = dset.kernel("ukd-one")["view"]
+    assert single.launch_names == []
+    (only,) = single.launches
+    assert only.name is None and only.label == "kernel 'unused.f32' (id ukd-one, single launch)"
+    assert single.launch() == only and single.launch() != multi.launch("consume")
+    one = single.single_launch_source
+    assert one is not None and one.symbol == "split_kv_unused"
+    assert one.json_path == only.json_path == "$.kernelDescriptors[0].kernel_source"
+    assert (single.launches_key, single.launches_path) == (
+        "kernel_source", "$.kernelDescriptors[0].kernel_source")
+
+
+def test_kernel_views_outlive_their_set(shard: Shard) -> None:
+    """A view keeps the loaded set alive: dropping every other reference reads no freed
+    memory."""
+    view = shard.load().kernel("ukd-split")["view"]
+    launch = view.launch("consume")
+    del view
+    gc.collect()
+    assert launch.source.symbol == "split_kv_consume"
+
+
+def test_launch_at_keys_a_finding_by_kernel_and_launch(shard: Shard) -> None:
+    dset = shard.load()
+    at = dset.launch_at
+    assert at("ops/split.kdp.json", "$.kernelDescriptors[0].sources.produce") == ("ukd-split", "produce")
+    assert at("ops/split.kdp.json", "$.kernelDescriptors[0].sources.produce.sha256") == (
+        "ukd-split", "produce")
+    assert at("ops/one.kdp.json", "$.kernelDescriptors[0].kernel_source.toc_key") == ("ukd-one", None)
+    assert at("ops/split.kdp.json", "$.kernelDescriptors[0]") is None  # the kernel, no launch
+    assert at("ops/split.kdp.json", "$.kernelDescriptors[0].sources.producer") is None
+    assert at("ops/one.kdp.json", "$.kernelDescriptors[0].sources.produce") is None  # other file
 
 
 def test_model_packs_are_packs_less_the_derived_views(shard: Shard) -> None:

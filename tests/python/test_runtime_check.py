@@ -71,9 +71,9 @@ def test_two_launches_load_from_one_shared_object(multi_launch: Path) -> None:
     assert _runtime.code_object_has_kernel(consume, "split_kv_consume")
     kernel = dset.kernel(split["kernel_id"])
     assert kernel is not None
-    sources = kernel["sources"]
-    assert sources["produce"]["toc_key"] == sources["consume"]["toc_key"]
-    assert sources["produce"]["symbol"] != sources["consume"]["symbol"]
+    produce, consume = (kernel["view"].launch(n).source for n in ("produce", "consume"))
+    assert produce.toc_key == consume.toc_key
+    assert produce.symbol != consume.symbol
 
 
 def test_pack_refuses_a_shard_the_runtime_would_drop(tmp_path: Path) -> None:

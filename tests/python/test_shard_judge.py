@@ -57,13 +57,15 @@ def _runtime_refusals(shard: Path) -> Found:
 
 
 def _tool_refusals(tool: str, shard: Path, tree: Path) -> Found:
-    """(file, JSON path, message) of every error ``tool --json`` reports; it exits 1."""
+    """(file, JSON path, message) of every error ``tool --json`` reports; it exits 1. A
+    finding of the runtime's launch check leads its message with its code, which the
+    validator gives apart: the words after it are the runtime's."""
     extra = ["--source-root", str(tree)] if tool == "verify" else []
     r = ukdpack(tool, str(shard), *extra, "--json")
     assert r.returncode == 1, (tool, r.stdout, r.stderr)
     assert "Traceback" not in r.stderr
-    return {(p["file"], p["path"], p["message"]) for p in json.loads(r.stdout)["problems"]
-            if p["severity"] == "error"}
+    return {(p["file"], p["path"], p["message"].removeprefix(f"{p['code']}: "))
+            for p in json.loads(r.stdout)["problems"] if p["severity"] == "error"}
 
 
 @pytest.mark.parametrize("tool", ["desk-check", "verify", "inspect"])

@@ -146,10 +146,4 @@ def launch_sources(ukd: Mapping[str, Any]) -> list[tuple[str | None, Mapping[str
     (the generator) or rewrites (migrate, whose legacy forms the runtime refuses), sorted
     by name; a source that is not an object is left to the caller. Descriptors the runtime
     reads are never read this way: its launch helpers give their launches."""
-    single = ukd.get("kernel_source")
-    if single is not None:
-        return [(None, single)]
-    by_name = ukd.get("sources")
-    if not isinstance(by_name, Mapping):
-        return []
-    return [(str(name), by_name[name]) for name in sorted(by_name)]
+    return [(name, src) for name, _, src in _runtime.document_launches(ukd)]

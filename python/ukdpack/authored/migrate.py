@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from ukdpack import _runtime, jsonpath
-from ukdpack.authored.kinds import launch_sources
+from ukdpack.authored.kinds import of_producer
 from ukdpack.errors import Problem, UkdError, UsageError, from_runtime, quote_name
 from ukdpack.files import found_at, kind_of, read_regular, write_atomic
 from ukdpack.words import count
@@ -238,13 +238,9 @@ def _plan_kernel(d: _Doc, ukd: Mapping[str, Any], path: str, pack_arch: list[str
     rewritten. ``pack_arch`` is None when no pack names the kernel."""
     name = ukd.get("name") if isinstance(ukd.get("name"), str) else ukd.get("id", "?")
     # A legacy kernel is one the runtime refuses, so its launch helpers cannot read it:
-    # the kinds table's reader of documents the packer builds or rewrites does.
-    sources: list[tuple[str, Mapping[str, Any]]] = []
-    for launch, raw in launch_sources(ukd):
-        where = (jsonpath.key(path, "kernel_source") if launch is None
-                 else jsonpath.key(jsonpath.key(path, "sources"), launch))
-        if (o := _obj(raw)) is not None:
-            sources.append((where, o))
+    # the extension's reader of documents it does not judge gives each launch and its path.
+    sources = [(where, o) for _, where, raw in _runtime.document_launches(ukd, path)
+               if (o := _obj(raw)) is not None]
     rewritten = 0
     for spath, src in sources:
         kind = src.get("kind")
@@ -254,7 +250,7 @@ def _plan_kernel(d: _Doc, ukd: Mapping[str, Any], path: str, pack_arch: list[str
                      "mechanical rewrite; write a 'builder' kernel whose module wraps the "
                      "rocKE compiler instead")
         elif kind == "hsaco_file":
-            d.replace_value(jsonpath.key(spath, "kind"), _dump("hsaco"))
+            d.replace_value(jsonpath.key(spath, "kind"), _dump(of_producer("prebuilt")[0]))
             for old, new in (("code_object_file", "file"), ("code_object_symbol", "symbol")):
                 if old in src:
                     d.replace_key(jsonpath.key(spath, old), new)
@@ -304,7 +300,7 @@ def _plan_kdp(d: _Doc) -> None:
 def _ukd_version(ukd: Mapping[str, Any]) -> str:
     """The version a kernel written without one gets: 1.1 where its form needs it (a
     multi-launch kernel's ``sources``), else 1.0."""
-    return "1.1" if "sources" in ukd else "1.0"
+    return str(_runtime.document_form_version(ukd))
 
 
 def _plan_ukd(d: _Doc, kernel_arch: dict[str, tuple[list[str], str]]) -> None:

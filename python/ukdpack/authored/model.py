@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import PurePosixPath
 from typing import Any
 
+from ukdpack import _runtime
 from ukdpack.authored.kinds import kind
 
 _UUID = re.compile(r"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$")
@@ -37,7 +38,7 @@ def joined(descriptor_file: str, name: str) -> str:
 
 @dataclass(frozen=True)
 class Source:
-    """One kernel source: a ``kernel_source`` or one entry of a ``sources`` map."""
+    """One kernel source: a launch's, as the runtime's ``Source`` view gives it."""
 
     kind: str
     fields: Mapping[str, Any] = field(compare=False)
@@ -70,7 +71,8 @@ class Descriptor:
 
 @dataclass(frozen=True)
 class Ukd(Descriptor):
-    """A kernel variant. Exactly one of ``kernel_source`` and ``sources`` is set."""
+    """A kernel variant. Exactly one of ``kernel_source`` (a single launch) and
+    ``sources`` (named launches) is set."""
 
     metadata: Mapping[str, Any] = field(compare=False, default_factory=dict)
     priority: int = 0
@@ -78,6 +80,10 @@ class Ukd(Descriptor):
     kernel_source: Source | None = None
     sources: tuple[tuple[str, Source], ...] = ()  # sorted by launch name
     inline: bool = False
+    #: The key of the UKD holding its launches, and that key's JSON path (the runtime's
+    #: ``Kernel.launches_key`` and ``launches_path``): what the packer rewrites.
+    launches_key: str = ""
+    launches_path: str = ""
 
     @functools.cached_property
     def launch_names(self) -> frozenset[str]:
@@ -190,21 +196,23 @@ HEURISTIC_ROLES: tuple[str, ...] = ("sort_kernel_catalog", "predict_engine",
 
 def ukd_from_runtime(k: Mapping[str, Any], inline: bool) -> Ukd:
     """A Ukd from a kernel the runtime loaded; its launches come from the runtime's
-    launch helpers (``kernel_source`` for a single launch, else ``sources``)."""
-    path = str(k["path"])
-    single = k["kernel_source"]
-    sources: tuple[tuple[str, Source], ...] = ()
-    if single is None:
-        by_name = k["sources"]
-        sources = tuple((name, Source(by_name[name]["kind"], by_name[name],
-                                      f"{path}.sources.{name}")) for name in sorted(by_name))
+    ``Kernel`` view (the launch helpers), never from the document's keys."""
+    view: _runtime.Kernel = k["view"]
+    # The single source in one call: most kernels have one, and a tree has thousands.
+    one = view.single_launch_source
+    single = _source(one) if one is not None else None
+    sources = () if one is not None else tuple(
+        (str(ln.name), _source(ln.source)) for ln in view.launches)
     arch = k["arch"]
-    return Ukd(file=str(k["file"]), json_path=path, id=k["id"], version=k["version"],
+    return Ukd(file=str(k["file"]), json_path=str(k["path"]), id=k["id"], version=k["version"],
                name=k["name"], raw=k["raw"], metadata=k["metadata"], priority=k["priority"],
-               arch=tuple(arch) if arch is not None else None,
-               kernel_source=(Source(single["kind"], single, f"{path}.kernel_source")
-                              if single is not None else None),
-               sources=sources, inline=inline)
+               arch=tuple(arch) if arch is not None else None, kernel_source=single,
+               sources=sources, inline=inline, launches_key=view.launches_key,
+               launches_path=view.launches_path)
+
+
+def _source(src: _runtime.Source) -> Source:
+    return Source(src.kind, src.fields, src.json_path)
 
 
 def _common(d: Mapping[str, Any]) -> dict[str, Any]:

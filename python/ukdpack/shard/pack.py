@@ -357,7 +357,8 @@ class _Assembler:
         key = m.ukd.key
         mine = {ln.name: launches[(key, ln.name)] for ln in own if (key, ln.name) in launches}
         library = packed.library_path(library_from, self.archive_name)
-        doc = packed.packed_ukd(m.ukd.raw, self.arch, mine, library)
+        doc = packed.packed_ukd(m.ukd.raw, self.arch, mine, library, m.ukd.launches_key,
+                                sorted(m.ukd.launch_names))
         return doc, {"sha256": provenance.binding(doc), "provenance": self._provenance(m, own)}
 
     def _provenance(self, m: Member, own: Sequence[Launch]) -> dict[str, Any]:

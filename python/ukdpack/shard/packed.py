@@ -79,21 +79,24 @@ def compact(doc: Any) -> bytes:
 
 
 def packed_ukd(doc: Mapping[str, Any], arch: str,
-               launches: Mapping[str | None, PackedLaunch], library: str) -> dict[str, Any]:
-    """A UKD object in packed form for the shard of ``arch``. ``launches`` maps each
-    launch name (None for ``kernel_source``) with a code object to what was packed;
-    a source without one (embedded_source) is kept as authored."""
+               launches: Mapping[str | None, PackedLaunch], library: str,
+               launches_key: str, names: Sequence[str]) -> dict[str, Any]:
+    """A UKD object in packed form for the shard of ``arch``. Its launches sit under
+    ``launches_key`` (the runtime's ``Kernel.launches_key``), named ``names`` (empty for
+    a single launch); ``launches`` maps each launch name (None for a single launch) with
+    a code object to what was packed; a source without one (embedded_source) is kept as
+    authored."""
     out: dict[str, Any] = {}
     for key, value in doc.items():
         if key == "provenance" or key in AUTHORING_KEYS:
             continue
         if key == "arch":
             out[key] = [arch]
-        elif key == "kernel_source":
+        elif key == launches_key and not names:
             packed = launches.get(None)
             out[key] = packed.entry(library) if packed else value
-        elif key == "sources":
-            out[key] = {name: launches[name].entry(library) for name in sorted(value)}
+        elif key == launches_key:
+            out[key] = {name: launches[name].entry(library) for name in sorted(names)}
         else:
             out[key] = value
     return out

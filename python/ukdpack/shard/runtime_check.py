@@ -94,6 +94,19 @@ def check_shard(shard: Path, arch: str, manifest: HandlerManifest | None,
     return problems + launch_problems(dset, arch, manifest, threads, archives)
 
 
+@dataclass(frozen=True)
+class RuntimeFinding:
+    """One finding of the runtime's state manager, keyed by what it is about: one launch
+    of a kernel (``kernel`` its id, ``launch`` its name, None for a single launch), a
+    kernel as a whole (``whole_kernel``: a drop), or neither (``kernel`` None: a dispatch
+    symbol the handler manifest lacks)."""
+
+    problem: Problem
+    kernel: str | None = None
+    launch: str | None = None
+    whole_kernel: bool = False
+
+
 def launch_problems(dset: _runtime.DescriptorSet, arch: str,
                     manifest: HandlerManifest | None, threads: int = 0,
                     archives: _runtime.ArchiveCache | None = None) -> list[Problem]:
@@ -101,12 +114,19 @@ def launch_problems(dset: _runtime.DescriptorSet, arch: str,
     (with a manifest: each dispatch symbol the manifest lacks, once), and every launch
     whose code fails the integrity checks (archive, digest, symbol), checked on
     ``threads`` threads (0: one per core), through ``archives`` when given."""
-    problems: list[Problem] = []
+    return [f.problem for f in launch_findings(dset, arch, manifest, threads, archives)]
+
+
+def launch_findings(dset: _runtime.DescriptorSet, arch: str,
+                    manifest: HandlerManifest | None, threads: int = 0,
+                    archives: _runtime.ArchiveCache | None = None) -> list[RuntimeFinding]:
+    """``launch_problems``, each keyed by the kernel id and launch name it is about."""
+    problems: list[RuntimeFinding] = []
     handlers = dict(manifest.handlers) if manifest else _runtime.stub_handlers(dset)
     sm = _runtime.StateManager(dset, handlers=handlers, arch=arch, archives=archives)
     dropped = sm.dropped()
     if manifest:
-        problems += _unhandled(dset, manifest, dropped)
+        problems += [RuntimeFinding(p) for p in _unhandled(dset, manifest, dropped)]
     for d in dropped:
         if manifest and d["code"] == Code.DISPATCH_UNKNOWN:
             continue  # said once per symbol above
@@ -118,10 +138,11 @@ def launch_problems(dset: _runtime.DescriptorSet, arch: str,
             # The launches the kernel is held against come from the manifest: say where.
             reason += (f" (the handler manifest {manifest.where(d['dispatch_symbol'])} "
                        "declares them; change the kernel's launches or that entry)")
-        problems.append(Problem(d.get("file", ""), d.get("path", ""),
-                                f"the runtime drops kernel '{d['name']}' (id {d['kernel_id']}): "
-                                f"{reason}",
-                                severity, d["code"]))
+        problems.append(RuntimeFinding(
+            Problem(d.get("file", ""), d.get("path", ""),
+                    f"the runtime drops kernel '{d['name']}' (id {d['kernel_id']}): {reason}",
+                    severity, d["code"]),
+            d["kernel_id"], whole_kernel=True))
     # Every launch of a kept kernel but embedded_source ones (no code object), without
     # building kept()'s dicts.
     launches = sm.packed_launches()
@@ -133,12 +154,22 @@ def launch_problems(dset: _runtime.DescriptorSet, arch: str,
     if any(f is not None and f.get("code") == Code.DECOMPRESS_BUDGET for f in found):
         again = _runtime.StateManager(dset, handlers=handlers, arch=arch)
         found = again.check_launch_codes(launches, arch, 1)
-    for failed in found:
+    # One result per launch asked, in order: each finding keyed by the launch it is about.
+    for (kernel_id, launch), failed in zip(launches, found, strict=True):
         if failed is not None:
-            problems.append(Problem(failed.get("file", ""), failed.get("path", ""),
-                                    f"{failed.get('code', '')}: {failed.get('message', '')}",
-                                    code=failed.get("code", "")))
+            problems.append(launch_finding(failed, kernel_id, launch))
     return problems
+
+
+def launch_finding(failed: Mapping[str, str], kernel_id: str, launch: str | None
+                   ) -> RuntimeFinding:
+    """The finding of one launch whose code the runtime refused to load (its diagnostic,
+    as ``check_launch_codes`` gives it or ``RuntimeCheckError.diagnostic`` carries it),
+    worded with its code first."""
+    code = failed.get("code", "")
+    return RuntimeFinding(Problem(failed.get("file", ""), failed.get("path", ""),
+                                  f"{code}: {failed.get('message', '')}", code=code),
+                          kernel_id, launch)
 
 
 def _unhandled(dset: _runtime.DescriptorSet, manifest: HandlerManifest,

@@ -3,9 +3,10 @@
 The shard is read by the C++ runtime's loader (``tree.load_tree(shard,
 authored=False)``), which applies every rule it applies to an authored root; rule
 4.4 takes its packed form there (one toc key, one sha256). On top, what only a
-packed shard can get wrong: every launch is in packed form, every toc key and arch
-it names is in the archive it names, and archive entries no launch claims are
-noted.
+packed shard can get wrong: every launch is in packed form; every launch's code loads
+as the runtime loads it (its library, the toc key and arch in that archive, the
+digest, the symbol: the runtime's findings, ``Shard.every_launch_findings``, in its
+words); archive entries no launch claims are noted.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from pathlib import Path
 
 from ukdpack import jsonpath
 from ukdpack.errors import Problem, errors_only
-from ukdpack.tools.shard import Shard, load_shard
+from ukdpack.tools.shard import PACKED_KIND, Shard, load_shard, ships_as_authored
 from ukdpack.words import count
 
 
@@ -42,35 +43,25 @@ class DeskCheck:
 
 
 def _archive_problems(shard: Shard) -> list[Problem]:
-    """Every launch packed, and in its archive; what no launch claims, noted."""
+    """Every launch packed; what no launch claims, noted. Whether a launch's archive holds
+    its toc key is the runtime's finding, not judged here."""
     problems: list[Problem] = []
     claimed: set[tuple[str, str, str]] = set()
     named: set[str] = set()
     for ln in shard.launches:
-        if ln.source.kind == "embedded_source":
-            continue  # ships as authored, with no code object
+        if ships_as_authored(ln.source.kind):
+            continue  # no code object
         if not ln.packed:
             problems.append(Problem(ln.ukd.file, jsonpath.key(ln.json_path, "kind"),
                                     f"{ln.label()}: kind '{ln.source.kind}' in a packed shard; "
-                                    "the packer writes every code object as kind 'kpack'"))
+                                    f"the packer writes every code object as kind '{PACKED_KIND}'"))
             continue
         opened = shard.archive_of(ln)
         if opened.archive is None:
-            problems.append(Problem(ln.ukd.file, jsonpath.key(ln.json_path, "library"),
-                                    f"{ln.label()}: {opened.error}"))
-            continue
+            continue  # the runtime's finding at the launch says why
         named.add(opened.rel)
-        for arch in (t for a in shard.arches_of(ln.member)
-                     for t in shard.entry_targets(ln, opened.archive, a)):
-            claimed.add((opened.rel, ln.toc_key, arch))
-            if (ln.toc_key, arch) not in opened.archive:
-                held = sorted(a for a in opened.archive.arches()
-                              if opened.archive.entry(ln.toc_key, a) is not None)
-                found = (f"for that key it holds arches {', '.join(held)}" if held
-                         else "it holds no entry of that key")
-                problems.append(Problem(ln.ukd.file, jsonpath.key(ln.json_path, "toc_key"),
-                                        f"{ln.label()}: toc key '{ln.toc_key}' for arch {arch} "
-                                        f"is not in the archive {opened.rel} ({found})"))
+        claimed.update((opened.rel, ln.toc_key, t) for a in shard.arches_of(ln.member)
+                       for t in shard.entry_targets(ln, opened.archive, a))
     for rel in sorted(set(shard.archive_files()) | named):
         opened = shard.open_archive(rel)
         if opened.archive is None:
@@ -92,8 +83,7 @@ def desk_check(shard_path: Path, arch: str | None = None,
                exclude_folders: Sequence[str] = ()) -> DeskCheck:
     """Every whole-set problem of the packed shard at ``shard_path``."""
     shard = load_shard(shard_path, arch, exclude_folders)
-    problems = list(shard.problems)
-    problems = shard.with_runtime(problems + _archive_problems(shard))
+    problems = shard.with_runtime(shard.problems, _archive_problems(shard), every_launch=True)
     order = {f.rel: i for i, f in enumerate(shard.tree.files)}
     problems.sort(key=lambda p: (order.get(p.file, len(order)), p.file, p.path))
     return DeskCheck(shard, tuple(problems))

@@ -178,7 +178,7 @@ def _changes(a: Mapping[str, Any], b: Mapping[str, Any]) -> tuple[Change, ...]:
 
 def _kernel_fields(m: Member) -> dict[str, Any]:
     """What a kernel ships with, launches aside; its pack by name."""
-    out = {k: v for k, v in m.ukd.raw.items() if k not in ("kernel_source", "sources")}
+    out = {k: v for k, v in m.ukd.raw.items() if k != m.ukd.launches_key}
     out["pack"] = m.kdp.name
     return out
 

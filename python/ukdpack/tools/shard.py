@@ -12,20 +12,56 @@ judgement too (``_runtime.no_shard_reason``).
 from __future__ import annotations
 
 import functools
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ukdpack import _runtime
+from ukdpack import _runtime, jsonpath
+from ukdpack.authored.kinds import KINDS, PACKED
 from ukdpack.authored.load import ARCHIVE_FOLDER, Member, Tree, load_tree
-from ukdpack.authored.model import Kdp, Source, Ukd
+from ukdpack.authored.model import Kdp, Source, Ukd, id_key
 from ukdpack.errors import Problem, UkdError, UsageError
-from ukdpack.shard.runtime_check import launch_problems
+from ukdpack.shard.runtime_check import RuntimeFinding, launch_finding, launch_findings
+
+#: What a finding is about: ("launch", kernel id key, launch name or None) for one of a
+#: kernel's launches, ("kernel", kernel id key, None) for a kernel as a whole, else
+#: ("at", file, JSON path).
+Subject = tuple[str, str, str | None]
 
 #: The field of a packed source that names its archive, relative to the descriptor.
 LIBRARY = "library"
+
+
+# -- what the shard tools ask of a kind --------------------------------------------------
+# In one place, read from the kinds table (the runtime's, through authored.kinds), so
+# that the tools name no kind.
+
+
+def _producer(kind_name: str) -> str | None:
+    found = KINDS.get(kind_name)
+    return found.producer if found is not None else None
+
+
+def is_archive_member(kind_name: str) -> bool:
+    """Whether a launch of this kind has its code object in the shard's archive (the
+    packed form the packer writes)."""
+    found = KINDS.get(kind_name)
+    return found is not None and found.packed
+
+
+def ships_as_authored(kind_name: str) -> bool:
+    """Whether a launch of this kind has no code object: its source ships as authored."""
+    return _producer(kind_name) == "none"
+
+
+def is_prebuilt(kind_name: str) -> bool:
+    """Whether the root holds a launch of this kind's code object as a file."""
+    return _producer(kind_name) == "prebuilt"
+
+
+#: The kind of every packed launch, for messages.
+PACKED_KIND = PACKED
 
 
 def kernel_label(ukd: Ukd) -> str:
@@ -62,8 +98,8 @@ class ShardLaunch:
 
     @property
     def packed(self) -> bool:
-        """Whether the launch has a packed code object (``kind: kpack``)."""
-        return self.source.kind == "kpack"
+        """Whether the launch has a packed code object (its kind's are archive members)."""
+        return is_archive_member(self.source.kind)
 
     @property
     def toc_key(self) -> str:
@@ -116,6 +152,10 @@ class Shard:
     tree: Tree
     problems: tuple[Problem, ...]
     _archives: dict[str, Opened] = field(default_factory=dict, repr=False, compare=False)
+    #: The runtime's archive cache for loading launch code one launch at a time: each
+    #: archive opened once.
+    _loads: _runtime.ArchiveCache = field(default_factory=_runtime.ArchiveCache, repr=False,
+                                          compare=False)
 
     @functools.cached_property
     def launches(self) -> tuple[ShardLaunch, ...]:
@@ -192,48 +232,143 @@ class Shard:
         return self.tree.of_type(Kdp)
 
     @functools.cached_property
-    def runtime_problems(self) -> tuple[Problem, ...]:
+    def runtime_findings(self) -> tuple[RuntimeFinding, ...]:
         """What the runtime's state manager finds loading every launch's code for the
-        shard's arch (drops, archive, digest, symbol): the very check a consuming
-        library's load makes, so a tool never passes what the runtime refuses."""
+        shard's arch (drops, and the launches of each kept kernel: library, archive, toc
+        entry, digest, target, symbol), each keyed by the kernel id and launch name it is
+        about: the very check a consuming library's load makes, so a tool never passes
+        what the runtime refuses."""
         if self.arch is None or self.tree.dset is None:
             return ()
-        return tuple(launch_problems(self.tree.dset, self.arch, None))
+        return tuple(launch_findings(self.tree.dset, self.arch, None))
 
-    def with_runtime(self, problems: Sequence[Problem]) -> list[Problem]:
-        """``problems`` plus each of the runtime's own findings that no problem already
-        tells (a tool's or a rule's line about the same launch or finding stands)."""
+    @functools.cached_property
+    def every_launch_findings(self) -> tuple[RuntimeFinding, ...]:
+        """``runtime_findings``, and what the same code (``_runtime.load_launch_code``)
+        finds loading each launch the state manager does not load: a dropped kernel's, or
+        every one when the shard's arch is unknown (then for each arch its kernel names).
+        The tools that judge every launch's code (verify, desk-check) judge it so."""
+        dset = self.tree.dset
+        if dset is None:
+            return ()
+        found = list(self.runtime_findings)
+        dropped = {id_key(f.kernel) for f in found if f.whole_kernel and f.kernel is not None}
+        seen = {f.problem for f in found}
+        for ln in self.launches:
+            if not ln.packed or (self.arch is not None and ln.ukd.key not in dropped):
+                continue
+            for arch in self.arches_of(ln.member):
+                refused = self._refusal(ln, arch)
+                if refused is not None and refused.problem not in seen:
+                    seen.add(refused.problem)
+                    found.append(refused)
+        return tuple(found)
+
+    def launch_code(self, launch: ShardLaunch) -> bytes | None:
+        """The code object of a packed launch as the runtime loads it for the shard's arch,
+        every integrity check passed; None when it refuses (``every_launch_findings`` holds
+        its finding) or the shard's arch is unknown."""
+        dset = self.tree.dset
+        if dset is None or self.arch is None:
+            return None
+        try:
+            return bytes(_runtime.load_launch_code(dset, launch.ukd.id, launch.name, self.arch,
+                                                   self._loads))
+        except _runtime.RuntimeCheckError:
+            return None
+
+    def _refusal(self, launch: ShardLaunch, arch: str) -> RuntimeFinding | None:
+        """The runtime's finding loading one launch's code for ``arch``, or None."""
+        assert self.tree.dset is not None
+        try:
+            _runtime.load_launch_code(self.tree.dset, launch.ukd.id, launch.name, arch,
+                                      self._loads)
+        except _runtime.RuntimeCheckError as e:
+            return launch_finding(e.diagnostic, launch.ukd.id, launch.name)
+        return None
+
+    def with_runtime(self, problems: Sequence[Problem], own: Sequence[Problem] = (),
+                     every_launch: bool = False) -> list[Problem]:
+        """``problems`` (the shard's reading and rules, and a tool's wording of a runtime
+        refusal it asked for), a tool's ``own`` problems (none restates a runtime finding:
+        the tools recompute none, so they stand beside the runtime's), then each of the
+        runtime's findings that no problem already tells. A problem with a code (a rule's)
+        tells one with its code about the same launch or kernel, or about what holds it
+        (the kernel, its pack's kernel list, its launches, the file); a problem without
+        one tells any finding about the same launch or kernel; an archive a problem finds
+        unreadable tells the findings of the launches naming it. ``every_launch``: the
+        findings are ``every_launch_findings``."""
         errors = [p for p in problems if p.severity == "error"]
-        said = {(p.file, _launch_of(p.path)) for p in errors}
-
+        uncoded = {self.subject(p) for p in errors if not p.code}
+        coded = {(self.subject(p), p.code) for p in errors if p.code}
         broken = {p.file for p in errors}  # an archive a tool found unreadable is one
-        by_launch = {(ln.ukd.file, ln.json_path): ln for ln in self.launches if ln.packed}
+        by_launch = {_subject("launch", ln.ukd.key, ln.name): ln for ln in self.launches
+                     if ln.packed}
 
-        def told(r: Problem) -> bool:
-            # The same launch, the same finding (one code) about an object holding it, or a
-            # launch whose archive was already reported.
-            if (r.file, _launch_of(r.path)) in said or any(
-                    p.file == r.file and p.code == r.code and r.path.startswith(p.path)
-                    for p in errors if p.code):
+        def told(f: RuntimeFinding) -> bool:
+            r, about = f.problem, self._finding_subject(f)
+            # Two rules' findings about one launch (a toc key named with two digests, the
+            # digest its archive entry does not have) are both the runtime's verdict.
+            if about in uncoded or (about, r.code) in coded:
                 return True
-            ln = by_launch.get((r.file, _launch_of(r.path)))
+            holders = self._holders(about, r.file)
+            if any(p.code == r.code and (p.file, p.path) in holders for p in errors if p.code):
+                return True
+            ln = by_launch.get(about)
             return ln is not None and self.archive_of(ln).rel in broken
 
-        return [*problems, *(r for r in self.runtime_problems if not told(r))]
+        findings = self.every_launch_findings if every_launch else self.runtime_findings
+        return [*problems, *own, *(f.problem for f in findings if not told(f))]
+
+    def subject(self, problem: Problem) -> Subject:
+        """What a problem is about: the launch whose source holds its path (the runtime's
+        ``DescriptorSet.launch_at``: kernel id and launch name), else the kernel it names,
+        else its own place (file, JSON path)."""
+        dset = self.tree.dset
+        at = dset.launch_at(problem.file, problem.path) if dset is not None else None
+        if at is not None:
+            return _subject("launch", id_key(at[0]), at[1])
+        key = self._kernel_at.get((problem.file, problem.path))
+        if key is not None:
+            return _subject("kernel", key, None)
+        return _subject("at", problem.file, problem.path)
+
+    @functools.cached_property
+    def _kernel_at(self) -> dict[tuple[str, str], str]:
+        return {(m.ukd.file, m.ukd.json_path): m.ukd.key for m in self.tree.members}
+
+    @functools.cached_property
+    def _members(self) -> dict[str, Member]:
+        return {m.ukd.key: m for m in self.tree.members}
+
+    def _holders(self, about: Subject, file: str) -> set[tuple[str, str]]:
+        """The places (file, JSON path) a finding with the same code tells a runtime
+        finding about ``about`` from: its whole file; for a kernel's, also the kernel, the
+        list of its pack holding it and, for one of its launches, its launches."""
+        places = {(file, ""), (file, "$")}
+        m = self._members.get(about[1]) if about[0] != "at" else None
+        if m is not None:
+            places.add((m.ukd.file, m.ukd.json_path))
+            if m.ukd.inline:
+                places.add((m.ukd.file, jsonpath.key("$", "kernelDescriptors")))
+            if about[0] == "launch":
+                places.add((m.ukd.file, m.ukd.launches_path))
+        return places
+
+    @staticmethod
+    def _finding_subject(f: RuntimeFinding) -> Subject:
+        """A runtime finding's subject, from the kernel id and launch name it comes with."""
+        if f.kernel is None:
+            return _subject("at", f.problem.file, f.problem.path)
+        return _subject("kernel" if f.whole_kernel else "launch", id_key(f.kernel), f.launch)
 
     def kernel_ids(self) -> frozenset[str]:
         """Ids of every kernel the shard holds that loaded."""
         return frozenset(m.ukd.key for m in self.tree.members)
 
 
-_LAUNCH_PATH = re.compile(r"^.*?\.(?:kernel_source|sources\.[A-Za-z][A-Za-z0-9_]*)(?=$|\.)")
-
-
-def _launch_of(path: str) -> str:
-    """The JSON path of the launch a finding's path lies in (``...kernel_source`` or
-    ``...sources.<name>``), else the path itself."""
-    m = _LAUNCH_PATH.match(path)
-    return m.group(0) if m else path
+def _subject(what: str, key: str, detail: str | None) -> Subject:
+    return (what, key, detail)
 
 
 def _shard_arch(root: Path, tree: Tree, given: str | None) -> str | None:

@@ -5,10 +5,13 @@ What the shard must hold is derived by the packer's own code: the root is read b
 ``tree.load_tree`` and checked by the same rules, ``plan.plan_arch`` says which
 kernels and launches the arch gets and each launch's toc key (``tockey``), and
 ``Ukd.file_of`` finds each prebuilt object. Nothing is compiled: a compiled
-launch is checked by toc key, symbol, archive membership, digest and the signature
+launch is checked by toc key and symbol against the root's, and by the signature
 read back from the archived object; a prebuilt one also byte for byte against the
-root's file. Launches are compared by name, never by position, and every mismatch
-is reported, one problem each, naming the kernel and the launch.
+root's file. Whether its code loads (library, archive membership, digest, target,
+symbol) is the runtime's finding (``Shard.every_launch_findings``), reported in its words
+and never judged here: verify adds only what needs the source root. Launches are
+compared by name, never by position, and every mismatch is reported, one problem each,
+naming the kernel and the launch.
 
 The provenance sidecar beside each file holding packed kernels is read here (the one
 reader of sidecars in the package): it must be there, be gzip of JSON, hold one entry
@@ -19,7 +22,6 @@ kernel it was written for (``provenance.binding``).
 from __future__ import annotations
 
 import gzip
-import hashlib
 import io
 import json
 import zlib
@@ -39,17 +41,20 @@ from ukdpack.produce import codeobject
 from ukdpack.produce.plan import ArchPlan, Launch, plan_arch
 from ukdpack.shard import packed, provenance
 from ukdpack.tools.shard import (
+    PACKED_KIND,
     Shard,
     ShardLaunch,
     describe_signature,
+    is_prebuilt,
     kernel_label,
     launch_label,
     load_shard,
 )
 from ukdpack.words import count
 
-#: Fields of a UKD the packer rewrites or moves; every other field ships as authored.
-_REWRITTEN = frozenset({"kernel_source", "sources", "provenance", "arch"}) | packed.AUTHORING_KEYS
+#: Fields of a UKD the packer rewrites or moves besides its launches; every other field
+#: ships as authored.
+_REWRITTEN = frozenset({"provenance", "arch"}) | packed.AUTHORING_KEYS
 _TYPE_NAMES = {"Kdp": "KDP", "Ukd": "UKD", "Udd": "UDD", "Ued": "UED", "Kmd": "KMD",
                "Umd": "UMD", "Uhd": "UHD"}
 
@@ -208,8 +213,10 @@ class _Checker:
         elif ukd.file != want.ukd.file:
             self.error(ukd.file, ukd.json_path, f"{kernel_label(ukd)} sits in {ukd.file}; the "
                        f"root has it in {want.ukd.file}")
-        authored = {k: v for k, v in want.ukd.raw.items() if k not in _REWRITTEN}
-        have = {k: v for k, v in ukd.raw.items() if k not in _REWRITTEN}
+        # Launches are compared launch by launch, below.
+        rewritten = _REWRITTEN | {want.ukd.launches_key, ukd.launches_key}
+        authored = {k: v for k, v in want.ukd.raw.items() if k not in rewritten}
+        have = {k: v for k, v in ukd.raw.items() if k not in rewritten}
         self._fields(ukd, authored, have, kernel_label(ukd))
         # The packer narrows a UKD's own arch to the shard's; one that names none ships none.
         want_arch = [self.arch] if "arch" in want.ukd.raw else None
@@ -220,8 +227,7 @@ class _Checker:
                        f"{self.arch} shard")
         expected = {ln.name: ln for ln in self.plan.launches_of(want.ukd)}
         shipped = self.shard.launches_of(ukd)
-        where = jsonpath.key(ukd.json_path, "sources" if ukd.kernel_source is None
-                             else "kernel_source")
+        where = ukd.launches_path
         for name in sorted(set(expected) - set(shipped), key=_name_order):
             self.error(ukd.file, where, f"{launch_label(ukd, name)} is missing from the shard; "
                        f"the root's kernel has launches {_launch_list(expected)}")
@@ -233,7 +239,7 @@ class _Checker:
 
     def launch(self, want: Launch, got: ShardLaunch) -> None:
         label, file, path = got.label(), got.ukd.file, got.json_path
-        if want.job_key is None:  # embedded_source: ships as authored
+        if want.job_key is None:  # a kind without a code object ships as authored
             if dict(got.source.fields) != dict(want.source.fields):
                 self.error(file, path, f"{label}: the {want.source.kind} source is "
                            f"{_show(dict(got.source.fields))} in the shard, "
@@ -241,7 +247,7 @@ class _Checker:
             return
         if not got.packed:
             self.error(file, jsonpath.key(path, "kind"), f"{label}: expected a packed entry "
-                       f"(kind 'kpack'), found kind '{got.source.kind}'")
+                       f"(kind '{PACKED_KIND}'), found kind '{got.source.kind}'")
             return
         toc_key = want.job_key[1]
         if got.toc_key != toc_key:
@@ -252,80 +258,47 @@ class _Checker:
         if symbol is not None and got.symbol != symbol:
             self.error(file, jsonpath.key(path, "symbol"), f"{label}: symbol is "
                        f"'{got.symbol}' in the shard, '{symbol}' in the root")
-        blob = self._blob(got)
+        # The code as the runtime loads it; a refusal is the runtime's finding, said once.
+        blob = self.shard.launch_code(got)
         if blob is None:
             return
-        digest = hashlib.sha256(blob).hexdigest()
-        if got.sha256 != digest:
-            self.error(file, jsonpath.key(path, "sha256"), f"{label}: sha256 {got.sha256} "
-                       f"differs from the digest of its archive entry, {digest}")
-        if want.source.kind == "hsaco":
+        if is_prebuilt(want.source.kind):
             self._prebuilt(want, got, blob)
         self._code(got, blob)
-
-    def _blob(self, got: ShardLaunch) -> bytes | None:
-        """The archived bytes of a launch, or None after saying why there are none."""
-        label, file, path = got.label(), got.ukd.file, got.json_path
-        opened = self.shard.archive_of(got)
-        if opened.archive is None:
-            self.error(file, jsonpath.key(path, "library"), f"{label}: {opened.error}")
-            return None
-        # The entry is filed under its object's target ID: the arch's own, one with
-        # features, or its generic family's (the runtime's candidates, in its order).
-        filed = next((t for t in _filed_targets(self.arch, opened.archive.arches())
-                      if (got.toc_key, t) in opened.archive), None)
-        if filed is None:
-            self.error(file, jsonpath.key(path, "toc_key"), f"{label}: the archive "
-                       f"{opened.rel} holds no entry for toc key '{got.toc_key}' and arch "
-                       f"{self.arch}")
-            return None
-        try:
-            return opened.archive.get(got.toc_key, filed)
-        except ValueError as e:  # KpackError: a corrupt frame, a size that lies
-            self.error(file, jsonpath.key(path, "toc_key"), f"{label}: {e}")
-            return None
 
     def _prebuilt(self, want: Launch, got: ShardLaunch, blob: bytes) -> None:
         """A prebuilt object ships as the root holds it (its ELF, unwrapped from a bundle)."""
         label, file, path = got.label(), got.ukd.file, got.json_path
         rel = want.member.ukd.file_of(want.source)
         assert rel is not None
+        where = self.root.root / rel
         try:
-            image = codeobject.elf_image((self.root.root / rel).read_bytes())
+            image = codeobject.elf_image(where.read_bytes())
         except codeobject.CodeObjectError as e:
             self.error(file, path, f"{label}: the root's prebuilt object {rel}: {e}")
             return
         if image != blob:
+            # Its digest as the packer takes it: the runtime's reader of prebuilt objects.
+            read = _runtime.read_prebuilt_objects([str(where)], 1)[0]
+            digest = f" (sha256 {read[1]})" if read is not None else ""
             self.error(file, jsonpath.key(path, "toc_key"), f"{label}: the archive entry "
-                       f"differs from the root's prebuilt object {rel} (sha256 "
-                       f"{hashlib.sha256(image).hexdigest()})")
+                       f"differs from the root's prebuilt object {rel}{digest}")
 
     def _code(self, got: ShardLaunch, blob: bytes) -> None:
-        """Symbol, signature and target, read back from the archived object."""
+        """The signature, read back from the archived object (its symbol and target the
+        runtime's load checked)."""
         label, file, path = got.label(), got.ukd.file, got.json_path
         try:
-            target = codeobject.target_arch(blob)
             signature = codeobject.read_signature(blob, got.symbol)
         except codeobject.CodeObjectError as e:
             self.error(file, jsonpath.key(path, "symbol"), f"{label}: the archive entry "
                        f"'{got.toc_key}': {e}")
             return
-        if not _runtime.target_runs_on(target, self.arch):
-            self.error(file, jsonpath.key(path, "toc_key"), f"{label}: the archive entry "
-                       f"'{got.toc_key}' is built for {target}, not {self.arch}")
         recorded = [packed.signature_arg(a) for a in got.signature]
         if recorded != signature:
             self.error(file, jsonpath.key(path, "signature"), f"{label}: signature "
                        f"{describe_signature(recorded)} differs from the one read from the "
                        f"code object for '{got.symbol}', {describe_signature(signature)}")
-
-
-def _filed_targets(arch: str, held: Sequence[str]) -> list[str]:
-    """The target IDs an entry for ``arch`` may be filed under: the arch's own and its
-    generic family's, then any feature variant of them the archive holds."""
-    mine = list(_runtime.compatible_targets(arch))
-    return mine + [t for t in held if t not in mine
-                   and _runtime.target_runs_on(str(_runtime.bare_arch(t)), arch)]
 
 
 #: A sidecar holds a few kilobytes of JSON; one that inflates past this is refused
@@ -488,7 +461,7 @@ def verify(shard_path: Path, source_root: Path, exclude_folders: Sequence[str] =
     checker.packs()
     checker.kernels()
     checker.generics()
-    problems = (shard.with_runtime(list(shard.problems) + checker.problems)
+    problems = (shard.with_runtime(shard.problems, checker.problems, every_launch=True)
                 + sidecar_problems(shard))
     return Verification(shard, source_root, tuple(problems), len(plan.members),
                         len(plan.launches))

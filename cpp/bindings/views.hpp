@@ -1,0 +1,40 @@
+// Typed, read-only views of a loaded kernel for Python: Kernel, Launch and
+// Source (bind_views.cpp). Built on the launch helpers (launchNamesOf,
+// singleLaunchSource, allLaunchSources), so Python never reads a kernel's
+// launches by key; each view keeps what owns the kernel alive.
+#pragma once
+
+#include <pybind11/pybind11.h>
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "ukdpack/descriptors.hpp"
+#include "ukdpack/loader.hpp"
+
+namespace ukdpack::bindings {
+
+namespace py = pybind11;
+
+// The Kernel view of `kernel`, which `owner` (a DescriptorSet, a parsed
+// document) keeps alive.
+py::object kernelView(std::shared_ptr<const void> owner, const Kernel& kernel);
+
+// Sorted launch names (launchNamesOf); empty for a single-launch kernel.
+std::vector<std::string> sortedLaunches(const Kernel& kernel);
+// Whether every launch has a packed code object (only those have launch code).
+bool isPacked(const Kernel& kernel);
+// The kinds of a kernel's launch sources, sorted.
+std::vector<std::string> kindsOf(const Kernel& kernel);
+
+// (kernel id, launch name or nullopt for the single launch) of the launch of a
+// kernel of `set` whose source holds the finding at (`file`, `jsonPath`): how a
+// finding about a launch is keyed. nullopt when the path lies in no launch.
+std::optional<std::pair<std::string, std::optional<std::string>>> launchAt(const DescriptorSet& set,
+                                                                           const std::string& file,
+                                                                           const std::string& jsonPath);
+
+}  // namespace ukdpack::bindings

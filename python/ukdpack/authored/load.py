@@ -171,7 +171,7 @@ def _load(root: Path, exclude_folders: Iterable[str], authored: bool, asked: lis
     if dset is None:
         dset = _runtime.load_shard(str(root), exclude_folders=exclude, authored=authored,
                                    arches=asked)
-    problems = [from_runtime(d) for d in dset.diagnostics if d["code"] != "SKIPPED"]
+    problems = [from_runtime(d) for d in dset.diagnostics if d["code"] != _runtime.Code.SKIPPED]
     problems += [from_runtime(d) for d in _runtime.check_set_rules(dset, asked)]
     descriptors: list[Descriptor] = []
     for p in dset.model_packs():  # the keys the models read, no more

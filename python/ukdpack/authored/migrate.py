@@ -38,7 +38,7 @@ UNFINISHED = ".ukdpack-migrate-unfinished"
 class WriteFailed(UkdError):
     """Writing the migrated tree failed part way: the message says what was written."""
 
-    code = "WRITE_FAILED"
+    code = _runtime.Code.WRITE_FAILED
 
 
 @dataclass(frozen=True)
@@ -121,7 +121,7 @@ class _Doc:
         return None if i is None else self.spans[i]
 
     def refuse(self, path: str, message: str) -> None:
-        self.problems.append(Problem(self.rel, path, message, code="MIGRATE_REFUSED"))
+        self.problems.append(Problem(self.rel, path, message, code=_runtime.Code.MIGRATE_REFUSED))
 
     def _get(self, path: str) -> Span:
         s = self.span(path)
@@ -214,13 +214,13 @@ def _read(rel: str, path: Path) -> _Doc | Problem:
     try:
         data = read_regular(path)
     except OSError as e:
-        return Problem(rel, "", f"cannot be read: {e.strerror or e}", code="READ_FAILED")
+        return Problem(rel, "", f"cannot be read: {e.strerror or e}", code=_runtime.Code.READ_FAILED)
     doc, where, message = _runtime.read_json_text(data)
     if message is not None:
-        return Problem(rel, where or "", message, code="JSON")
+        return Problem(rel, where or "", message, code=_runtime.Code.JSON)
     spans, where, message = _runtime.json_spans(data)
     if spans is None:
-        return Problem(rel, where or "", message or "cannot be read", code="JSON")
+        return Problem(rel, where or "", message or "cannot be read", code=_runtime.Code.JSON)
     return _Doc(rel, data, doc, [Span(**s) for s in spans])
 
 
@@ -446,7 +446,7 @@ def _entries(root: Path) -> tuple[list[_Entry], list[Problem]]:
 
     def failed(e: OSError) -> None:
         problems.append(Problem(os.path.relpath(e.filename, root) if e.filename else "", "",
-                                f"cannot list folder: {e.strerror}", code="READ_FAILED"))
+                                f"cannot list folder: {e.strerror}", code=_runtime.Code.READ_FAILED))
 
     for folder, dirs, names in os.walk(root, onerror=failed):
         dirs.sort()
@@ -458,7 +458,7 @@ def _entries(root: Path) -> tuple[list[_Entry], list[Problem]]:
                 mode = os.lstat(path).st_mode
             except OSError as e:
                 problems.append(Problem(rel, "", f"cannot be looked at: {e.strerror}",
-                                        code="READ_FAILED"))
+                                        code=_runtime.Code.READ_FAILED))
                 continue
             if stat.S_ISLNK(mode):
                 entries.append(_Entry(rel, "link"))
@@ -470,7 +470,7 @@ def _entries(root: Path) -> tuple[list[_Entry], list[Problem]]:
                 problems.append(Problem(rel, "", f"--out copies regular files, folders and "
                                         f"symbolic links; this is {kind_of(mode)}: move it out "
                                         "of the tree (or migrate --in-place)",
-                                        code="NOT_A_FILE"))
+                                        code=_runtime.Code.NOT_A_FILE))
     # os.walk lists a link to a folder among the folders without entering it: a link.
     return entries, problems
 
@@ -502,7 +502,7 @@ def write(m: Migration, out: Path | None, written: Callable[[FilePlan], None]) -
                 raise WriteFailed(Problem(
                     f.rel, "", f"cannot write it: {e.strerror or e}; {done} of {len(changed)} "
                     "changed descriptors were rewritten before it (listed above), it and the "
-                    "rest are as they were", code="WRITE_FAILED")) from None
+                    "rest are as they were", code=_runtime.Code.WRITE_FAILED)) from None
             written(f)
         return m.root
     _copy(m, out, written)
@@ -521,7 +521,7 @@ def _copy(m: Migration, out: Path, written: Callable[[FilePlan], None]) -> None:
     except OSError as e:
         raise WriteFailed(Problem(quote_name(str(out)), "", f"cannot write there: "
                                   f"{e.strerror or e}; nothing was written",
-                                  code="WRITE_FAILED")) from None
+                                  code=_runtime.Code.WRITE_FAILED)) from None
     for done, entry in enumerate(entries):  # a resumed copy writes all again: the root may have changed
         src, dst = m.root / entry.rel, out / entry.rel
         try:
@@ -546,6 +546,6 @@ def _copy(m: Migration, out: Path, written: Callable[[FilePlan], None]) -> None:
                                       f"{e.strerror or e}; {done} of {len(entries)} entries were "
                                       f"written before it, and {out / UNFINISHED} marks the copy "
                                       "unfinished: fix the cause and run the same command again "
-                                      "to finish it", code="WRITE_FAILED")) from None
+                                      "to finish it", code=_runtime.Code.WRITE_FAILED)) from None
     with contextlib.suppress(FileNotFoundError):
         os.unlink(out / UNFINISHED)

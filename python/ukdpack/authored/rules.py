@@ -26,7 +26,7 @@ from ukdpack.errors import Problem
 MissingPrebuilt = Literal["error", "warning", "skip"]
 
 #: The runtime's code for a prebuilt object a source names that is not there.
-PREBUILT_MISSING = "PREBUILT_MISSING"
+PREBUILT_MISSING = _runtime.Code.PREBUILT_MISSING
 
 
 def check(tree: Tree, missing_prebuilt: MissingPrebuilt = "error") -> list[Problem]:
@@ -56,7 +56,7 @@ def _toc_keys(tree: Tree) -> list[Problem]:
                     f"toc key '{key}' is also the toc key of "
                     f"{_runtime.kernel_label(first[1].name, first[1].id)} "
                     f"({first[1].where()}), built from other inputs (a collision of the "
-                    "48-bit digest); change either kernel's build inputs", code="TOC_KEY_COLLISION"))
+                    "48-bit digest); change either kernel's build inputs", code=_runtime.Code.TOC_KEY_COLLISION))
     return problems
 
 

@@ -6,6 +6,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
+from ukdpack import _runtime
 from ukdpack.authored import rules
 from ukdpack.authored.load import Tree, load_tree
 from ukdpack.authored.model import Kdp
@@ -55,7 +56,7 @@ def validate(root: Path, exclude_folders: Iterable[str] = ()) -> Validation:
         # A root with nothing to judge is a wrong path, not a pass (ukdpack-validate agrees).
         problems.append(Problem(".", "", "holds no descriptor file (<name>.<type>.json): nothing "
                                 "to validate; name the folder that holds the descriptors",
-                                code="NO_DESCRIPTORS"))
+                                code=_runtime.Code.NO_DESCRIPTORS))
     # Reachability means little while descriptors fail: say it of valid trees only.
     if not any(p.severity == "error" for p in problems):
         problems += tree.unreachable_note()

@@ -95,6 +95,6 @@ install(FILES "${PROJECT_BINARY_DIR}/ukdpackConfig.cmake"
               cmake/UkdpackDependencies.cmake cmake/UkdPackaging.cmake
               cmake/UkdShardTest.cmake cmake/UkdRequireShards.cmake
               cmake/UkdDvcStamp.cmake cmake/UkdPackStamp.cmake cmake/UkdCheckPython.py
-              cpp/include/ukdpack/targets.def
+              cpp/include/ukdpack/model/targets.def
               "${UKDPACK_PYTHON_REQUIREMENTS_FILE}"
         DESTINATION "${_ukd_cmakedir}")

@@ -7,9 +7,9 @@
 // change the result.
 #include <gtest/gtest.h>
 
-#include "json_tape.hpp"
+#include "json/json_tape.hpp"
 #include "runtime_support.hpp"
-#include "ukdpack/loader.hpp"
+#include "ukdpack/load/loader.hpp"
 
 using ukdpack::DescriptorSet;
 using ukdpack::LoaderOptions;

@@ -39,7 +39,8 @@ class TapeScanner {
     }
   }
 
-  // A string without escapes or control characters; `out` views its text.
+  // A string; `out` views its text, or the tape's decoded copy when it holds an
+  // escape. A raw control character is the one reader's to refuse.
   bool string(std::string_view& out) {
     const std::size_t start = ++pos_;
     while (pos_ < text_.size()) {
@@ -49,10 +50,89 @@ class TapeScanner {
         ++pos_;
         return true;
       }
-      if (c == '\\' || c < 0x20) return false;
+      if (c == '\\') return escapedString(start, out);
+      if (c < 0x20) return false;
       ++pos_;
     }
     return false;
+  }
+
+  // The rest of a string from its first escape (at pos_), decoded as the one
+  // reader decodes it: a \u escape to UTF-8, a surrogate pair to one character.
+  // An unknown escape or an unpaired surrogate is the one reader's to refuse.
+  bool escapedString(std::size_t start, std::string_view& out) {
+    std::string s(text_.substr(start, pos_ - start));
+    while (pos_ < text_.size()) {
+      const unsigned char c = static_cast<unsigned char>(text_[pos_]);
+      if (c == '"') {
+        ++pos_;
+        out = tape_.decoded_.emplace_back(std::move(s));
+        return true;
+      }
+      if (c < 0x20) return false;
+      ++pos_;
+      if (c != '\\') {
+        s += static_cast<char>(c);
+        continue;
+      }
+      if (pos_ >= text_.size()) return false;
+      switch (text_[pos_++]) {
+        case '"': s += '"'; break;
+        case '\\': s += '\\'; break;
+        case '/': s += '/'; break;
+        case 'b': s += '\b'; break;
+        case 'f': s += '\f'; break;
+        case 'n': s += '\n'; break;
+        case 'r': s += '\r'; break;
+        case 't': s += '\t'; break;
+        case 'u': {
+          std::uint32_t cp = 0;
+          if (!hex4(cp) || (cp >= 0xDC00 && cp <= 0xDFFF)) return false;
+          if (cp >= 0xD800 && cp <= 0xDBFF) {
+            std::uint32_t low = 0;
+            if (text_.substr(pos_, 2) != "\\u") return false;
+            pos_ += 2;
+            if (!hex4(low) || low < 0xDC00 || low > 0xDFFF) return false;
+            cp = 0x10000 + ((cp - 0xD800) << 10) + (low - 0xDC00);
+          }
+          appendUtf8(s, cp);
+          break;
+        }
+        default:
+          return false;
+      }
+    }
+    return false;
+  }
+
+  // Four hex digits at pos_ (either case), as a \u escape writes a code unit.
+  bool hex4(std::uint32_t& out) {
+    if (text_.size() - pos_ < 4) return false;
+    for (int i = 0; i < 4; ++i) {
+      const char h = text_[pos_++];
+      const int d = h >= '0' && h <= '9' ? h - '0' : h >= 'a' && h <= 'f' ? h - 'a' + 10 : h >= 'A' && h <= 'F' ? h - 'A' + 10 : -1;
+      if (d < 0) return false;
+      out = out << 4 | static_cast<std::uint32_t>(d);
+    }
+    return true;
+  }
+
+  static void appendUtf8(std::string& s, std::uint32_t cp) {
+    if (cp < 0x80) {
+      s += static_cast<char>(cp);
+    } else if (cp < 0x800) {
+      s += static_cast<char>(0xC0 | cp >> 6);
+      s += static_cast<char>(0x80 | (cp & 0x3F));
+    } else if (cp < 0x10000) {
+      s += static_cast<char>(0xE0 | cp >> 12);
+      s += static_cast<char>(0x80 | (cp >> 6 & 0x3F));
+      s += static_cast<char>(0x80 | (cp & 0x3F));
+    } else {
+      s += static_cast<char>(0xF0 | cp >> 18);
+      s += static_cast<char>(0x80 | (cp >> 12 & 0x3F));
+      s += static_cast<char>(0x80 | (cp >> 6 & 0x3F));
+      s += static_cast<char>(0x80 | (cp & 0x3F));
+    }
   }
 
   bool literal(std::string_view word) {

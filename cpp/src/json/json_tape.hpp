@@ -4,14 +4,16 @@
 // ObjectReader and descriptor parsers are templates over both).
 //
 // The scan accepts only text the one reader (parseDescriptorText) reads
-// without a word and reads alike: plain JSON without comments, byte order
-// mark or string escapes, within the reader's limits (int64 integers, finite
-// numbers, nesting, no duplicate key). Anything else returns nothing and the
-// caller reads the text with parseDescriptorText, which says what is wrong.
+// without a word and reads alike: JSON without comments or byte order mark,
+// within the reader's limits (int64 integers, finite numbers, nesting, no
+// duplicate key); a string's escapes are decoded as that reader decodes them.
+// Anything else returns nothing and the caller reads the text with
+// parseDescriptorText, which says what is wrong.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
+#include <deque>
 #include <memory>
 #include <optional>
 #include <string>
@@ -73,7 +75,8 @@ class JsonNode {
 
   template <class T>
   T get() const;
-  // A string's text (a view of the file's text), or a member's key.
+  // A string's text, or a member's key: a view of the file's text, or of the
+  // tape's decoded copy when it was written with escapes.
   std::string_view str() const { return text_; }
   std::string_view key() const { return key_; }
   // The bytes the value was written as.
@@ -114,6 +117,7 @@ class JsonTape {
   std::shared_ptr<const std::string> text_;
   std::vector<JsonNode> nodes_;
   std::vector<std::uint32_t> kids_;
+  std::deque<std::string> decoded_;  // strings written with escapes, decoded (a deque: views stay put)
 };
 
 inline const JsonNode& JsonNode::const_iterator::operator*() const { return tape_->nodes_[*at_]; }

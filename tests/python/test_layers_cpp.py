@@ -124,7 +124,13 @@ def test_the_table_names_every_folder_in_an_order_without_circles() -> None:
     for folder, allowed in LAYERS.items():
         below = order[:order.index(folder)]
         assert set(allowed) <= set(below), f"{folder} may include only folders above it in the table: {allowed}"
-        assert (SRC / folder / "README.md").is_file() or folder in OUTER, f"cpp/src/{folder} has no README.md"
+        if folder in OUTER:
+            continue
+        readme = SRC / folder / "README.md"
+        assert readme.is_file(), f"cpp/src/{folder} has no README.md"
+        said = re.search(r"^May include: (.*?) \(see `cpp/LAYERS.md`\)\.$", readme.read_text(encoding="utf-8"), re.M)
+        assert said is not None, f"{readme.relative_to(REPO)} says which folders it may include"
+        assert said.group(1) == (", ".join(allowed) or "nothing of ukdpack"), f"{readme.relative_to(REPO)}: as the table"
     cmake = (REPO / "CMakeLists.txt").read_text(encoding="utf-8")
     listed = re.search(r"set\(UKDPACK_RUNTIME_FOLDERS ([^)]*)\)", cmake)
     assert listed is not None and listed.group(1).split() == [f for f in order if f not in OUTER]

@@ -110,8 +110,16 @@ class TapeScanner {
     if (text_.size() - pos_ < 4) return false;
     for (int i = 0; i < 4; ++i) {
       const char h = text_[pos_++];
-      const int d = h >= '0' && h <= '9' ? h - '0' : h >= 'a' && h <= 'f' ? h - 'a' + 10 : h >= 'A' && h <= 'F' ? h - 'A' + 10 : -1;
-      if (d < 0) return false;
+      int d = -1;
+      if (h >= '0' && h <= '9') {
+        d = h - '0';
+      } else if (h >= 'a' && h <= 'f') {
+        d = h - 'a' + 10;
+      } else if (h >= 'A' && h <= 'F') {
+        d = h - 'A' + 10;
+      } else {
+        return false;
+      }
       out = out << 4 | static_cast<std::uint32_t>(d);
     }
     return true;

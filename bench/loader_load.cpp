@@ -16,8 +16,8 @@
 #include <string>
 #include <vector>
 
-#include "ukdpack/loader.hpp"
-#include "ukdpack/state_manager.hpp"
+#include "ukdpack/load/loader.hpp"
+#include "ukdpack/select/state_manager.hpp"
 
 namespace {
 

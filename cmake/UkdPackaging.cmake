@@ -282,14 +282,14 @@ endfunction()
 
 # _ukd_known_targets(<out-var>): every target of ukdpack's one target table
 # (targets.def, which the C++ runtime compiles in too): beside this file in an installed
-# copy, under cpp/include in the source tree.
+# copy, under cpp/include/ukdpack/model in the source tree.
 function(_ukd_known_targets out)
   get_property(_known GLOBAL PROPERTY _UKDPACK_KNOWN_TARGETS)
   if(NOT _known)
     get_property(_here GLOBAL PROPERTY _UKDPACK_CMAKE_DIR)
     set(_def "${_here}/targets.def")
     if(NOT EXISTS "${_def}")
-      set(_def "${_here}/../cpp/include/ukdpack/targets.def")
+      set(_def "${_here}/../cpp/include/ukdpack/model/targets.def")
     endif()
     file(STRINGS "${_def}" _rows REGEX "^UKD_TARGET\\(\"")
     foreach(_row IN LISTS _rows)
@@ -392,7 +392,7 @@ endfunction()
 
 # _ukd_normalize_arches(<out-var> <allow-unknown> <name>...): feature suffixes
 # stripped, duplicates dropped, order kept. A name that is no arch (the pattern of
-# ukdpack::isArchName in cpp/src/arch.cpp, which a test checks) or an arch of the right
+# ukdpack::isArchName in cpp/src/model/arch.cpp, which a test checks) or an arch of the right
 # shape that is not in ukdpack's target table is a FATAL_ERROR with a "did you mean";
 # with <allow-unknown> true the first is dropped with a WARNING and the second kept with
 # one (the pack commands then get --allow-unknown-arch).

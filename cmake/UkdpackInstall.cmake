@@ -95,7 +95,7 @@ install(FILES "${PROJECT_BINARY_DIR}/ukdpackConfig.cmake"
               cmake/UkdpackDependencies.cmake cmake/UkdPackaging.cmake
               cmake/UkdShardTest.cmake cmake/UkdRequireShards.cmake
               cmake/UkdDvcStamp.cmake cmake/UkdPackStamp.cmake cmake/UkdScriptArgs.cmake
-              cmake/UkdCheckPython.py cpp/include/ukdpack/targets.def
+              cmake/UkdCheckPython.py cpp/include/ukdpack/model/targets.def
         DESTINATION "${_ukd_cmakedir}")
 if(UKDPACK_BUILD_PYTHON)
   # Written at configure from pyproject.toml (CMakeLists.txt); read by UkdCheckPython.py.

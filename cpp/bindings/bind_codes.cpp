@@ -3,7 +3,7 @@
 #include <pybind11/pybind11.h>
 
 #include "modules.hpp"
-#include "ukdpack/diagnostics.hpp"
+#include "ukdpack/base/diagnostics.hpp"
 
 namespace py = pybind11;
 

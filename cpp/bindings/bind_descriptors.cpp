@@ -3,9 +3,9 @@
 
 #include "modules.hpp"
 #include "pyjson.hpp"
-#include "ukdpack/arch.hpp"
-#include "ukdpack/descriptors.hpp"
-#include "ukdpack/loader.hpp"
+#include "ukdpack/load/loader.hpp"
+#include "ukdpack/model/arch.hpp"
+#include "ukdpack/model/descriptors.hpp"
 
 namespace ukdpack::bindings {
 

@@ -8,9 +8,9 @@
 #include <cstdint>
 #include <memory>
 
-#include "ukdpack/diagnostics.hpp"
-#include "ukdpack/execution.hpp"
-#include "ukdpack/plan.hpp"
+#include "ukdpack/base/diagnostics.hpp"
+#include "ukdpack/device/execution.hpp"
+#include "ukdpack/plan/plan.hpp"
 
 namespace ukdpack::bindings {
 

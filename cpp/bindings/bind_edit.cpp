@@ -8,8 +8,8 @@
 
 #include "modules.hpp"
 #include "pyjson.hpp"
-#include "ukdpack/json_spans.hpp"
-#include "ukdpack/loader.hpp"
+#include "ukdpack/json/json_spans.hpp"
+#include "ukdpack/load/loader.hpp"
 
 namespace ukdpack::bindings {
 

@@ -3,7 +3,7 @@
 #include <pybind11/pybind11.h>
 
 #include "modules.hpp"
-#include "ukdpack/descriptors.hpp"
+#include "ukdpack/model/descriptors.hpp"
 
 namespace py = pybind11;
 

@@ -7,9 +7,9 @@
 
 #include "modules.hpp"
 #include "pyjson.hpp"
-#include "ukdpack/codeobject.hpp"
-#include "ukdpack/kpack.hpp"
-#include "ukdpack/prebuilt.hpp"
+#include "ukdpack/archive/codeobject.hpp"
+#include "ukdpack/archive/kpack.hpp"
+#include "ukdpack/archive/prebuilt.hpp"
 
 namespace ukdpack::bindings {
 

@@ -11,8 +11,8 @@
 #include <vector>
 
 #include "modules.hpp"
-#include "ukdpack/integrity.hpp"
-#include "ukdpack/validate.hpp"
+#include "ukdpack/check/validate.hpp"
+#include "ukdpack/select/integrity.hpp"
 
 namespace ukdpack::bindings {
 

@@ -16,15 +16,15 @@
 #include "modules.hpp"
 #include "pyjson.hpp"
 #include "views.hpp"
-#include "ukdpack/build_info.hpp"
-#include "ukdpack/integrity.hpp"
-#include "ukdpack/loader.hpp"
-#include "ukdpack/plan.hpp"
-#include "ukdpack/registry.hpp"
-#include "ukdpack/revision.hpp"
-#include "ukdpack/set_rules.hpp"
-#include "ukdpack/state_manager.hpp"
-#include "ukdpack/validate.hpp"
+#include "ukdpack/base/build_info.hpp"
+#include "ukdpack/check/validate.hpp"
+#include "ukdpack/load/loader.hpp"
+#include "ukdpack/load/revision.hpp"
+#include "ukdpack/plan/plan.hpp"
+#include "ukdpack/rules/set_rules.hpp"
+#include "ukdpack/select/integrity.hpp"
+#include "ukdpack/select/registry.hpp"
+#include "ukdpack/select/state_manager.hpp"
 
 namespace ukdpack::bindings {
 
@@ -611,6 +611,7 @@ void bindDescriptorSet(py::module_& m) {
 // load_shard and load_roots: the loader, with its options.
 void bindLoaders(py::module_& m) {
   m.attr("DEFAULT_MAX_DECOMPRESSED_BYTES") = kDefaultMaxDecompressedBytes;
+  m.attr("ARCHIVE_FOLDER") = kArchiveFolder;
   m.def(
       "load_shard",
       [](const std::string& path, const std::optional<std::string>& maxUkd, const std::optional<py::dict>& maxVersions,

@@ -12,8 +12,8 @@
 #include <utility>
 #include <vector>
 
-#include "ukdpack/descriptors.hpp"
-#include "ukdpack/loader.hpp"
+#include "ukdpack/model/descriptors.hpp"
+#include "ukdpack/load/loader.hpp"
 
 namespace ukdpack::bindings {
 

@@ -15,7 +15,7 @@
 #include <string>
 #include <vector>
 
-#include "ukdpack/validate.hpp"
+#include "ukdpack/check/validate.hpp"
 
 #ifndef UKDPACK_VERSION
 #error "UKDPACK_VERSION must be defined (CMakeLists.txt passes the project version)"

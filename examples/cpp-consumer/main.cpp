@@ -16,11 +16,11 @@
 #include <string>
 #include <vector>
 
-#include "ukdpack/execution.hpp"
-#include "ukdpack/loader.hpp"
-#include "ukdpack/plan.hpp"
-#include "ukdpack/registry.hpp"
-#include "ukdpack/state_manager.hpp"
+#include "ukdpack/device/execution.hpp"
+#include "ukdpack/load/loader.hpp"
+#include "ukdpack/plan/plan.hpp"
+#include "ukdpack/select/registry.hpp"
+#include "ukdpack/select/state_manager.hpp"
 
 namespace {
 

@@ -178,6 +178,8 @@ class DescriptorSet:
 
 # Bytes the launch code loaded from one set may decompress (64 GiB; LoaderOptions).
 DEFAULT_MAX_DECOMPRESSED_BYTES: int
+#: A shard's top-level folder of archives (the loader does not walk it).
+ARCHIVE_FOLDER: str
 
 def load_shard(path: str, max_ukd_version: str | None = None,
                max_versions: Mapping[str, str] | None = None,
@@ -314,7 +316,7 @@ class SourceKindRow(TypedDict):
 def source_kinds() -> list[SourceKindRow]: ...
 def listed_kinds(authored_only: bool) -> str: ...
 
-# The diagnostic codes (bind_codes.cpp; the list is cpp/include/ukdpack/diagnostic_codes.def,
+# The diagnostic codes (bind_codes.cpp; the list is cpp/include/ukdpack/base/diagnostic_codes.def,
 # tests/python/test_diagnostic_codes.py checks this class names exactly its codes)
 class Code:
     ARCHIVE: ClassVar[str]

@@ -184,7 +184,7 @@ def fsync_dir(folder: Path) -> None:
 
 def kind_of(mode: int) -> str:
     """What a file of ``mode`` is, worded for a message (``a FIFO``, ``a folder``): the
-    runtime's own words for the same finding (cpp/src/files.cpp)."""
+    runtime's own words for the same finding (cpp/src/base/files.cpp)."""
     for test, name in ((stat.S_ISREG, "a regular file"), (stat.S_ISDIR, "a folder"),
                        (stat.S_ISFIFO, "a FIFO"), (stat.S_ISSOCK, "a socket"),
                        (stat.S_ISBLK, "a block device"), (stat.S_ISCHR, "a character device"),

@@ -1,7 +1,7 @@
 // The table of targets: generic families, features, and which object runs where.
 #include <gtest/gtest.h>
 
-#include "ukdpack/arch.hpp"
+#include "ukdpack/model/arch.hpp"
 
 namespace {
 

@@ -17,15 +17,15 @@
 #include <cstring>
 #include <thread>
 
-#include "files.hpp"
+#include "base/files.hpp"
 #include "runtime_support.hpp"
-#include "ukdpack/integrity.hpp"
-#include "ukdpack/kpack.hpp"
-#include "ukdpack/loader.hpp"
-#include "ukdpack/registry.hpp"
-#include "ukdpack/sha256.hpp"
-#include "ukdpack/state_manager.hpp"
-#include "ukdpack/validate.hpp"
+#include "ukdpack/archive/kpack.hpp"
+#include "ukdpack/base/sha256.hpp"
+#include "ukdpack/check/validate.hpp"
+#include "ukdpack/load/loader.hpp"
+#include "ukdpack/select/integrity.hpp"
+#include "ukdpack/select/registry.hpp"
+#include "ukdpack/select/state_manager.hpp"
 
 namespace {
 

@@ -9,8 +9,8 @@
 #include <vector>
 
 #include "runtime_support.hpp"
-#include "ukdpack/codeobject.hpp"
-#include "ukdpack/execution.hpp"
+#include "ukdpack/archive/codeobject.hpp"
+#include "ukdpack/device/execution.hpp"
 
 namespace {
 

@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "ukdpack/codeobject.hpp"
+#include "ukdpack/archive/codeobject.hpp"
 
 namespace {
 

@@ -9,12 +9,12 @@
 #include <cstdio>
 
 #include "runtime_support.hpp"
-#include "ukdpack/integrity.hpp"
-#include "ukdpack/loader.hpp"
-#include "ukdpack/registry.hpp"
-#include "ukdpack/sha256.hpp"
-#include "ukdpack/state_manager.hpp"
-#include "ukdpack/validate.hpp"
+#include "ukdpack/base/sha256.hpp"
+#include "ukdpack/check/validate.hpp"
+#include "ukdpack/load/loader.hpp"
+#include "ukdpack/select/integrity.hpp"
+#include "ukdpack/select/registry.hpp"
+#include "ukdpack/select/state_manager.hpp"
 
 namespace {
 

@@ -1,7 +1,7 @@
 #include <gtest/gtest.h>
 
-#include "ukdpack/arch.hpp"
-#include "ukdpack/descriptors.hpp"
+#include "ukdpack/model/arch.hpp"
+#include "ukdpack/model/descriptors.hpp"
 
 using ukdpack::Json;
 

@@ -10,12 +10,12 @@
 #include <vector>
 
 #include "runtime_support.hpp"
-#include "ukdpack/execution.hpp"
-#include "ukdpack/loader.hpp"
-#include "ukdpack/plan.hpp"
-#include "ukdpack/registry.hpp"
-#include "ukdpack/sha256.hpp"
-#include "ukdpack/state_manager.hpp"
+#include "ukdpack/base/sha256.hpp"
+#include "ukdpack/device/execution.hpp"
+#include "ukdpack/load/loader.hpp"
+#include "ukdpack/plan/plan.hpp"
+#include "ukdpack/select/registry.hpp"
+#include "ukdpack/select/state_manager.hpp"
 
 using ukdpack::DevicePlan;
 using ukdpack::DevicePtr;

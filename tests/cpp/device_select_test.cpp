@@ -6,9 +6,9 @@
 #include <vector>
 
 #include "runtime_support.hpp"
-#include "ukdpack/loader.hpp"
-#include "ukdpack/registry.hpp"
-#include "ukdpack/state_manager.hpp"
+#include "ukdpack/load/loader.hpp"
+#include "ukdpack/select/registry.hpp"
+#include "ukdpack/select/state_manager.hpp"
 
 using ukdpack::Json;
 using ukdpack::Registry;

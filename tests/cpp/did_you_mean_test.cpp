@@ -3,7 +3,7 @@
 #include <string>
 #include <vector>
 
-#include "ukdpack/diagnostics.hpp"
+#include "ukdpack/base/diagnostics.hpp"
 
 using ukdpack::closestMatch;
 using ukdpack::didYouMean;

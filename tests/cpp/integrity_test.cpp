@@ -1,13 +1,13 @@
 #include <gtest/gtest.h>
 
 #include "runtime_support.hpp"
-#include "ukdpack/codeobject.hpp"
-#include "ukdpack/integrity.hpp"
-#include "ukdpack/loader.hpp"
-#include "ukdpack/registry.hpp"
-#include "ukdpack/sha256.hpp"
-#include "ukdpack/state_manager.hpp"
-#include "ukdpack/validate.hpp"
+#include "ukdpack/archive/codeobject.hpp"
+#include "ukdpack/base/sha256.hpp"
+#include "ukdpack/check/validate.hpp"
+#include "ukdpack/load/loader.hpp"
+#include "ukdpack/select/integrity.hpp"
+#include "ukdpack/select/registry.hpp"
+#include "ukdpack/select/state_manager.hpp"
 
 using ukdpack::DeclaredDispatchHandler;
 using ukdpack::DescriptorSet;

@@ -4,7 +4,7 @@
 #include <string_view>
 #include <vector>
 
-#include "ukdpack/json_spans.hpp"
+#include "ukdpack/json/json_spans.hpp"
 
 using ukdpack::JsonSpan;
 

@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "ukdpack/kpack.hpp"
+#include "ukdpack/archive/kpack.hpp"
 
 using ukdpack::KpackArchive;
 using ukdpack::KpackLimits;

@@ -7,9 +7,9 @@
 // change the result.
 #include <gtest/gtest.h>
 
-#include "json_tape.hpp"
+#include "json/json_tape.hpp"
 #include "runtime_support.hpp"
-#include "ukdpack/loader.hpp"
+#include "ukdpack/load/loader.hpp"
 
 using ukdpack::DescriptorSet;
 using ukdpack::LoaderOptions;
@@ -105,12 +105,24 @@ TEST(LoaderTape, ScanTakesPlainJsonOnlyAndReadsItAsTheOneReader) {
   EXPECT_FALSE((*b)[1].is_number_unsigned());
   EXPECT_EQ((*b)[1].get<std::int64_t>(), -2);
   // Left to the one reader: what it refuses or reads otherwise than plain JSON.
-  for (const std::string& text : std::vector<std::string>{"// c\n{}", "{} /* c */", "\xEF\xBB\xBF{}", R"({"a": "\n"})", R"({"a": 1, "a": 2})",
+  for (const std::string& text : std::vector<std::string>{"// c\n{}", "{} /* c */", "\xEF\xBB\xBF{}", R"({"a": 1, "a": 2})",
         R"({"a": 9223372036854775808})", R"({"a": -9223372036854775809})", R"({"a": 1e999})", R"({"a": 01})",
-        R"({"a": 1.})", R"({"a": tru})", "{\"a\": \"x\ty\"}", "{} x", "", "{", std::string(129, '[') + std::string(129, ']')}) {
+        R"({"a": 1.})", R"({"a": tru})", "{\"a\": \"x\ty\"}", "{} x", "", "{", std::string(129, '[') + std::string(129, ']'),
+        R"({"a": "\x"})", R"({"a": "\u12"})", R"({"a": "\ud800"})", R"({"a": "\udc00\ud800"})", R"({"a": "\ud800\u0041"})",
+        R"({"a": 1, "\u0061": 2})", "{\"a\": \"\\\n\"}"}) {
     EXPECT_FALSE(scan(text)) << text;
   }
   EXPECT_TRUE(scan(std::string(128, '[') + std::string(128, ']')));
+  // Escapes are decoded as the one reader decodes them, keys too (and ordered by
+  // their decoded bytes); the value keeps the bytes it was written as.
+  for (const std::string text : {R"({"a": "\n\t\"\\\/\b\f\r", "b": "\u00e9\u20AC\ud83d\ude00\u0000x"})",
+                                 R"({"\u007a": 1, "y\u00e9": [2, "\u0041"], "x": {"\"": null}})"}) {
+    const auto escaped = scan(text);
+    ASSERT_TRUE(escaped) << text;
+    EXPECT_EQ(escaped->root().toJson(), Json::parse(text)) << text;
+    EXPECT_EQ(escaped->root().toJson().dump(), Json::parse(text).dump()) << text;
+    EXPECT_EQ(ukdpack::detail::textOf(escaped->root()).text(), text);
+  }
   EXPECT_TRUE(scan(R"({"a": -9223372036854775808, "b": 9223372036854775807})"));
 }
 
@@ -160,20 +172,24 @@ TEST(LoaderTape, EveryRefusalIsWordedAsTheDomWordsIt) {
 }
 
 TEST(LoaderTape, DocumentsTheScanLeavesToTheDomReadAlike) {
-  // Escapes, big or odd numbers, duplicate keys, deep nesting, a non-object.
+  // Big or odd numbers, duplicate keys, deep nesting, a non-object; escapes (the
+  // tape decodes them; a malformed one is a syntax error, below).
   Json k = packedKernel("ukd-a", "a\"quoted\" \u00e9");
   k["metadata"]["tile"] = 9223372036854775807LL;
   loadBothWays(pack(Json::array({k})).dump());
   loadBothWays(pack(Json::array({packedKernel("ukd-a", "a")})).dump(-1, ' ', true));
   const std::string plain = pack(Json::array({packedKernel("ukd-a", "a")})).dump();
   loadBothWays(plain.substr(0, plain.size() - 1) + ", \"priority\": 1}");  // a duplicate key at $
+  loadBothWays(plain.substr(0, plain.size() - 1) + ", \"\\u0070riority\": 1}");  // the same, escaped
+  loadBothWays(plain.substr(0, plain.size() - 1) + ", \"x-\\u00e9\": \"\\ud83d\\ude00\", \"\\u007a\": 1}");
   loadBothWays("[1, 2]");
   loadBothWays("{\"id\": 18446744073709551615}");
   loadBothWays("{\"id\": 1e999}");
   loadBothWays("{\"id\": -0, \"version\": \"1.0\", \"x\": 1.0e2}");
   loadBothWays(std::string(200, '[') + std::string(200, ']'));
   // Syntax errors name a line (the comment would move it): the loader says what the one reader says.
-  for (const std::string text : {"{\"id\": \"kdp-a\",}", "", "{\"id\": 01}", "{\"id\": \"a\tb\"}"}) {
+  for (const std::string text : {"{\"id\": \"kdp-a\",}", "", "{\"id\": 01}", "{\"id\": \"a\tb\"}", "{\"id\": \"\\ud800\"}",
+                                 "{\"id\": \"\\q\"}"}) {
     TempTree t;
     t.write("a.kdp.json", text);
     const DescriptorSet set = ukdpack::loadShard(t.root());

@@ -1,7 +1,7 @@
 #include <gtest/gtest.h>
 
 #include "runtime_support.hpp"
-#include "ukdpack/loader.hpp"
+#include "ukdpack/load/loader.hpp"
 
 using ukdpack::DescriptorSet;
 using ukdpack::LoaderOptions;

@@ -3,9 +3,9 @@
 #include <functional>
 
 #include "runtime_support.hpp"
-#include "ukdpack/loader.hpp"
-#include "ukdpack/plan.hpp"
-#include "ukdpack/revision.hpp"
+#include "ukdpack/load/loader.hpp"
+#include "ukdpack/load/revision.hpp"
+#include "ukdpack/plan/plan.hpp"
 
 using ukdpack::DescriptorSet;
 using ukdpack::KernelSource;

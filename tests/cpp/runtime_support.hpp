@@ -20,7 +20,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "ukdpack/diagnostics.hpp"
+#include "ukdpack/base/diagnostics.hpp"
 
 namespace ukdtest {
 

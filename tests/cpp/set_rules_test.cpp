@@ -7,8 +7,8 @@
 #include <filesystem>
 
 #include "runtime_support.hpp"
-#include "ukdpack/loader.hpp"
-#include "ukdpack/set_rules.hpp"
+#include "ukdpack/load/loader.hpp"
+#include "ukdpack/rules/set_rules.hpp"
 
 using ukdpack::DescriptorSet;
 using ukdpack::LoaderOptions;

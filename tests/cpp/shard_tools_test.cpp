@@ -9,9 +9,9 @@
 #include <vector>
 
 #include "runtime_support.hpp"
-#include "ukdpack/integrity.hpp"
-#include "ukdpack/loader.hpp"
-#include "ukdpack/validate.hpp"
+#include "ukdpack/check/validate.hpp"
+#include "ukdpack/load/loader.hpp"
+#include "ukdpack/select/integrity.hpp"
 
 using ukdtest::dump;
 using ukdtest::Json;

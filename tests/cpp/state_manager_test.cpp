@@ -1,11 +1,11 @@
 #include <gtest/gtest.h>
 
 #include "runtime_support.hpp"
-#include "ukdpack/loader.hpp"
-#include "ukdpack/plan.hpp"
-#include "ukdpack/registry.hpp"
-#include "ukdpack/state_manager.hpp"
-#include "ukdpack/validate.hpp"
+#include "ukdpack/check/validate.hpp"
+#include "ukdpack/load/loader.hpp"
+#include "ukdpack/plan/plan.hpp"
+#include "ukdpack/select/registry.hpp"
+#include "ukdpack/select/state_manager.hpp"
 
 using ukdpack::DeclaredDispatchHandler;
 using ukdpack::DescriptorSet;

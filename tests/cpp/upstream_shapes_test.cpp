@@ -6,8 +6,8 @@
 #include <string>
 #include <vector>
 
-#include "ukdpack/descriptors.hpp"
-#include "ukdpack/loader.hpp"
+#include "ukdpack/load/loader.hpp"
+#include "ukdpack/model/descriptors.hpp"
 
 using ukdpack::Diagnostic;
 using ukdpack::Json;

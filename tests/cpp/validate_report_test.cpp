@@ -3,7 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "runtime_support.hpp"
-#include "ukdpack/validate.hpp"
+#include "ukdpack/check/validate.hpp"
 
 using ukdtest::dump;
 using ukdtest::findDiag;

@@ -4,7 +4,7 @@
 #include <cstdint>
 #include <string>
 
-#include "ukdpack/kpack.hpp"
+#include "ukdpack/archive/kpack.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   // Small limits: a claimed 1 GiB entry is valid input, not a finding, but

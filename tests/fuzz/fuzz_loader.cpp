@@ -14,8 +14,8 @@
 #include <string_view>
 #include <system_error>
 
-#include "ukdpack/json_spans.hpp"
-#include "ukdpack/loader.hpp"
+#include "ukdpack/json/json_spans.hpp"
+#include "ukdpack/load/loader.hpp"
 
 namespace fs = std::filesystem;
 

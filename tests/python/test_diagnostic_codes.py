@@ -1,4 +1,4 @@
-"""One list of diagnostic codes: cpp/include/ukdpack/diagnostic_codes.def. The runtime
+"""One list of diagnostic codes: cpp/include/ukdpack/base/diagnostic_codes.def. The runtime
 emits codes only through its names (codes::X), the packer reads them from the extension
 (_runtime.Code.X), _runtime.pyi types exactly them, docs/diagnostics.md lists exactly
 them with their meanings, and no code is written as a string anywhere else."""
@@ -14,7 +14,7 @@ from ukdpack import _runtime
 
 REPO = Path(__file__).resolve().parents[2]
 PACKAGE = REPO / "python" / "ukdpack"
-DEF = REPO / "cpp" / "include" / "ukdpack" / "diagnostic_codes.def"
+DEF = REPO / "cpp" / "include" / "ukdpack" / "base" / "diagnostic_codes.def"
 LIST = _runtime.diagnostic_codes()
 NAMES = [name for name, _ in LIST]
 

@@ -216,7 +216,7 @@ def test_setup_shows_the_builds_progress(tmp_path: Path) -> None:
     fake.parent.mkdir(parents=True)
     fake.write_text("#!/bin/sh\necho 'Building wheel'\necho '[0/2] Re-checking globbed "
                     "directories...'\necho '  [1/3] Building CXX object "
-                    "CMakeFiles/x.dir/cpp/src/loader.cpp.o'\necho '[3/3] Linking CXX shared "
+                    "CMakeFiles/x.dir/cpp/src/load/loader.cpp.o'\necho '[3/3] Linking CXX shared "
                     "module _runtime.so'\n")
     fake.chmod(0o755)
     script = tmp_path / "s.sh"

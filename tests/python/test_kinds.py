@@ -27,12 +27,10 @@ NOT_KINDS: dict[str, dict[str, str]] = {
     "produce/compiler.py": {"hip": "compiler (and hipcc's -x language)", "cuda": "compiler"},
     "shard/pack.py": {"hip": "compiler", "cuda": "compiler"},
     "shard/archive.py": {"hsaco": "archive entry type"},
-    "shard/packed.py": {"kpack": "the shard's archive folder"},
-    "authored/load.py": {"kpack": "the shard's archive folder"},
-    "src/loader.cpp": {"kpack": "the shard's archive folder"},
-    "src/backend_hip.cpp": {"hip": "backend"},
-    "src/backend_cuda.cpp": {"cuda": "backend"},
-    "src/plan.cpp": {"hip": "backend", "cuda": "backend"},
+    "include/ukdpack/load/loader.hpp": {"kpack": "the shard's archive folder"},
+    "src/device/backend_hip.cpp": {"hip": "backend"},
+    "src/device/backend_cuda.cpp": {"cuda": "backend"},
+    "src/plan/plan.cpp": {"hip": "backend", "cuda": "backend"},
 }
 #: Where the table is.
 TABLES = {"authored/kinds.py"}

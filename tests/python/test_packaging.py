@@ -57,7 +57,8 @@ def test_cmakedir_names_the_package_config_inside_the_installed_wheel(tmp_path: 
                  "UkdPackaging.cmake", "UkdShardTest.cmake", "UkdRequireShards.cmake"):
         assert (folder / name).is_file(), name
     pkg = SITE / "ukdpack"
-    assert (pkg / "include" / "ukdpack" / "loader.hpp").is_file()
+    assert (pkg / "include" / "ukdpack" / "load" / "loader.hpp").is_file()
+    assert (folder / "targets.def").is_file()  # the one target table CMake reads
     assert (pkg / "lib" / "libukdpack_runtime.a").is_file()
     assert os.access(pkg / "bin" / "ukdpack-validate", os.X_OK)
     # No absolute path of the build machine in the installed config files.

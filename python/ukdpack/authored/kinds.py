@@ -1,7 +1,7 @@
 """What the packer knows of each kernel-source kind, in one table.
 
 The table is the runtime's (``_runtime.source_kinds()``, ``sourceKinds()`` in
-cpp/src/descriptors.cpp): each kind's fields and which are required, the field
+cpp/src/model/descriptors.cpp): each kind's fields and which are required, the field
 that names a file, whether it may be a launch of a ``sources`` map, its archive
 entry type, its producer, whether it is the packed form, and which field names
 the launch's symbol. This module only adds what the packer derives from a

@@ -34,7 +34,7 @@ from ukdpack.errors import Problem, escape_controls, from_runtime, quote_name
 D = TypeVar("D", bound=Descriptor)
 
 #: The folder of a shard that holds its archive; an authored root may not use it.
-ARCHIVE_FOLDER = "kpack"
+ARCHIVE_FOLDER: str = _runtime.ARCHIVE_FOLDER
 
 
 @dataclass(frozen=True)

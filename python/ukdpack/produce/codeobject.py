@@ -1,7 +1,7 @@
 """Code objects and their signatures, as the runtime reads them.
 
 A code object is a bare AMDGPU ELF, a clang offload bundle holding exactly one
-amdgcn entry, or an NVIDIA cubin. The runtime's reader (``cpp/src/codeobject.cpp``,
+amdgcn entry, or an NVIDIA cubin. The runtime's reader (``cpp/src/archive/codeobject.cpp``,
 the one ELF and metadata reader) finds its kernels, target and argument signatures:
 for AMDGPU objects from the metadata note (owner ``AMDGPU``, type 32, a msgpack
 document), for cubins from the ``.nv.info.<kernel>`` sections and the ELF header's

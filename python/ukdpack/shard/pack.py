@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 from ukdpack import _runtime, collector, reports
 from ukdpack.authored.kinds import kind, normalized_build
-from ukdpack.authored.load import Member, Tree, load_tree
+from ukdpack.authored.load import ARCHIVE_FOLDER, Member, Tree, load_tree
 from ukdpack.authored.model import Uhd, Ukd
 from ukdpack.authored.validate import check_tree
 from ukdpack.errors import Problem, UkdError, UsageError, escape_controls, has_controls
@@ -287,7 +287,7 @@ class _Assembler:
             # The runtime check's work on the archive (decompress and hash each entry)
             # runs while the descriptors are made: it waits on nothing they hold.
             archives = _runtime.ArchiveCache()
-            checking = _start_entry_check(archives, staging / packed.ARCHIVE_FOLDER
+            checking = _start_entry_check(archives, staging / ARCHIVE_FOLDER
                                           / self.archive_name, self.opts.jobs) if used else None
             try:
                 files = self._descriptor_files(launches, problems)
@@ -343,7 +343,7 @@ class _Assembler:
         for (key, target), frame in zip(order, frames, strict=True):
             writer.add(key, target, used[(key, target)].data, frame=frame,
                        entry_type=kind(used[(key, target)].job.kind).entry_type)
-        path = staging / packed.ARCHIVE_FOLDER / self.archive_name
+        path = staging / ARCHIVE_FOLDER / self.archive_name
         # Not fsynced in the write: its fsync starts now, beside the runtime check, and
         # publishing fsyncs the staged shard's files and folders in one batch.
         writer.write(path, durable=False)

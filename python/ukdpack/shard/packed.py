@@ -21,8 +21,8 @@ from pathlib import PurePosixPath
 from typing import Any
 
 from ukdpack.authored.kinds import PACKED
+from ukdpack.authored.load import ARCHIVE_FOLDER
 
-ARCHIVE_FOLDER = "kpack"
 #: Authored-only keys no packed descriptor carries: a ``$schema`` path is relative to
 #: the authored file and means nothing in a shard.
 AUTHORING_KEYS = frozenset({"$schema"})

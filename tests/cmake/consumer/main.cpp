@@ -2,8 +2,8 @@
 // prints what its state manager keeps. Exit 0 when every kernel is kept.
 #include <cstdio>
 
-#include "ukdpack/loader.hpp"
-#include "ukdpack/state_manager.hpp"
+#include "ukdpack/load/loader.hpp"
+#include "ukdpack/select/state_manager.hpp"
 
 int main(int argc, char** argv) {
   if (argc != 2) {

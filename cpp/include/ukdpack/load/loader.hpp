@@ -1,0 +1,147 @@
+// The descriptor loader: walks one shard (or several roots),
+// reads every descriptor strictly, gates versions per type, checks ids and
+// references, and returns what loads with a diagnostic for everything else.
+// It never throws through its API.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "ukdpack/base/diagnostics.hpp"
+#include "ukdpack/json/json_text.hpp"
+#include "ukdpack/model/descriptors.hpp"
+
+namespace ukdpack {
+
+// The default budget of bytes one load may decompress from archives (64 GiB).
+// A full load of a large real shard, 100,000 kernels of ~200 KiB, decompresses
+// ~19.5 GiB; this leaves 3x that, while a hostile archive (many toc keys on one
+// payload, each up to KpackLimits::maxOriginalSize) is stopped here instead of
+// at entries x 1 GiB.
+constexpr std::uint64_t kDefaultMaxDecompressedBytes = std::uint64_t(64) << 30;
+
+struct LoaderOptions {
+  // The newest version of each type this reader reads; a test can emulate an
+  // older reader (e.g. maxVersions.ukd = {1, 0}).
+  VersionLimits maxVersions;
+  // Folder names left out of the walk (a build that turns a family off).
+  std::vector<std::string> excludeFolders;
+  // An authored tree (what the packer reads) instead of a shard: a packed
+  // `kpack` source is refused (the packer writes it), a version newer than
+  // this build reads is an error rather than skipped (the packer cannot write
+  // what it does not read), and every file a source names must exist inside
+  // the root.
+  bool authored = false;
+  // Whether every file an authored source names (a hip `source`, an hsaco
+  // `file`) must exist inside the root; on in authored mode and in
+  // ukdpack-validate. A consuming library's runtime load leaves it off: a
+  // shard holds no authored source, and its loader reads no source file.
+  bool sourceFiles = false;
+  // The arches whose shards the per-arch rules report on (metadata
+  // uniqueness); empty: every arch. A pack reports only on what it packs.
+  std::vector<std::string> arches;
+  // Bytes the launch code loaded from this set may decompress in all (each
+  // payload counted every time it is decompressed; a cache hit of verified
+  // bytes is free). Over it, a launch fails DECOMPRESS_BUDGET. The set keeps it
+  // (DescriptorSet::maxDecompressedBytes); a state manager and
+  // ukdpack-validate spend one budget across their loads.
+  std::uint64_t maxDecompressedBytes = kDefaultMaxDecompressedBytes;
+  // Threads reading a root's files (0: one per core, at most 16). What each
+  // file produces joins the set in walk order, so the result does not depend on it.
+  unsigned threads = 0;
+};
+
+// Everything one load produced. Pointers returned by the finders point into
+// the set: valid while it lives and is not modified.
+struct DescriptorSet {
+  std::vector<std::filesystem::path> roots;  // absolute, in the order given
+  std::vector<Pack> packs;                   // each with its resolved kernels
+  std::vector<Dispatch> dispatches;
+  std::vector<Engine> engines;
+  std::vector<MetadataSchema> metadataSchemas;
+  std::vector<MatcherDescriptor> matchers;
+  std::vector<HeuristicDescriptor> heuristics;
+  std::vector<Diagnostic> diagnostics;
+  // Packs refused at load for a reference that failed (an error is reported):
+  // never shipped or selected, but their kernels that resolve are kept here so the
+  // whole-set rules (launch sets) still judge them, and one run reports every problem.
+  std::vector<Pack> refusedPacks;
+  // What the walk found: every descriptor file (sorted, per root) and every
+  // path it skipped with why (each also a SKIPPED note in `diagnostics`).
+  struct Walked {
+    std::string rel;
+    std::string type;
+    std::size_t root = 0;
+  };
+  struct Skipped {
+    std::string rel;
+    std::string why;
+  };
+  std::vector<Walked> files;
+  std::vector<Skipped> skipped;
+  // LoaderOptions::maxDecompressedBytes of the load: what loading its launch code may decompress.
+  std::uint64_t maxDecompressedBytes = kDefaultMaxDecompressedBytes;
+
+  bool ok() const { return !hasErrors(diagnostics); }
+
+  // Lookup by id (UUIDs case-insensitively).
+  const Pack* findPack(std::string_view id) const;
+  const Dispatch* findDispatch(std::string_view id) const;
+  const Engine* findEngine(std::string_view id) const;
+  const MetadataSchema* findMetadataSchema(std::string_view id) const;
+  const MatcherDescriptor* findMatcher(std::string_view id) const;
+  const HeuristicDescriptor* findHeuristic(std::string_view id) const;
+  // A kernel of some pack; `pack` (when given) receives its pack.
+  const PackMember* findKernel(std::string_view id, const Pack** pack = nullptr) const;
+
+  // The references of a pack (nullptr when null or not loaded).
+  const Dispatch* dispatchOf(const Pack& pack) const;
+  const Engine* engineOf(const Pack& pack) const;
+  const MetadataSchema* metadataOf(const Engine& engine) const;
+
+  // The shard root a descriptor or kernel came from, for `library` containment.
+  const std::filesystem::path& rootOf(const DescriptorInfo& d) const;
+  const std::filesystem::path& rootOf(const PackMember& m) const;
+};
+
+// A shard's top-level folder of archives: the loader does not walk it, and a packed
+// source's `library` names an archive in it.
+inline constexpr const char* kArchiveFolder = "kpack";
+
+// Loads one shard: the folder OUT_ROOT/<arch>/ (its top-level archive folder,
+// kArchiveFolder, is not walked).
+DescriptorSet loadShard(const std::filesystem::path& root, const LoaderOptions& options = {});
+
+// Loads several roots into one set: ids are unique across all of them and
+// references may cross them.
+DescriptorSet loadRoots(const std::vector<std::filesystem::path>& roots,
+                        const LoaderOptions& options = {});
+
+// ---------------------------------------------------------------------------
+// Pieces of the load, for tools and tests.
+
+// "foo.kdp.json" -> "kdp"; nullopt without a known type token.
+std::optional<std::string> descriptorType(std::string_view fileName);
+
+struct WalkedFile {
+  std::string rel;  // root-relative, '/'-separated
+  std::filesystem::path path;
+  std::string type;
+};
+
+// The descriptor files under `root`, sorted by rel; skipped paths add a note
+// to `diags` ("skipping <rel>: <why>"), unreadable folders an error. A
+// top-level kpack/ folder is not walked (an error when it holds descriptors).
+std::vector<WalkedFile> walkRoot(const std::filesystem::path& root, std::vector<Diagnostic>& diags,
+                                 const std::vector<std::string>& excludeFolders = {});
+
+// A regular file read without blocking (a FIFO is refused, not waited on) and
+// parsed as parseDescriptorText (ukdpack/json/json_text.hpp) does: the one reader of JSON files the packer
+// is given (descriptors, handler manifests). The diagnostic's file is empty.
+Result<Json> readDescriptorFile(const std::filesystem::path& path);
+
+}  // namespace ukdpack

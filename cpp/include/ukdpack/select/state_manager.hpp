@@ -1,0 +1,162 @@
+// The state manager: decides which loaded kernels a set of native
+// dispatch handlers can serve on a device, and says why it drops the others.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <memory>
+#include <optional>
+#include <set>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+#include <utility>
+
+#include "ukdpack/base/diagnostics.hpp"
+#include "ukdpack/load/loader.hpp"
+#include "ukdpack/model/descriptors.hpp"
+#include "ukdpack/select/integrity.hpp"
+#include "ukdpack/select/registry.hpp"
+
+namespace ukdpack {
+
+// A matcher a kept kernel's pack names (a UMD's match_symbol), as registered.
+struct BoundMatcher {
+  std::string matcherId;  // the UMD's id
+  std::string symbol;     // its match_symbol
+  std::shared_ptr<const MatchHandler> handler;  // nullptr: none registered, the pack is served without it
+};
+
+// A kernel the state manager keeps. The pointers point into the state
+// manager's own copy of the descriptor set: valid while the manager lives.
+struct KernelDefinition {
+  const Kernel* kernel = nullptr;
+  const PackMember* member = nullptr;
+  const Pack* pack = nullptr;
+  const Dispatch* dispatch = nullptr;
+  const Engine* engine = nullptr;  // nullptr when the pack names none
+  std::shared_ptr<const DispatchHandler> handler;
+  std::string dispatchSymbol;
+  std::vector<BoundMatcher> matchers;  // the pack's, in its order
+};
+
+// A kernel left out, with a stable code and the reason.
+struct DroppedKernel {
+  std::string kernelId;
+  std::string kernelName;
+  std::string packId;
+  std::string packName;
+  std::string file;      // the kernel's file
+  std::string jsonPath;  // the kernel's JSON path
+  std::string dispatchSymbol;
+  // DISPATCH_UNKNOWN, NO_DISPATCH (a warning: the pack names no dispatch),
+  // LAUNCH_SET_MISMATCH; ARCH_FILTERED in filtered() only.
+  std::string code;
+  std::string reason;    // the sentence after "dropping kernel ... :"
+};
+
+class StateManager {
+ public:
+  // `arch` is the device arch; "" keeps every arch.
+  StateManager(DescriptorSet set, const Registry& registry, std::string arch = "");
+  // The same over a set shared with others (no copy: the set is immutable).
+  // `cache` holds the archives and the budget of decompressed bytes its
+  // launch code loads draw on; shared, several managers spend one budget
+  // (ukdpack-validate's per-arch passes). nullptr: the manager's own, with the
+  // set's maxDecompressedBytes.
+  StateManager(std::shared_ptr<const DescriptorSet> set, const Registry& registry,
+               std::string arch = "", std::shared_ptr<ArchiveCache> cache = nullptr);
+
+  const DescriptorSet& descriptors() const { return *set_; }
+  const std::string& arch() const { return arch_; }
+
+  StateManager(const StateManager&) = delete;
+  StateManager& operator=(const StateManager&) = delete;
+  StateManager(StateManager&&) = default;
+  StateManager& operator=(StateManager&&) = default;
+
+  const std::vector<KernelDefinition>& kept() const { return kept_; }
+  const std::vector<DroppedKernel>& dropped() const { return dropped_; }
+  // Kernels that do not run on the device arch: not a failure, not kept.
+  const std::vector<DroppedKernel>& filtered() const { return filtered_; }
+  // One line per drop: the kernel, its pack, the dispatch symbol and both sets.
+  const std::vector<std::string>& log() const { return log_; }
+  // Drops as errors, unknown matcher and heuristic symbols as warnings.
+  const std::vector<Diagnostic>& diagnostics() const { return diagnostics_; }
+
+  const KernelDefinition* find(std::string_view kernelId) const;
+
+  // The kernel for `problem`: among kept kernels whose pack's registered
+  // matchers all accept it, the highest priority, ties by the lower id.
+  // Kernels are tried in that order and matching stops at the first accepted
+  // one; nullptr when none is. A matcher's failure is returned (MATCHER_FAILED
+  // unless it gives a code), naming the matcher and the kernel.
+  Result<const KernelDefinition*> select(const Json& problem) const;
+
+  // The verified code of one launch of a kept kernel (integrity.hpp), with the
+  // kernel's handler's expected signature; `arch` "" means the manager's arch.
+  // Every decompression is charged to the manager's budget (the set's
+  // maxDecompressedBytes): once spent, launches fail DECOMPRESS_BUDGET.
+  Result<std::vector<std::uint8_t>> loadLaunchCode(std::string_view kernelId,
+                                                   const std::optional<std::string>& launch,
+                                                   const std::string& arch = "") const;
+
+  // loadLaunchCode of every (kernel id, launch) of `launches`, on `threads`
+  // threads (0: the hardware's count), its bytes dropped: per launch, the
+  // failure or nullopt. Launches whose source names the same archive entry run
+  // one after another on one thread, so each entry is decompressed and hashed
+  // once (the verified cache serves the rest), as in a loop over them. A pack
+  // checks a staged shard with it.
+  std::vector<std::optional<Diagnostic>> checkLaunchCodes(
+      const std::vector<std::pair<std::string, std::optional<std::string>>>& launches,
+      const std::string& arch = "", unsigned threads = 0) const;
+
+ private:
+  Result<std::vector<std::uint8_t>> loadLaunchCode(std::string_view kernelId,
+                                                   const std::optional<std::string>& launch,
+                                                   const std::string& arch, bool keepBytes) const;
+  void build(const Registry& registry);
+  void drop(const Pack& pack, const PackMember& m, const std::string& symbol, const std::string& code,
+            const std::string& reason);
+
+  // On the heap, so that the pointers in kept_ survive moving the manager.
+  std::shared_ptr<const DescriptorSet> set_;
+  std::string arch_;
+  std::vector<KernelDefinition> kept_;
+  // Built once kept_ is final: id key -> index into kept_, and kept_'s indices in
+  // selection order, so neither find() nor select() rescans or re-sorts per call.
+  // Keys view the kernels' ids in set_, or ownKeys_ for an id that is not its
+  // own key (a deque: its strings stay put), so a manager is moved, not copied.
+  std::deque<std::string> ownKeys_;
+  std::unordered_map<std::string_view, std::size_t> keptByKey_;
+  std::vector<std::size_t> ranked_;
+  std::vector<DroppedKernel> dropped_;
+  std::vector<DroppedKernel> filtered_;
+  std::vector<std::string> log_;
+  std::vector<Diagnostic> diagnostics_;
+  std::shared_ptr<ArchiveCache> cache_;
+};
+
+// Whether a kernel of `pack` runs on the device `arch`: its UKD
+// arch, else its pack's; an empty list is every arch; generic targets hold
+// their members. An empty `arch` matches every kernel.
+bool kernelRunsOn(const Pack& pack, const Kernel& kernel, const std::string& arch);
+
+// The arches a kernel names: its UKD arch, else its pack's (empty: every arch).
+std::vector<std::string> kernelArches(const Pack& pack, const Kernel& kernel);
+
+// The stub rule of ukdpack-validate: per dispatch symbol, the
+// launches of the first UDD naming it that declares some, else the launch set
+// of the first kernel of the first pack (load order) naming it; [] otherwise.
+// With `arch`, only kernels that run on it count (one shard's view).
+std::map<std::string, std::vector<std::string>> stubLaunchSets(const DescriptorSet& set,
+                                                               const std::string& arch = "");
+
+// A registry of stubs for every symbol the set names: dispatch handlers by
+// stubLaunchSets, matchers (UMD match_symbol, UED graph_match.native) and
+// heuristics (UHD native / custom_library symbols) that only exist.
+Registry stubRegistry(const DescriptorSet& set, const std::string& arch = "");
+
+}  // namespace ukdpack

@@ -1,0 +1,180 @@
+// The loader's run: each root walked and its files read in parallel, joined in
+// walk order, then the set assembled (resolve.cpp); and the set's lookups.
+#include "ukdpack/load/loader.hpp"
+
+#include <algorithm>
+#include <atomic>
+#include <cctype>
+#include <exception>
+#include <system_error>
+#include <thread>
+
+#include "base/worker_threads.hpp"
+#include "load/loader_impl.hpp"
+#include "load/shard_folder.hpp"
+
+namespace ukdpack {
+
+namespace fs = std::filesystem;
+
+namespace detail {
+
+std::string upperType(const std::string& t) {
+  std::string out = t;
+  for (char& c : out) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  return out;
+}
+
+namespace {
+// LoaderOptions::threads = 0 takes one thread per core up to this: a shard of
+// 10,000 kernels is a few hundred files, which more threads only start and join.
+constexpr unsigned kMaxDefaultThreads = 16;
+}  // namespace
+
+DescriptorInfo* Loader::info(const Slot& s) {
+  if (s.type == "kdp") return &set_.packs[s.index];
+  if (s.type == "udd") return &set_.dispatches[s.index];
+  if (s.type == "ued") return &set_.engines[s.index];
+  if (s.type == "kmd") return &set_.metadataSchemas[s.index];
+  if (s.type == "umd") return &set_.matchers[s.index];
+  if (s.type == "uhd") return &set_.heuristics[s.index];
+  return nullptr;
+}
+
+void Loader::loadRoot(const fs::path& given, std::size_t index) {
+  std::error_code ec;
+  fs::path root = fs::absolute(given, ec).lexically_normal();
+  if (ec) root = given;
+  // "/a/b/" normalizes to "/a/b/": drop the empty last component.
+  if (!root.has_filename() && root.has_parent_path() && root != root.root_path()) root = root.parent_path();
+  set_.roots.push_back(root);
+  if (!fs::is_directory(root, ec)) {
+    set_.diagnostics.push_back(makeError(
+        codes::ROOT_INVALID, given.string(), "",
+        std::string("expected a descriptor root folder, found ") +
+            (fs::exists(root, ec) ? "a file" : "nothing at that path")));
+    return;
+  }
+  realRoot_ = fs::weakly_canonical(root, ec);
+  if (ec) realRoot_.clear();
+  const std::size_t before = set_.diagnostics.size();
+  const std::vector<WalkedFile> walked = walkRoot(root, set_.diagnostics, options_.excludeFolders);
+  // An out root (OUT_ROOT for OUT_ROOT/<arch>/) holds every shard's copy of each id: one
+  // line saying so, not a duplicate id per descriptor. An empty root loads empty.
+  if (!walked.empty()) {
+    if (std::optional<std::string> why = detail::noShardIn(root, walked)) {
+      set_.diagnostics.push_back(makeError(codes::NO_SHARD, given.string(), "", *why));
+      return;
+    }
+  }
+  for (std::size_t i = before; i < set_.diagnostics.size(); ++i) {
+    const Diagnostic& d = set_.diagnostics[i];
+    if (d.code != codes::SKIPPED) continue;
+    // "skipping <rel>: <why>", as the note words it.
+    const std::size_t colon = d.message.find(": ", 9);
+    set_.skipped.push_back(DescriptorSet::Skipped{d.message.substr(9, colon - 9), d.message.substr(colon + 2)});
+  }
+  // The files are read in parallel, each on its own; what they produced joins
+  // the set in walk order, so diagnostics and ids come out as one thread's would.
+  std::vector<FileRead> reads(walked.size());
+  const auto work = [&](std::size_t i) {
+    try {
+      reads[i] = readFile(walked[i], root);
+    } catch (...) {
+      reads[i].failure = std::current_exception();
+    }
+  };
+  std::size_t threads = options_.threads;
+  if (threads == 0) threads = std::min(std::thread::hardware_concurrency(), kMaxDefaultThreads);
+  threads = std::min<std::size_t>(std::max<std::size_t>(threads, 1), walked.size());
+  std::atomic<std::size_t> next{0};
+  detail::runOnThreads(threads, walked.size(), [&] {
+    for (std::size_t i = next++; i < walked.size(); i = next++) work(i);
+  });
+  for (std::size_t i = 0; i < walked.size(); ++i) {
+    set_.files.push_back(DescriptorSet::Walked{walked[i].rel, walked[i].type, index});
+    commitFile(walked[i], std::move(reads[i]), index);
+  }
+}
+
+}  // namespace detail
+
+namespace {
+
+const std::string& idOf(const DescriptorInfo& d) { return d.id; }
+
+template <class T>
+const T* findById(const std::vector<T>& items, std::string_view id) {
+  const std::string key = idKey(id);
+  for (const T& item : items)
+    if (sameIdKey(idOf(item), key)) return &item;
+  return nullptr;
+}
+
+}  // namespace
+
+// --------------------------------------------------------------------------- set
+
+const Pack* DescriptorSet::findPack(std::string_view id) const { return findById(packs, id); }
+const Dispatch* DescriptorSet::findDispatch(std::string_view id) const { return findById(dispatches, id); }
+const Engine* DescriptorSet::findEngine(std::string_view id) const { return findById(engines, id); }
+const MetadataSchema* DescriptorSet::findMetadataSchema(std::string_view id) const {
+  return findById(metadataSchemas, id);
+}
+const MatcherDescriptor* DescriptorSet::findMatcher(std::string_view id) const { return findById(matchers, id); }
+const HeuristicDescriptor* DescriptorSet::findHeuristic(std::string_view id) const {
+  return findById(heuristics, id);
+}
+
+const PackMember* DescriptorSet::findKernel(std::string_view id, const Pack** pack) const {
+  const std::string key = idKey(id);
+  for (const Pack& p : packs) {
+    for (const PackMember& m : p.members) {
+      if (!sameIdKey(m.kernel.id, key)) continue;
+      if (pack != nullptr) *pack = &p;
+      return &m;
+    }
+  }
+  return nullptr;
+}
+
+const Dispatch* DescriptorSet::dispatchOf(const Pack& pack) const {
+  return pack.dispatch ? findDispatch(*pack.dispatch) : nullptr;
+}
+const Engine* DescriptorSet::engineOf(const Pack& pack) const {
+  return pack.engine ? findEngine(*pack.engine) : nullptr;
+}
+const MetadataSchema* DescriptorSet::metadataOf(const Engine& engine) const {
+  return findMetadataSchema(engine.metadata);
+}
+
+const fs::path& DescriptorSet::rootOf(const DescriptorInfo& d) const {
+  static const fs::path none;
+  return d.root < roots.size() ? roots[d.root] : none;
+}
+const fs::path& DescriptorSet::rootOf(const PackMember& m) const {
+  static const fs::path none;
+  return m.root < roots.size() ? roots[m.root] : none;
+}
+
+// --------------------------------------------------------------------------- load
+
+DescriptorSet loadRoots(const std::vector<fs::path>& roots, const LoaderOptions& options) {
+  detail::Loader loader(options);
+  try {
+    for (std::size_t i = 0; i < roots.size(); ++i) loader.loadRoot(roots[i], i);
+    loader.resolve();
+  } catch (const std::exception& e) {
+    // Nothing in the load should throw; if something does, say so instead of crashing.
+    loader.diags().push_back(makeError(codes::INTERNAL, "", "", std::string("loader failure: ") + e.what()));
+  }
+  DescriptorSet set = loader.take();
+  set.maxDecompressedBytes = options.maxDecompressedBytes;  // spent where launch code is loaded
+  return set;
+}
+
+DescriptorSet loadShard(const fs::path& root, const LoaderOptions& options) {
+  return loadRoots({root}, options);
+}
+
+}  // namespace ukdpack

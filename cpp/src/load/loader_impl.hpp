@@ -1,0 +1,151 @@
+// The loader's parts, shared by the files of load/: the class that holds one
+// load while it walks, reads and assembles (see README.md for which file does what).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <exception>
+#include <filesystem>
+#include <map>
+#include <optional>
+#include <set>
+#include <string>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "base/paths.hpp"
+#include "ukdpack/load/loader.hpp"
+
+namespace ukdpack::detail {
+
+namespace fs = std::filesystem;
+
+// The descriptor type tokens, as file names carry them (<name>.<type>.json).
+inline constexpr const char* kDescriptorTypes[] = {"ukd", "kdp", "udd", "ued", "kmd", "umd", "uhd"};
+// The largest descriptor file read.
+inline constexpr std::uint64_t kMaxDescriptorBytes = 256ull << 20;
+
+// "kdp" -> "KDP", as messages name a type.
+std::string upperType(const std::string& t);
+
+// Keeps the members `keep` says yes to, in order (each asked once, in order);
+// moves nothing when it keeps them all, the common case.
+template <class Keep>
+void keepMembers(std::vector<PackMember>& members, Keep&& keep) {
+  std::size_t out = 0;
+  for (std::size_t i = 0; i < members.size(); ++i) {
+    if (!keep(members[i])) continue;
+    if (out != i) members[out] = std::move(members[i]);
+    ++out;
+  }
+  members.erase(members.begin() + static_cast<std::ptrdiff_t>(out), members.end());
+}
+
+// A standalone UKD file, before packs claim it.
+struct Standalone {
+  Kernel kernel;
+  JsonText raw;
+  std::size_t root = 0;
+  bool removed = false;
+  std::string claimedBy;  // file of the first KDP naming it
+};
+
+// What a reference found.
+enum class RefFound { Ok, Unloaded, Refused };
+
+// The loader of one load: loadRoot() for each root (walk.cpp finds the files,
+// read_file.cpp reads each on its own), then resolve() (resolve.cpp) assembles the set.
+class Loader {
+ public:
+  explicit Loader(const LoaderOptions& options) : options_(options) {}
+
+  void loadRoot(const fs::path& given, std::size_t index);
+  void resolve();
+  DescriptorSet take() { return std::move(set_); }
+  std::vector<Diagnostic>& diags() { return set_.diagnostics; }
+
+ private:
+  struct Slot {
+    std::string type;
+    std::size_t index;
+  };
+  // Where an id was first seen, worded only for a duplicate or a reference to an
+  // inline kernel: the strings it points at stay put until compact() (a kernel's
+  // path is its pack's list index).
+  struct Holder {
+    const std::string* file;
+    const std::string* path;  // nullptr: a pack's kernel, at `member`
+    std::size_t member;
+    std::size_t root;
+  };
+  struct Unloaded {
+    std::string file;
+    std::string why;  // "did not load" / "was skipped (UDD version 1.2)"
+    bool failed = true;  // refused with an error (not skipped by a version gate)
+  };
+  // What reading one file produced (at most one descriptor), before it joins the set.
+  struct FileRead {
+    std::vector<Diagnostic> diags;
+    std::optional<Pack> pack;
+    std::optional<Dispatch> dispatch;
+    std::optional<Engine> engine;
+    std::optional<MetadataSchema> metadataSchema;
+    std::optional<MatcherDescriptor> matcher;
+    std::optional<HeuristicDescriptor> heuristic;
+    std::optional<Standalone> kernel;
+    std::optional<std::string> unloadedId;  // the id of a file that did not load, and why
+    std::string unloadedWhy;
+    bool unloadedFailed = true;  // with an error, not skipped by a version gate
+    std::exception_ptr failure;  // what reading it threw (rethrown in walk order)
+    bool loaded() const {
+      return pack || dispatch || engine || metadataSchema || matcher || heuristic || kernel;
+    }
+  };
+
+  FileRead readFile(const WalkedFile& f, const fs::path& root) const;
+  void commitFile(const WalkedFile& f, FileRead&& read, std::size_t rootIndex);
+  bool kernelSourcesOk(const Kernel& kernel, const fs::path& root, std::vector<Diagnostic>& diags,
+                       detail::RealFolders& folders) const;
+  void uniqueIds();
+  void checkArtifacts();
+  void resolveEngines();
+  void resolvePacks();
+  void checkMetadataUnique();
+  void compact();
+
+  // `failed` (when given) is set when the reference names a descriptor refused with an error.
+  RefFound lookup(const std::string& ref, const std::string& want, const std::string& ownerFile,
+                  const std::string& path, std::string* why = nullptr, bool* failed = nullptr);
+  void checkRoleMetrics(const Engine& e, bool& refused);
+  void checkTrainedAgainst();
+  DescriptorInfo* info(const Slot& s);
+  void markUnloaded(const DescriptorInfo& d, std::string why) {
+    unloaded_[idKey(d.id)] = Unloaded{d.file, std::move(why), true};
+  }
+  // A kept descriptor of `type` with this id, or nullptr.
+  template <class T>
+  const T* kept(const std::vector<T>& items, const char* type, const std::string& id) const {
+    const auto it = index_.find(idKey(id));
+    if (it == index_.end() || it->second.type != type || removed_.count({type, it->second.index}) != 0) return nullptr;
+    return &items[it->second.index];
+  }
+
+  LoaderOptions options_;
+  DescriptorSet set_;
+  std::vector<Standalone> standalone_;
+  std::vector<Slot> order_;  // every file-backed descriptor in load order
+  std::map<std::string, Slot> index_;  // id key -> kept descriptor (sorted: suggestions iterate it)
+  // id key -> where it was first claimed (uniqueIds); its pointers are good until compact().
+  std::unordered_map<std::string, Holder> holders_;
+  std::unordered_map<std::string, Unloaded> unloaded_;      // id key -> why it is not there
+  std::set<std::pair<std::string, std::size_t>> removed_;  // (type, index)
+  // Packs refused for a failed reference: left out of the set, yet their kernels that
+  // resolve are judged (metadata, launch sets) so one run reports every problem.
+  std::set<std::size_t> judgedOnly_;
+  // The root being read, its links resolved once for every path its kernels name
+  // (empty: it did not resolve, and each check resolves it again).
+  fs::path realRoot_;
+};
+
+}  // namespace ukdpack::detail

@@ -1,0 +1,187 @@
+// Walking a root: the descriptor files under it, sorted, and what is skipped
+// or refused on the way; and whether a folder is a shard at all.
+#include <algorithm>
+#include <set>
+#include <string>
+#include <system_error>
+#include <vector>
+
+#include "base/files.hpp"
+#include "base/utf8.hpp"
+#include "load/loader_impl.hpp"
+#include "load/shard_folder.hpp"
+#include "ukdpack/load/loader.hpp"
+#include "ukdpack/model/arch.hpp"
+
+namespace ukdpack {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+std::string typeListText() {
+  std::string out;
+  for (const char* t : detail::kDescriptorTypes) out += (out.empty() ? "" : ", ") + std::string(t);
+  return out;
+}
+
+}  // namespace
+
+std::optional<std::string> descriptorType(std::string_view name) {
+  // name.<type>.json with a non-empty first part.
+  std::vector<std::string_view> parts;
+  std::size_t start = 0;
+  while (true) {
+    const std::size_t dot = name.find('.', start);
+    parts.push_back(name.substr(start, dot == std::string_view::npos ? std::string_view::npos : dot - start));
+    if (dot == std::string_view::npos) break;
+    start = dot + 1;
+  }
+  if (parts.size() < 3 || parts.back() != "json" || parts.front().empty()) return std::nullopt;
+  const std::string_view t = parts[parts.size() - 2];
+  for (const char* known : detail::kDescriptorTypes)
+    if (t == known) return std::string(t);
+  return std::nullopt;
+}
+
+namespace {
+
+// Whether a folder holds a file named like a descriptor, at any depth.
+bool holdsDescriptors(const fs::path& folder) {
+  std::error_code ec;
+  for (fs::recursive_directory_iterator it(folder, ec), end; !ec && it != end; it.increment(ec)) {
+    if (it->is_regular_file(ec) && descriptorType(it->path().filename().string())) return true;
+  }
+  return false;
+}
+
+struct WalkContext {
+  fs::path realRoot;  // the root with every link resolved
+  std::set<std::string> excluded;
+};
+
+void walkFolder(const fs::path& folder, const std::string& relFolder, const WalkContext& ctx,
+                std::vector<WalkedFile>& out, std::vector<Diagnostic>& diags) {
+  std::error_code ec;
+  std::vector<fs::directory_entry> entries;
+  for (fs::directory_iterator it(folder, ec), end; !ec && it != end; it.increment(ec)) entries.push_back(*it);
+  if (ec) {
+    diags.push_back(makeError(codes::READ_FAILED, relFolder.empty() ? "." : relFolder, "",
+                              "cannot list folder: " + ec.message()));
+    return;
+  }
+  std::sort(entries.begin(), entries.end(), [](const fs::directory_entry& a, const fs::directory_entry& b) {
+    return a.path().filename().string() < b.path().filename().string();
+  });
+  auto note = [&](const std::string& rel, const std::string& why) {
+    diags.push_back(Diagnostic{Severity::Note, codes::SKIPPED, "", "", "skipping " + escapedText(rel) + ": " + why});
+  };
+  for (const fs::directory_entry& e : entries) {
+    const std::string name = e.path().filename().string();
+    const std::string rel = relFolder.empty() ? name : relFolder + "/" + name;
+    const bool isLink = e.is_symlink(ec);
+    const fs::file_type type = e.status(ec).type();  // follows links
+    const bool isDir = type == fs::file_type::directory;
+    const bool realDir = isDir && !isLink;
+    const bool isJson = name.size() >= 5 && name.compare(name.size() - 5, 5, ".json") == 0;
+    if (name.front() == '.') {
+      if (realDir || isJson) note(rel, "dot-prefixed path");
+      continue;
+    }
+    // A name that is no UTF-8 text cannot be a file field, an id's origin or a JSON
+    // report's string: refused, named with its bytes escaped, and not read (a folder
+    // only when descriptors lie in it; any other is no business of the walk).
+    if ((isJson || (realDir && holdsDescriptors(e.path()))) && !detail::validUtf8(name)) {
+      diags.push_back(makeError(codes::NAME_NOT_UTF8, escapedText(rel), "",
+                                std::string("the ") + (isDir ? "folder" : "file") +
+                                    " name is not UTF-8 text; it was not " + (isDir ? "walked" : "read") +
+                                    ": rename it (descriptor files and their folders are named in UTF-8)"));
+      continue;
+    }
+    if (isLink && isDir) {
+      note(rel, "symbolic link to a folder (not followed)");
+      continue;
+    }
+    if (realDir) {
+      // The archive folder of a shard is not walked; descriptors in it are a
+      // mistake (an authored root may not use the name).
+      if (relFolder.empty() && name == kArchiveFolder) {
+        if (holdsDescriptors(e.path())) {
+          diags.push_back(makeError(codes::KPACK_FOLDER, rel, "",
+                                    "a top-level folder named 'kpack' would collide with the archive folder "
+                                    "of a shard; rename it"));
+        }
+        continue;
+      }
+      if (ctx.excluded.count(name) != 0) {
+        note(rel, "excluded folder (--exclude-folder)");
+        continue;
+      }
+      walkFolder(e.path(), rel, ctx, out, diags);
+      continue;
+    }
+    if (!isJson) continue;
+    const auto dtype = descriptorType(name);
+    if (!dtype) {
+      note(rel, "no descriptor type token; name it <name>.<type>.json with type one of " + typeListText());
+      continue;
+    }
+    if (type != fs::file_type::regular) {
+      diags.push_back(makeError(codes::NOT_A_FILE, rel, "",
+                                std::string("expected a regular file, found ") + detail::fileKindName(type) +
+                                    (isLink ? " behind a symbolic link" : "") + "; it was not opened"));
+      continue;
+    }
+    if (isLink) {
+      // A linked descriptor is read only when it stays inside the root.
+      const fs::path target = fs::canonical(e.path(), ec);
+      const fs::path inside = ec ? fs::path() : target.lexically_relative(ctx.realRoot);
+      if (ec || inside.empty() || *inside.begin() == "..") {
+        diags.push_back(makeError(codes::LINK_ESCAPES, rel, "",
+                                  "a symbolic link that leaves the descriptor root (to " + target.string() +
+                                      "); descriptors are read from inside the root only, so it was not opened"));
+        continue;
+      }
+    }
+    out.push_back(WalkedFile{rel, e.path(), *dtype});
+  }
+}
+
+}  // namespace
+
+std::vector<WalkedFile> walkRoot(const fs::path& root, std::vector<Diagnostic>& diags,
+                                 const std::vector<std::string>& excludeFolders) {
+  std::vector<WalkedFile> out;
+  std::error_code ec;
+  WalkContext ctx{fs::canonical(root, ec), std::set<std::string>(excludeFolders.begin(), excludeFolders.end())};
+  if (ec) ctx.realRoot = root;
+  walkFolder(root, "", ctx, out, diags);
+  std::sort(out.begin(), out.end(), [](const WalkedFile& a, const WalkedFile& b) { return a.rel < b.rel; });
+  return out;
+}
+
+std::optional<std::string> detail::noShardIn(const fs::path& folder, const std::vector<WalkedFile>& files) {
+  std::error_code ec;
+  // Folders below named like arches, links not followed (the walk follows none);
+  // those holding kpack/ are shards as pack writes them.
+  std::set<std::string> archFolders, shards;
+  for (fs::directory_iterator it(folder, ec), end; !ec && it != end; it.increment(ec)) {
+    const std::string name = it->path().filename().string();
+    std::error_code e2;
+    if (it->is_symlink(e2) || !it->is_directory(e2) || !isArchName(name)) continue;
+    archFolders.insert(name);
+    if (fs::is_directory(fs::symlink_status(it->path() / kArchiveFolder, e2))) shards.insert(name);
+  }
+  const std::string guess = !shards.empty() ? *shards.begin() : archFolders.empty() ? "" : *archFolders.begin();
+  const std::string hint = guess.empty() ? "" : "; did you mean " + (folder / guess).string() + "?";
+  if (files.empty()) return "holds no shard: no descriptor file (<name>.<type>.json) lies under it" + hint;
+  if (shards.empty()) return std::nullopt;
+  for (const WalkedFile& f : files)
+    if (shards.count(f.rel.substr(0, f.rel.find('/'))) == 0) return std::nullopt;
+  std::string listed;
+  for (const std::string& s : shards) listed += (listed.empty() ? "" : ", ") + s;
+  return "holds no shard: its descriptors lie in the shard folder" + std::string(shards.size() == 1 ? " " : "s ") +
+         listed + " below it (it is an out root; a shard is OUT_ROOT/<arch>/)" + hint;
+}
+
+}  // namespace ukdpack

@@ -46,6 +46,10 @@ ukdpack dvc-pull descriptors
 
 echo "== ruff"
 ruff check python tests bench
+echo "== clang-format"
+# The C++ as .clang-format lays it out (clang-format 19, from setup.sh).
+find cpp tests/cpp tests/fuzz tests/device tests/cmake examples bench -path bench/.work -prune -o \
+  \( -name '*.cpp' -o -name '*.hpp' \) -print0 | xargs -0 clang-format-19 --dry-run --Werror
 echo "== mypy --strict"
 mypy --strict python/ukdpack
 echo "== pytest"

@@ -26,8 +26,7 @@ void bindDescriptors(py::module_& m) {
         const std::set<std::string> names = launchNamesOf(kernelFrom(ukd));
         return std::vector<std::string>(names.begin(), names.end());
       },
-      py::arg("ukd"),
-      "Sorted launch names of a UKD (dict or JSON text); empty for a single-launch kernel.");
+      py::arg("ukd"), "Sorted launch names of a UKD (dict or JSON text); empty for a single-launch kernel.");
   m.def(
       "single_launch_source",
       [](const py::handle& ukd) -> py::object {
@@ -40,12 +39,10 @@ void bindDescriptors(py::module_& m) {
       "all_launch_sources",
       [](const py::handle& ukd, const py::function& predicate) {
         const Kernel kernel = kernelFrom(ukd);
-        return allLaunchSources(kernel, [&](const KernelSource& s) {
-          return predicate(fromJson(s.fields.json())).cast<bool>();
-        });
+        return allLaunchSources(
+            kernel, [&](const KernelSource& s) { return predicate(fromJson(s.fields.json())).cast<bool>(); });
       },
-      py::arg("ukd"), py::arg("predicate"),
-      "Whether every launch source of a UKD satisfies predicate(source_dict).");
+      py::arg("ukd"), py::arg("predicate"), "Whether every launch source of a UKD satisfies predicate(source_dict).");
   m.def(
       "describe_launch_set",
       [](const std::vector<std::string>& names) {
@@ -75,8 +72,8 @@ void bindDescriptors(py::module_& m) {
       "(severity, code, file, path, message).");
   m.def(
       "complete_metadata",
-      [](const py::handle& kmd, const std::string& kmdFile, const py::handle& ukd,
-         const std::string& file, const std::string& jsonPath) -> py::tuple {
+      [](const py::handle& kmd, const std::string& kmdFile, const py::handle& ukd, const std::string& file,
+         const std::string& jsonPath) -> py::tuple {
         // A KMD or kernel that does not parse has its own problems, told where it is read.
         std::vector<Diagnostic> ignored;
         const auto schema = parseMetadataSchema(toJson(kmd, true), KernelContext{kmdFile, "$", {}}, ignored);
@@ -95,12 +92,18 @@ void bindDescriptors(py::module_& m) {
         std::vector<Diagnostic> diags;
         const Json j = toJson(doc, true);
         const KernelContext ctx{file, "$", {}};
-        if (type == "udd") parseDispatch(j, ctx, diags);
-        else if (type == "ued") parseEngine(j, ctx, diags);
-        else if (type == "kmd") parseMetadataSchema(j, ctx, diags);
-        else if (type == "umd") parseMatcher(j, ctx, diags);
-        else if (type == "uhd") parseHeuristic(j, ctx, diags);
-        else throw py::value_error("check_descriptor reads udd, ued, kmd, umd or uhd, not " + type);
+        if (type == "udd")
+          parseDispatch(j, ctx, diags);
+        else if (type == "ued")
+          parseEngine(j, ctx, diags);
+        else if (type == "kmd")
+          parseMetadataSchema(j, ctx, diags);
+        else if (type == "umd")
+          parseMatcher(j, ctx, diags);
+        else if (type == "uhd")
+          parseHeuristic(j, ctx, diags);
+        else
+          throw py::value_error("check_descriptor reads udd, ued, kmd, umd or uhd, not " + type);
         return diagnosticList(diags);
       },
       py::arg("type"), py::arg("doc"), py::arg("file") = "",
@@ -121,49 +124,57 @@ void bindDescriptors(py::module_& m) {
 }
 
 void bindArch(py::module_& m) {
-  m.def("bare_arch", [](const std::string& a) { return bareArch(a); }, py::arg("arch"),
-        "'gfx90a:xnack-' -> 'gfx90a'.");
+  m.def("bare_arch", [](const std::string& a) { return bareArch(a); }, py::arg("arch"), "'gfx90a:xnack-' -> 'gfx90a'.");
   m.def("is_arch_name", [](const std::string& a) { return isArchName(a); }, py::arg("arch"));
-  m.def("known_targets", [] { return knownTargets(); },
-        "Every target of ukdpack's target table (targets.def), in table order.");
+  m.def(
+      "known_targets", [] { return knownTargets(); },
+      "Every target of ukdpack's target table (targets.def), in table order.");
   m.def("is_known_target", [](const std::string& a) { return isKnownTarget(a); }, py::arg("arch"));
-  m.def("nearest_targets", [](const std::string& a) { return nearestTargets(a); }, py::arg("arch"),
-        "The known targets nearest to `arch` (at most two edits), for a 'did you mean'.");
+  m.def(
+      "nearest_targets", [](const std::string& a) { return nearestTargets(a); }, py::arg("arch"),
+      "The known targets nearest to `arch` (at most two edits), for a 'did you mean'.");
   m.def("is_generic_arch", [](const std::string& a) { return isGenericArch(a); }, py::arg("arch"));
-  m.def("target_runs_on",
-        [](const std::string& t, const std::string& a) { return targetRunsOn(t, a); },
-        py::arg("target"), py::arg("arch"),
-        "Whether a code object for `target` (bare or generic) runs on `arch`.");
-  m.def("target_id_problem", [](const std::string& t) { return targetIdProblem(t); }, py::arg("target_id"),
-        "Why `target_id` is no AMD target ID such as 'gfx90a:xnack+' ('' when it is one).");
-  m.def("canonical_target_id",
-        [](const std::string& t) -> py::object {
-          auto id = parseTargetId(t);
-          if (!id) return py::none();
-          return py::str(id->str());
-        },
-        py::arg("target_id"), "The target ID with its features in name order, or None.");
-  m.def("target_features",
-        [](const std::string& t) -> py::dict {
-          py::dict out;
-          if (auto id = parseTargetId(t)) {
-            for (const auto& [name, setting] : id->features) out[py::str(name)] = std::string(1, setting);
-          }
-          return out;
-        },
-        py::arg("target_id"), "{feature: '+' or '-'} of a target ID.");
+  m.def(
+      "target_runs_on", [](const std::string& t, const std::string& a) { return targetRunsOn(t, a); },
+      py::arg("target"), py::arg("arch"), "Whether a code object for `target` (bare or generic) runs on `arch`.");
+  m.def(
+      "target_id_problem", [](const std::string& t) { return targetIdProblem(t); }, py::arg("target_id"),
+      "Why `target_id` is no AMD target ID such as 'gfx90a:xnack+' ('' when it is one).");
+  m.def(
+      "canonical_target_id",
+      [](const std::string& t) -> py::object {
+        auto id = parseTargetId(t);
+        if (!id) return py::none();
+        return py::str(id->str());
+      },
+      py::arg("target_id"), "The target ID with its features in name order, or None.");
+  m.def(
+      "target_features",
+      [](const std::string& t) -> py::dict {
+        py::dict out;
+        if (auto id = parseTargetId(t)) {
+          for (const auto& [name, setting] : id->features) out[py::str(name)] = std::string(1, setting);
+        }
+        return out;
+      },
+      py::arg("target_id"), "{feature: '+' or '-'} of a target ID.");
   m.def("generic_targets", []() { return genericTargets(); }, "The generic families, in table order.");
-  m.def("generic_members", [](const std::string& g) { return genericMembers(g); }, py::arg("generic"),
-        "The member processors of a generic family (empty for none).");
-  m.def("generic_family_of", [](const std::string& p) { return genericFamilyOf(p); }, py::arg("processor"),
-        "The generic family holding a processor, or ''.");
-  m.def("supported_features", [](const std::string& p) { return supportedFeatures(p); }, py::arg("processor"),
-        "The target features (xnack, sramecc) a processor supports.");
-  m.def("target_id_runs_on",
-        [](const std::string& o, const std::string& d) { return targetIdRunsOn(o, d); }, py::arg("object"),
-        py::arg("device"), "Whether an object built for target ID `object` runs on a device of target ID `device`.");
-  m.def("compatible_targets", [](const std::string& d) { return compatibleTargets(d); }, py::arg("device"),
-        "The target IDs an entry may be filed under to run on `device`, most specific first.");
+  m.def(
+      "generic_members", [](const std::string& g) { return genericMembers(g); }, py::arg("generic"),
+      "The member processors of a generic family (empty for none).");
+  m.def(
+      "generic_family_of", [](const std::string& p) { return genericFamilyOf(p); }, py::arg("processor"),
+      "The generic family holding a processor, or ''.");
+  m.def(
+      "supported_features", [](const std::string& p) { return supportedFeatures(p); }, py::arg("processor"),
+      "The target features (xnack, sramecc) a processor supports.");
+  m.def(
+      "target_id_runs_on", [](const std::string& o, const std::string& d) { return targetIdRunsOn(o, d); },
+      py::arg("object"), py::arg("device"),
+      "Whether an object built for target ID `object` runs on a device of target ID `device`.");
+  m.def(
+      "compatible_targets", [](const std::string& d) { return compatibleTargets(d); }, py::arg("device"),
+      "The target IDs an entry may be filed under to run on `device`, most specific first.");
 }
 
 }  // namespace ukdpack::bindings

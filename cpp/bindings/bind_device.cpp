@@ -63,12 +63,15 @@ void bindDevice(py::module_& m) {
   py::class_<PyBackend>(m, "DeviceBackend", "A GPU as ukdpack drives it (CudaBackend or HipBackend).")
       .def_property_readonly("name", [](const PyBackend& b) { return b.backend->name(); })
       .def_property_readonly("device", [](const PyBackend& b) { return b.backend->device(); })
-      .def("arch", [](const PyBackend& b) { return b.backend->arch(); }, "The device arch: 'sm_90', or an AMD device's full target ID ('gfx90a:sramecc+:xnack-').")
+      .def(
+          "arch", [](const PyBackend& b) { return b.backend->arch(); },
+          "The device arch: 'sm_90', or an AMD device's full target ID ('gfx90a:sramecc+:xnack-').")
       .def(
           "alloc", [](const PyBackend& b, std::size_t nbytes) { return allocate(b.backend, nbytes); },
           py::arg("nbytes"), "Device memory of nbytes (not cleared), freed when the DeviceBuffer goes.")
       .def(
-          "synchronize", [](const PyBackend& b) {
+          "synchronize",
+          [](const PyBackend& b) {
             Result<bool> r = Result<bool>::success(true);
             {
               py::gil_scoped_release nogil;
@@ -94,14 +97,16 @@ void bindDevice(py::module_& m) {
              b.backend = valueOr(openHipBackend(device));
              return b;
            }),
-           py::arg("device") = 0, "Raises DeviceError when there is no HIP runtime, no device or no HIP backend built.");
+           py::arg("device") = 0,
+           "Raises DeviceError when there is no HIP runtime, no device or no HIP backend built.");
 
   m.def("hip_backend_compiled", &hipBackendCompiled, "Whether this build has the HIP backend (UKDPACK_WITH_HIP).");
 
   py::class_<PyBuffer>(m, "DeviceBuffer", "Device memory of one backend, freed when the object goes.")
       .def_property_readonly("size", [](const PyBuffer& b) { return b.buffer->size(); })
-      .def_property_readonly("ptr", [](const PyBuffer& b) { return b.buffer->ptr(); },
-                             "The device address, as an int (0 for an empty buffer).")
+      .def_property_readonly(
+          "ptr", [](const PyBuffer& b) { return b.buffer->ptr(); },
+          "The device address, as an int (0 for an empty buffer).")
       .def(
           "upload",
           [](PyBuffer& b, const py::buffer& data, std::size_t offset) {
@@ -124,7 +129,8 @@ void bindDevice(py::module_& m) {
           },
           py::arg("nbytes") = py::none(), py::arg("offset") = 0,
           "The bytes from offset (default: to the end), copied from the device.")
-      .def("zero", [](PyBuffer& b) { check(b.buffer->zero()); }, "Sets every byte to 0.")
+      .def(
+          "zero", [](PyBuffer& b) { check(b.buffer->zero()); }, "Sets every byte to 0.")
       .def("__len__", [](const PyBuffer& b) { return b.buffer->size(); })
       .def("__repr__", [](const PyBuffer& b) {
         std::ostringstream out;
@@ -136,8 +142,9 @@ void bindDevice(py::module_& m) {
                      "A kept kernel's launches bound to a backend (StateManager.plan): code verified, modules "
                      "loaded, symbols resolved.")
       .def_property_readonly("kernel_id", [](const PyPlan& p) { return p.plan->definition().kernel->id; })
-      .def_property_readonly("launches", [](const PyPlan& p) { return p.plan->launchNames(); },
-                             "Launch names in run order ('' for a single-launch kernel).")
+      .def_property_readonly(
+          "launches", [](const PyPlan& p) { return p.plan->launchNames(); },
+          "Launch names in run order ('' for a single-launch kernel).")
       .def_property_readonly("symbols",
                              [](const PyPlan& p) {
                                std::vector<std::string> out;
@@ -145,8 +152,9 @@ void bindDevice(py::module_& m) {
                                return out;
                              })
       .def_property_readonly("workspace_size", [](const PyPlan& p) { return p.plan->workspaceSize(); })
-      .def_property_readonly("module_count", [](const PyPlan& p) { return p.plan->moduleCount(); },
-                             "Modules loaded: one per distinct code object.")
+      .def_property_readonly(
+          "module_count", [](const PyPlan& p) { return p.plan->moduleCount(); },
+          "Modules loaded: one per distinct code object.")
       .def_property_readonly("arch", [](const PyPlan& p) { return p.plan->arch(); })
       .def(
           "run",
@@ -182,7 +190,8 @@ void bindDevice(py::module_& m) {
           "synchronizes. Raises RuntimeCheckError or DeviceError naming the kernel and the launch.")
       .def("__repr__", [](const PyPlan& p) {
         std::string names;
-        for (const std::string& n : p.plan->launchNames()) names += (names.empty() ? "" : ", ") + (n.empty() ? "<single>" : n);
+        for (const std::string& n : p.plan->launchNames())
+          names += (names.empty() ? "" : ", ") + (n.empty() ? "<single>" : n);
         return "<ukdpack Plan: kernel '" + p.plan->definition().kernel->name + "' [" + names + "] on " +
                p.plan->backend()->name() + " " + p.plan->arch() + ">";
       });

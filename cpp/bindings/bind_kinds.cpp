@@ -13,13 +13,20 @@ namespace {
 
 const char* fieldTypeName(SourceFieldType t) {
   switch (t) {
-    case SourceFieldType::String: return "string";
-    case SourceFieldType::RelativePath: return "relative_path";
-    case SourceFieldType::Object: return "object";
-    case SourceFieldType::Build: return "build";
-    case SourceFieldType::Sha256: return "sha256";
-    case SourceFieldType::Signature: return "signature";
-    case SourceFieldType::TargetDigests: return "target_digests";
+    case SourceFieldType::String:
+      return "string";
+    case SourceFieldType::RelativePath:
+      return "relative_path";
+    case SourceFieldType::Object:
+      return "object";
+    case SourceFieldType::Build:
+      return "build";
+    case SourceFieldType::Sha256:
+      return "sha256";
+    case SourceFieldType::Signature:
+      return "signature";
+    case SourceFieldType::TargetDigests:
+      return "target_digests";
   }
   return "string";
 }

@@ -73,8 +73,7 @@ void bindKpack(py::module_& m) {
   py::register_exception<KpackFailure>(m, "KpackError", PyExc_ValueError);
   py::register_exception<CodeObjectFailure>(m, "CodeObjectError", PyExc_ValueError);
 
-  py::class_<KpackArchive>(m, "KpackArchive",
-                           "A kpack archive (KPAK v1) opened by the C++ runtime's reader.")
+  py::class_<KpackArchive>(m, "KpackArchive", "A kpack archive (KPAK v1) opened by the C++ runtime's reader.")
       .def(py::init([](const std::string& path, std::uint64_t maxOriginalSize) {
              Result<KpackArchive> r = [&] {
                py::gil_scoped_release unlocked;
@@ -93,8 +92,7 @@ void bindKpack(py::module_& m) {
             }();
             return valueOr(std::move(r));
           },
-          py::arg("data"), py::arg("name") = "<memory>",
-          py::arg("max_original_size") = KpackLimits{}.maxOriginalSize)
+          py::arg("data"), py::arg("name") = "<memory>", py::arg("max_original_size") = KpackLimits{}.maxOriginalSize)
       .def("path", &KpackArchive::path)
       .def("group", &KpackArchive::groupName)
       .def("family", &KpackArchive::archFamily)
@@ -113,8 +111,7 @@ void bindKpack(py::module_& m) {
             d["metadata"] = fromJson(e->metadata);
             return std::move(d);
           },
-          py::arg("toc_key"), py::arg("arch"),
-          "{type, ordinal, original_size, metadata} of one entry, or None.")
+          py::arg("toc_key"), py::arg("arch"), "{type, ordinal, original_size, metadata} of one entry, or None.")
       .def(
           "get",
           [](const KpackArchive& a, const std::string& key, const std::string& arch) {
@@ -125,10 +122,9 @@ void bindKpack(py::module_& m) {
             return toBytes(valueOr(std::move(r)));
           },
           py::arg("toc_key"), py::arg("arch"), "The decompressed bytes of (toc key, arch).")
-      .def("__contains__",
-           [](const KpackArchive& a, const std::pair<std::string, std::string>& item) {
-             return a.find(item.first, item.second) != nullptr;
-           });
+      .def("__contains__", [](const KpackArchive& a, const std::pair<std::string, std::string>& item) {
+        return a.find(item.first, item.second) != nullptr;
+      });
 
   m.def(
       "code_object_elf_span",
@@ -156,11 +152,11 @@ void bindKpack(py::module_& m) {
             continue;
           }
           // With a frame, the image itself stays here: the archive stores the frame.
-          py::object frame = spooled ? py::object(py::make_tuple(o.spoolOffset, o.spoolSize, o.elfSize))
+          py::object frame = spooled         ? py::object(py::make_tuple(o.spoolOffset, o.spoolSize, o.elfSize))
                              : zstdLevel > 0 ? py::object(py::bytes(o.frame))
                                              : py::object(py::none());
-          py::object elf = zstdLevel > 0 ? py::object(py::none())
-                                         : py::object(py::bytes(o.bytes.data() + o.elfOffset, o.elfSize));
+          py::object elf =
+              zstdLevel > 0 ? py::object(py::none()) : py::object(py::bytes(o.bytes.data() + o.elfOffset, o.elfSize));
           out.append(py::make_tuple(elf, o.sha256, py::bytes(o.bytes.data() + o.noteOffset, o.noteSize), frame));
           std::string().swap(o.bytes);  // freed as it goes: the batch holds each file once
           std::string().swap(o.frame);

@@ -15,7 +15,6 @@
 #include "bind_device.hpp"
 #include "modules.hpp"
 #include "pyjson.hpp"
-#include "views.hpp"
 #include "ukdpack/base/build_info.hpp"
 #include "ukdpack/check/validate.hpp"
 #include "ukdpack/load/loader.hpp"
@@ -25,6 +24,7 @@
 #include "ukdpack/select/integrity.hpp"
 #include "ukdpack/select/registry.hpp"
 #include "ukdpack/select/state_manager.hpp"
+#include "views.hpp"
 
 namespace ukdpack::bindings {
 
@@ -84,7 +84,7 @@ py::dict kernelDict(const std::shared_ptr<const DescriptorSet>& owner, const Pac
   }
   out["ref"] = m.ref.empty() ? py::object(py::none()) : py::object(py::str(m.ref));
   out["ref_path"] = jsonPathIndex("$.kernelDescriptors", m.index);  // where the KDP holds it
-  out["view"] = kernelView(owner, k);  // its launches, through the launch helpers
+  out["view"] = kernelView(owner, k);                               // its launches, through the launch helpers
   out["raw"] = fromJson(m.raw.json());
   return out;
 }
@@ -229,7 +229,8 @@ std::uint32_t dimension(const py::handle& v, const char* what) {
     throw py::type_error(std::string(what) + " must be ints, found " + std::string(py::str(py::type::of(v))));
   }
   const auto n = v.cast<std::int64_t>();
-  if (n < 0 || n > 0xffffffffll) throw py::value_error(std::string(what) + " " + std::to_string(n) + " is out of range");
+  if (n < 0 || n > 0xffffffffll)
+    throw py::value_error(std::string(what) + " " + std::to_string(n) + " is out of range");
   return static_cast<std::uint32_t>(n);
 }
 
@@ -270,8 +271,8 @@ void launchFrom(const py::handle& got, LaunchArgs& out) {
       out.args.add(view.buf, static_cast<std::size_t>(view.len));
       PyBuffer_Release(&view);
     } else {
-      throw py::type_error("launch()'s params[" + std::to_string(i) + "] is " +
-                           std::string(py::str(py::type::of(p))) + "; expected bytes or a DeviceBuffer");
+      throw py::type_error("launch()'s params[" + std::to_string(i) + "] is " + std::string(py::str(py::type::of(p))) +
+                           "; expected bytes or a DeviceBuffer");
     }
     ++i;
   }
@@ -311,8 +312,8 @@ class PyDispatchHandler : public DispatchHandler {
                                              "Python (Plan.run)"));
     }
     if (!py::hasattr(obj_, "launch")) {
-      return Result<bool>::failure(makeError(codes::NOT_EXECUTABLE, "", "",
-                                             "the handler object has no launch(launch, workspace, args) method"));
+      return Result<bool>::failure(
+          makeError(codes::NOT_EXECUTABLE, "", "", "the handler object has no launch(launch, workspace, args) method"));
     }
     try {
       const py::object name =
@@ -322,7 +323,8 @@ class PyDispatchHandler : public DispatchHandler {
       run->error = e.value();
       return Result<bool>::failure(makeError(codes::HANDLER_FAILED, "", "", "launch() raised " + exceptionText(e)));
     } catch (const py::builtin_exception& e) {  // what launchFrom() refuses in the answer
-      return Result<bool>::failure(makeError(codes::HANDLER_FAILED, "", "", std::string("launch() answered badly: ") + e.what()));
+      return Result<bool>::failure(
+          makeError(codes::HANDLER_FAILED, "", "", std::string("launch() answered badly: ") + e.what()));
     }
     return Result<bool>::success(true);
   }
@@ -371,8 +373,8 @@ std::vector<std::string> launchNamesFrom(const py::handle& value, const std::str
     }
     const std::string name = item.cast<std::string>();
     if (!isLaunchName(name)) {
-      throw py::value_error("handlers['" + symbol + "']: expected a launch name matching [A-Za-z][A-Za-z0-9_]*, found '" +
-                            name + "'");
+      throw py::value_error("handlers['" + symbol +
+                            "']: expected a launch name matching [A-Za-z][A-Za-z0-9_]*, found '" + name + "'");
     }
     names.push_back(name);
   }
@@ -389,8 +391,7 @@ std::shared_ptr<const DispatchHandler> handlerFrom(const std::string& symbol, co
   if (py::isinstance<py::list>(value) || py::isinstance<py::tuple>(value)) {
     return std::make_shared<DeclaredDispatchHandler>(launchNamesFrom(value, symbol));
   }
-  throw py::value_error("handlers['" + symbol +
-                        "']: expected a list of launch names or an object with launch_names()");
+  throw py::value_error("handlers['" + symbol + "']: expected a list of launch names or an object with launch_names()");
 }
 
 // Python's state manager: the C++ one, built over the loaded set (shared, not
@@ -486,20 +487,22 @@ void bindDescriptorSet(py::module_& m) {
                                return out;
                              })
       .def_property_readonly("ok", [](const PySet& s) { return s.set->ok(); })
-      .def_property_readonly("files",
-                             [](const PySet& s) {
-                               py::list out;
-                               for (const auto& f : s.set->files) out.append(py::make_tuple(f.rel, f.type, f.root));
-                               return out;
-                             },
-                             "Every descriptor file the walk found: (root-relative path, type, root index), sorted.")
-      .def_property_readonly("skipped",
-                             [](const PySet& s) {
-                               py::list out;
-                               for (const auto& k : s.set->skipped) out.append(py::make_tuple(k.rel, k.why));
-                               return out;
-                             },
-                             "Every path the walk skipped: (root-relative path, why).")
+      .def_property_readonly(
+          "files",
+          [](const PySet& s) {
+            py::list out;
+            for (const auto& f : s.set->files) out.append(py::make_tuple(f.rel, f.type, f.root));
+            return out;
+          },
+          "Every descriptor file the walk found: (root-relative path, type, root index), sorted.")
+      .def_property_readonly(
+          "skipped",
+          [](const PySet& s) {
+            py::list out;
+            for (const auto& k : s.set->skipped) out.append(py::make_tuple(k.rel, k.why));
+            return out;
+          },
+          "Every path the walk skipped: (root-relative path, why).")
       .def_property_readonly("dispatches",
                              [](const PySet& s) {
                                py::list out;
@@ -568,8 +571,7 @@ void bindDescriptorSet(py::module_& m) {
                                  item["artifact"] =
                                      h.artifact ? py::object(py::str(*h.artifact)) : py::object(py::none());
                                  // custom_library's library ships beside the UHD as an artifact does.
-                                 item["library"] =
-                                     h.library ? py::object(py::str(*h.library)) : py::object(py::none());
+                                 item["library"] = h.library ? py::object(py::str(*h.library)) : py::object(py::none());
                                  out.append(item);
                                }
                                return out;
@@ -603,8 +605,8 @@ void bindDescriptorSet(py::module_& m) {
       .def("__repr__", [](const PySet& s) {
         std::size_t kernels = 0;
         for (const Pack& p : s.set->packs) kernels += p.members.size();
-        return "<ukdpack DescriptorSet: " + std::to_string(s.set->packs.size()) + " packs, " +
-               std::to_string(kernels) + " kernels, " + std::to_string(s.set->diagnostics.size()) + " diagnostics>";
+        return "<ukdpack DescriptorSet: " + std::to_string(s.set->packs.size()) + " packs, " + std::to_string(kernels) +
+               " kernels, " + std::to_string(s.set->diagnostics.size()) + " diagnostics>";
       });
 }
 
@@ -626,8 +628,8 @@ void bindLoaders(py::module_& m) {
       },
       py::arg("path"), py::arg("max_ukd_version") = py::none(), py::arg("max_versions") = py::none(),
       py::arg("exclude_folders") = std::vector<std::string>{}, py::arg("authored") = false,
-      py::arg("arches") = std::vector<std::string>{},
-      py::arg("max_decompressed_bytes") = kDefaultMaxDecompressedBytes, py::arg("threads") = 0u,
+      py::arg("arches") = std::vector<std::string>{}, py::arg("max_decompressed_bytes") = kDefaultMaxDecompressedBytes,
+      py::arg("threads") = 0u,
       "Load one shard (or descriptor root) as the runtime does. max_ukd_version ('1.0') or "
       "max_versions ({type: 'M.m'}) emulate an older reader; authored reads an authored tree (packed "
       "sources refused, newer versions an error); arches limits the per-arch rules to those shards; "
@@ -680,8 +682,7 @@ void bindSetChecks(py::module_& m) {
       "What the shard of `arch` ships ('': any shard): {'packs': [KDP files], 'kernels': [ids of their "
       "kernels in the shard], 'generics': [files of the generic descriptors those packs reach]}.");
   m.def(
-      "unreachable_note", [](const PySet& dset) { return diagnosticList(unreachableNote(*dset.set)); },
-      py::arg("dset"),
+      "unreachable_note", [](const PySet& dset) { return diagnosticList(unreachableNote(*dset.set)); }, py::arg("dset"),
       "The note naming the generic descriptors no pack reaches (they ship in no shard), as a list of "
       "0 or 1 diagnostic dicts.");
 }
@@ -712,9 +713,8 @@ void bindArchiveCache(py::module_& m) {
 
 // A state manager over a loaded set: handlers, matchers and heuristics as Python
 // gives them (see StateManager's docstring), else every symbol the set names.
-PyStateManager makeStateManager(const PySet& dset, const std::optional<py::dict>& handlers,
-                                const std::string& arch, const py::object& matchers,
-                                const std::optional<std::vector<std::string>>& heuristics,
+PyStateManager makeStateManager(const PySet& dset, const std::optional<py::dict>& handlers, const std::string& arch,
+                                const py::object& matchers, const std::optional<std::vector<std::string>>& heuristics,
                                 std::shared_ptr<ArchiveCache> archives) {
   Registry registry;
   PyStateManager out;
@@ -736,8 +736,7 @@ PyStateManager makeStateManager(const PySet& dset, const std::optional<py::dict>
       if (!PyCallable_Check(item.second.ptr())) {
         throw py::type_error("matchers['" + symbol + "']: expected a callable(kernel, problem) -> bool");
       }
-      auto handler = std::make_shared<const PyMatchHandler>(
-          py::reinterpret_borrow<py::object>(item.second), out.views);
+      auto handler = std::make_shared<const PyMatchHandler>(py::reinterpret_borrow<py::object>(item.second), out.views);
       out.matchers.push_back(handler);
       auto added = registry.addMatcher(symbol, handler);
       if (!added) raise(added.error());
@@ -764,8 +763,7 @@ PyStateManager makeStateManager(const PySet& dset, const std::optional<py::dict>
 void bindStateManager(py::module_& m) {
   py::class_<PyStateManager>(m, "StateManager",
                              "Which loaded kernels the given dispatch handlers serve on a device arch.")
-      .def(py::init(&makeStateManager),
-           py::arg("dset"), py::arg("handlers") = py::none(), py::arg("arch") = "",
+      .def(py::init(&makeStateManager), py::arg("dset"), py::arg("handlers") = py::none(), py::arg("arch") = "",
            py::arg("matchers") = py::none(), py::arg("heuristics") = py::none(),
            py::arg("archives") = std::shared_ptr<ArchiveCache>(),
            "handlers: {dispatch_symbol: [launch names]} or {symbol: object with launch_names() and optionally "
@@ -933,9 +931,7 @@ void bindLaunchCodeAndRevision(py::module_& m) {
       "(each archive opened once over many calls; its budget). Raises RuntimeCheckError.");
   m.def(
       "selector_revision",
-      [](const PySet& dset, const std::string& packId) {
-        return valueOrRaise(selectorRevision(*dset.set, packId));
-      },
+      [](const PySet& dset, const std::string& packId) { return valueOrRaise(selectorRevision(*dset.set, packId)); },
       py::arg("dset"), py::arg("pack_id"), "sha256 over the pack's engine-visible content.");
   m.def(
       "selector_revision_document",
@@ -995,8 +991,8 @@ void bindValidator(py::module_& m) {
         d["zstd_headers"] = info.zstdHeaders;
         d["openssl"] = info.openssl;
         d["openssl_headers"] = info.opensslHeaders;
-        d["pybind11"] = std::to_string(PYBIND11_VERSION_MAJOR) + "." + std::to_string(PYBIND11_VERSION_MINOR) +
-                        "." + std::to_string(PYBIND11_VERSION_PATCH);
+        d["pybind11"] = std::to_string(PYBIND11_VERSION_MAJOR) + "." + std::to_string(PYBIND11_VERSION_MINOR) + "." +
+                        std::to_string(PYBIND11_VERSION_PATCH);
         return d;
       },
       "What the runtime was built with: compiler, cplusplus, zstd and openssl (the libraries loaded), "

@@ -87,8 +87,7 @@ py::list documentLaunches(const py::object& doc, const std::string& path) {
   for (const auto& key : byName) named.emplace_back(std::string(py::str(key)), py::reinterpret_borrow<py::object>(key));
   std::sort(named.begin(), named.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
   const std::string mapPath = jsonPathKey(path, kMultiKey);
-  for (const auto& [name, key] : named)
-    out.append(py::make_tuple(name, jsonPathKey(mapPath, name), byName[key]));
+  for (const auto& [name, key] : named) out.append(py::make_tuple(name, jsonPathKey(mapPath, name), byName[key]));
   return out;
 }
 
@@ -99,9 +98,7 @@ std::vector<std::string> sortedLaunches(const Kernel& k) {
   return std::vector<std::string>(names.begin(), names.end());
 }
 
-bool isPacked(const Kernel& k) {
-  return allLaunchSources(k, isPackedSource);
-}
+bool isPacked(const Kernel& k) { return allLaunchSources(k, isPackedSource); }
 
 std::vector<std::string> kindsOf(const Kernel& k) {
   std::set<std::string> kinds;
@@ -148,14 +145,17 @@ void bindViews(py::module_& m) {
       .def_property_readonly(
           "file", [](const SourceView& s) { return s.source->file; },
           "The file its kind's file field names, as written (None for a kind without one).")
-      .def_property_readonly("library", [](const SourceView& s) { return orNone(s.source->library); },
-                             "A packed source's archive, relative to its descriptor (None unpacked).")
+      .def_property_readonly(
+          "library", [](const SourceView& s) { return orNone(s.source->library); },
+          "A packed source's archive, relative to its descriptor (None unpacked).")
       .def_property_readonly("toc_key", [](const SourceView& s) { return orNone(s.source->tocKey); })
       .def_property_readonly("symbol", [](const SourceView& s) { return orNone(s.source->symbol); })
       .def_property_readonly("sha256", [](const SourceView& s) { return orNone(s.source->sha256); })
-      .def_property_readonly("targets", [](const SourceView& s) { return s.source->targets; },
-                             "A packed launch's feature variants: target ID -> sha256 ({}: one object).")
-      .def("__eq__", [](const SourceView& a, const SourceView& b) { return a.source == b.source; }, py::is_operator())
+      .def_property_readonly(
+          "targets", [](const SourceView& s) { return s.source->targets; },
+          "A packed launch's feature variants: target ID -> sha256 ({}: one object).")
+      .def(
+          "__eq__", [](const SourceView& a, const SourceView& b) { return a.source == b.source; }, py::is_operator())
       .def("__hash__", [](const SourceView& s) { return std::hash<const void*>()(s.source); })
       .def("__repr__",
            [](const SourceView& s) { return "<ukdpack Source " + s.source->kind + " at " + s.jsonPath + ">"; });
@@ -167,19 +167,20 @@ void bindViews(py::module_& m) {
       .def_property_readonly(
           "label", [](const LaunchView& l) { return launchLabel(*l.kernel, l.name.value_or("")); },
           "How every diagnostic names the launch: \"kernel 'x' (id I) launch 'produce'\".")
-      .def("__eq__", [](const LaunchView& a, const LaunchView& b) { return a.source == b.source; }, py::is_operator())
+      .def(
+          "__eq__", [](const LaunchView& a, const LaunchView& b) { return a.source == b.source; }, py::is_operator())
       .def("__hash__", [](const LaunchView& l) { return std::hash<const void*>()(l.source); })
-      .def("__repr__", [](const LaunchView& l) {
-        return "<ukdpack Launch " + launchLabel(*l.kernel, l.name.value_or("")) + ">";
-      });
+      .def("__repr__",
+           [](const LaunchView& l) { return "<ukdpack Launch " + launchLabel(*l.kernel, l.name.value_or("")) + ">"; });
 
   py::class_<KernelView>(m, "Kernel", "A loaded kernel (UKD), read through the launch helpers (read-only).")
       .def_property_readonly("id", [](const KernelView& k) { return k.kernel->id; })
       .def_property_readonly("name", [](const KernelView& k) { return k.kernel->name; })
       .def_property_readonly("file", [](const KernelView& k) { return k.kernel->file; })
       .def_property_readonly("json_path", [](const KernelView& k) { return k.kernel->jsonPath; })
-      .def_property_readonly("launch_names", [](const KernelView& k) { return sortedLaunches(*k.kernel); },
-                             "Sorted launch names; empty for a single-launch kernel.")
+      .def_property_readonly(
+          "launch_names", [](const KernelView& k) { return sortedLaunches(*k.kernel); },
+          "Sorted launch names; empty for a single-launch kernel.")
       .def_property_readonly(
           "single_launch_source",
           [](const KernelView& k) -> std::optional<SourceView> {
@@ -209,15 +210,20 @@ void bindViews(py::module_& m) {
             });
           },
           py::arg("predicate"), "Whether every launch's source satisfies predicate(source).")
-      .def_property_readonly("launches_key", [](const KernelView& k) { return std::string(launchesKey(*k.kernel)); },
-                             "The key of the UKD holding its launches ('kernel_source' or 'sources').")
-      .def_property_readonly("launches_path", [](const KernelView& k) { return launchesPath(*k.kernel); },
-                             "The JSON path of its launches (that key under the kernel's path).")
-      .def_property_readonly("packed", [](const KernelView& k) { return isPacked(*k.kernel); },
-                             "Whether every launch has a packed code object.")
-      .def_property_readonly("kinds", [](const KernelView& k) { return kindsOf(*k.kernel); },
-                             "The kinds of its launches' sources, sorted.")
-      .def("__eq__", [](const KernelView& a, const KernelView& b) { return a.kernel == b.kernel; }, py::is_operator())
+      .def_property_readonly(
+          "launches_key", [](const KernelView& k) { return std::string(launchesKey(*k.kernel)); },
+          "The key of the UKD holding its launches ('kernel_source' or 'sources').")
+      .def_property_readonly(
+          "launches_path", [](const KernelView& k) { return launchesPath(*k.kernel); },
+          "The JSON path of its launches (that key under the kernel's path).")
+      .def_property_readonly(
+          "packed", [](const KernelView& k) { return isPacked(*k.kernel); },
+          "Whether every launch has a packed code object.")
+      .def_property_readonly(
+          "kinds", [](const KernelView& k) { return kindsOf(*k.kernel); },
+          "The kinds of its launches' sources, sorted.")
+      .def(
+          "__eq__", [](const KernelView& a, const KernelView& b) { return a.kernel == b.kernel; }, py::is_operator())
       .def("__hash__", [](const KernelView& k) { return std::hash<const void*>()(k.kernel); })
       .def("__repr__", [](const KernelView& k) { return "<ukdpack Kernel " + kernelLabel(*k.kernel) + ">"; });
 

@@ -12,8 +12,8 @@
 #include <utility>
 #include <vector>
 
-#include "ukdpack/model/descriptors.hpp"
 #include "ukdpack/load/loader.hpp"
+#include "ukdpack/model/descriptors.hpp"
 
 namespace ukdpack::bindings {
 

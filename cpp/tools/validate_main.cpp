@@ -117,8 +117,9 @@ int main(int argc, char** argv) {
       std::cout << "ukdpack-validate: " << report.summary() << "\n";
     }
     // A ROOT that is not there is a command line to fix, not a finding about a tree.
-    const bool noRoot = std::any_of(report.diagnostics.begin(), report.diagnostics.end(),
-                                    [](const ukdpack::Diagnostic& d) { return d.code == ukdpack::codes::ROOT_INVALID; });
+    const bool noRoot =
+        std::any_of(report.diagnostics.begin(), report.diagnostics.end(),
+                    [](const ukdpack::Diagnostic& d) { return d.code == ukdpack::codes::ROOT_INVALID; });
     return noRoot ? 2 : report.exitCode();
   } catch (const std::exception& e) {
     std::cerr << "ukdpack-validate: internal error: " << e.what() << "\n";

@@ -33,7 +33,7 @@ struct Operands {
   unsigned n = 0;
 };
 
-constexpr unsigned kBlock = 256;          // the kernels' block size (BLOCK in the .hip files)
+constexpr unsigned kBlock = 256;            // the kernels' block size (BLOCK in the .hip files)
 constexpr unsigned kMaxElements = 1 << 16;  // the workspace is sized for this many inputs
 
 ukdpack::SignatureArg buffer(std::uint64_t offset) { return {"global_buffer", 8, offset, std::nullopt}; }
@@ -46,8 +46,7 @@ class ScaleHandler : public ukdpack::DispatchHandler {
   std::optional<ukdpack::Signature> expectedSignature(const std::string&) const override {
     return ukdpack::Signature{buffer(0), buffer(8), value(16), value(20)};  // in, out, alpha, n
   }
-  ukdpack::Result<bool> prepareLaunch(const ukdpack::LaunchContext& context,
-                                      ukdpack::LaunchArgs& out) const override {
+  ukdpack::Result<bool> prepareLaunch(const ukdpack::LaunchContext& context, ukdpack::LaunchArgs& out) const override {
     const auto& op = *static_cast<const Operands*>(context.arguments);
     out.geometry.grid.x = (op.n + kBlock - 1) / kBlock;
     out.geometry.block.x = kBlock;
@@ -68,8 +67,7 @@ class TwoStageHandler : public ukdpack::DispatchHandler {
     // partial(in, workspace, n) and combine(workspace, out, blocks): the same shape.
     return ukdpack::Signature{buffer(0), buffer(8), value(16)};
   }
-  ukdpack::Result<bool> prepareLaunch(const ukdpack::LaunchContext& context,
-                                      ukdpack::LaunchArgs& out) const override {
+  ukdpack::Result<bool> prepareLaunch(const ukdpack::LaunchContext& context, ukdpack::LaunchArgs& out) const override {
     const auto& op = *static_cast<const Operands*>(context.arguments);
     const unsigned blocks = (op.n + kBlock - 1) / kBlock;
     if (context.launch == "partial") {
@@ -115,8 +113,7 @@ std::string symbolOf(const ukdpack::Kernel& kernel, const std::string& launch) {
 // Runs a plan on the GPU: uploads `input`, runs every launch, returns `outputs` floats.
 ukdpack::Result<std::vector<float>> runOnDevice(const ukdpack::StateManager& manager, const std::string& kernelId,
                                                 const std::shared_ptr<ukdpack::DeviceBackend>& backend,
-                                                const std::vector<float>& input, float alpha,
-                                                std::size_t outputs) {
+                                                const std::vector<float>& input, float alpha, std::size_t outputs) {
   using R = ukdpack::Result<std::vector<float>>;
   auto plan = ukdpack::DevicePlan::create(manager, kernelId, backend);
   if (!plan) return R::failure(plan.error());
@@ -196,10 +193,10 @@ int main(int argc, char** argv) {
     const ukdpack::Kernel& kernel = *chosen->kernel;
     auto plan = ukdpack::makeExecutionPlan(manager, kernel.id);
     if (!plan) return fail(plan.error());
-    std::printf("%s: kernel %s (pack %s, dispatch %s), %zu launch%s, workspace %zu bytes\n",
-                problem.dump().c_str(), kernel.name.c_str(), chosen->pack->name.c_str(),
-                chosen->dispatchSymbol.c_str(), plan.value().launches.size(),
-                plan.value().launches.size() == 1 ? "" : "es", plan.value().workspaceSize);
+    std::printf("%s: kernel %s (pack %s, dispatch %s), %zu launch%s, workspace %zu bytes\n", problem.dump().c_str(),
+                kernel.name.c_str(), chosen->pack->name.c_str(), chosen->dispatchSymbol.c_str(),
+                plan.value().launches.size(), plan.value().launches.size() == 1 ? "" : "es",
+                plan.value().workspaceSize);
     for (const std::string& launch : plan.value().launches) {
       const std::optional<std::string> name = launch.empty() ? std::nullopt : std::optional<std::string>(launch);
       auto code = manager.loadLaunchCode(kernel.id, name);

@@ -8,8 +8,8 @@ namespace {
 using Vec = std::vector<std::string>;
 
 TEST(TargetTable, GenericFamiliesHoldTheirMembersOnly) {
-  EXPECT_EQ(ukdpack::genericTargets(), (Vec{"gfx9-generic", "gfx9-4-generic", "gfx10-1-generic",
-                                             "gfx10-3-generic", "gfx11-generic", "gfx12-generic"}));
+  EXPECT_EQ(ukdpack::genericTargets(), (Vec{"gfx9-generic", "gfx9-4-generic", "gfx10-1-generic", "gfx10-3-generic",
+                                            "gfx11-generic", "gfx12-generic"}));
   EXPECT_EQ(ukdpack::genericMembers("gfx11-generic"),
             (Vec{"gfx1100", "gfx1101", "gfx1102", "gfx1103", "gfx1150", "gfx1151", "gfx1152", "gfx1153"}));
   EXPECT_EQ(ukdpack::genericMembers("gfx9-4-generic"), (Vec{"gfx940", "gfx941", "gfx942", "gfx950"}));
@@ -53,7 +53,7 @@ TEST(TargetId, FeatureSettingsMustMatchAndAnyRunsOnBoth) {
   EXPECT_TRUE(ukdpack::targetIdRunsOn("gfx90a:xnack+", "gfx90a:sramecc+:xnack+"));
   EXPECT_FALSE(ukdpack::targetIdRunsOn("gfx90a:xnack+", "gfx90a:sramecc+:xnack-"));
   EXPECT_TRUE(ukdpack::targetIdRunsOn("gfx90a:xnack-", "gfx90a:xnack-"));
-  EXPECT_TRUE(ukdpack::targetIdRunsOn("gfx90a", "gfx90a:xnack+"));   // "any" runs on both
+  EXPECT_TRUE(ukdpack::targetIdRunsOn("gfx90a", "gfx90a:xnack+"));  // "any" runs on both
   EXPECT_TRUE(ukdpack::targetIdRunsOn("gfx90a", "gfx90a:xnack-"));
   EXPECT_FALSE(ukdpack::targetIdRunsOn("gfx90a:xnack+", "gfx90a"));  // setting unknown
   EXPECT_TRUE(ukdpack::targetIdRunsOn("gfx9-4-generic:xnack+", "gfx942:sramecc+:xnack+"));
@@ -61,10 +61,10 @@ TEST(TargetId, FeatureSettingsMustMatchAndAnyRunsOnBoth) {
 }
 
 TEST(TargetId, CompatibleTargetsMostSpecificFirst) {
-  EXPECT_EQ(ukdpack::compatibleTargets("gfx942:sramecc+:xnack-"),
-            (Vec{"gfx942:sramecc+:xnack-", "gfx942:sramecc+", "gfx942:xnack-", "gfx942",
-                 "gfx9-4-generic:sramecc+:xnack-", "gfx9-4-generic:sramecc+", "gfx9-4-generic:xnack-",
-                 "gfx9-4-generic"}));
+  EXPECT_EQ(
+      ukdpack::compatibleTargets("gfx942:sramecc+:xnack-"),
+      (Vec{"gfx942:sramecc+:xnack-", "gfx942:sramecc+", "gfx942:xnack-", "gfx942", "gfx9-4-generic:sramecc+:xnack-",
+           "gfx9-4-generic:sramecc+", "gfx9-4-generic:xnack-", "gfx9-4-generic"}));
   EXPECT_EQ(ukdpack::compatibleTargets("gfx1101"), (Vec{"gfx1101", "gfx11-generic"}));
   EXPECT_EQ(ukdpack::compatibleTargets("gfx90a:xnack+"), (Vec{"gfx90a:xnack+", "gfx90a"}));
   // gfx9-generic has no sramecc: the family's candidates leave it out.

@@ -70,9 +70,7 @@ class FifoWatchdog {
   std::thread thread_;  // last: started once the flags above exist
 };
 
-double secondsSince(Clock::time_point start) {
-  return std::chrono::duration<double>(Clock::now() - start).count();
-}
+double secondsSince(Clock::time_point start) { return std::chrono::duration<double>(Clock::now() - start).count(); }
 
 void makeFifo(const fs::path& p) {
   std::error_code ec;
@@ -109,8 +107,12 @@ struct Shard {
                          {"symbol", "split_kv_produce"},
                          {"sha256", ukdpack::sha256Hex(object)},
                          {"signature", Json::array({{{"kind", "global_buffer"}, {"size", 8}, {"offset", 0}}})}};
-    const Json kernel = {{"id", "ukd-split"}, {"version", "1.0"},         {"name", "split.f32"},
-                         {"priority", 0},     {"metadata", {{"dtype", "FLOAT"}}}, {"kernel_source", source}};
+    const Json kernel = {{"id", "ukd-split"},
+                         {"version", "1.0"},
+                         {"name", "split.f32"},
+                         {"priority", 0},
+                         {"metadata", {{"dtype", "FLOAT"}}},
+                         {"kernel_source", source}};
     tree.write("ops/split.kdp.json", ukdtest::kdp("kdp-split", Json::array({kernel}), "udd-1", "ued-1", {"gfx90a"}));
   }
   fs::path archive() const { return tree.path(kArchive); }

@@ -11,8 +11,7 @@
 
 namespace {
 
-const std::vector<std::string> kSplitKv = {"split_kv_consume", "split_kv_produce",
-                                           "split_kv_unused"};
+const std::vector<std::string> kSplitKv = {"split_kv_consume", "split_kv_produce", "split_kv_unused"};
 const char* kArches[] = {"gfx90a", "gfx1030"};
 
 std::string readObject(const std::string& name) {
@@ -51,9 +50,7 @@ std::string bundle(const std::vector<std::pair<std::string, std::string>>& entri
 }
 
 // Section header i of an ELF64 image: its offset in the file.
-std::size_t shdr(const std::string& elf, std::size_t i) {
-  return readLe(elf, 0x28, 8) + i * readLe(elf, 0x3a, 2);
-}
+std::size_t shdr(const std::string& elf, std::size_t i) { return readLe(elf, 0x28, 8) + i * readLe(elf, 0x3a, 2); }
 
 std::size_t symtabIndex(const std::string& elf) {
   const std::size_t n = readLe(elf, 0x3c, 2);
@@ -106,8 +103,7 @@ TEST(CodeObject, NonObjectsAreRefusedByName) {
       "not a code object: expected an AMDGPU ELF, a clang offload bundle or an NVIDIA cubin, found ";
   EXPECT_EQ(errorOf(""), prefix + "an empty file");
   EXPECT_EQ(errorOf("hello, world"), prefix + "12 bytes starting with 68 65 6c 6c 6f 2c 20 77");
-  EXPECT_NE(errorOf("CCOB" + std::string(40, '\0')).find("compressed offload bundle"),
-            std::string::npos);
+  EXPECT_NE(errorOf("CCOB" + std::string(40, '\0')).find("compressed offload bundle"), std::string::npos);
   std::string x86 = readObject("split_kv.gfx90a.hsaco");
   put(x86, 18, 62, 2);  // EM_X86_64
   EXPECT_EQ(errorOf(x86), prefix + "an ELF for machine 62");
@@ -120,8 +116,7 @@ TEST(CodeObject, BundlesNeedExactlyOneAmdgcnEntry) {
   const std::string a = readObject("split_kv.gfx90a.hsaco");
   const std::string b = readObject("split_kv.gfx1030.hsaco");
   const std::string none = bundle({{"host-x86_64-unknown-linux", ""}});
-  EXPECT_NE(errorOf(none).find("no amdgcn entry (it holds: host-x86_64-unknown-linux)"),
-            std::string::npos);
+  EXPECT_NE(errorOf(none).find("no amdgcn entry (it holds: host-x86_64-unknown-linux)"), std::string::npos);
   const std::string two = bundle({{"host-x86_64-unknown-linux", ""},
                                   {"hipv4-amdgcn-amd-amdhsa--gfx90a", a},
                                   {"hipv4-amdgcn-amd-amdhsa--gfx1030", b}});
@@ -129,8 +124,7 @@ TEST(CodeObject, BundlesNeedExactlyOneAmdgcnEntry) {
                               "hipv4-amdgcn-amd-amdhsa--gfx1030)"),
             std::string::npos)
       << errorOf(two);
-  const std::string one = bundle({{"host-x86_64-unknown-linux", ""},
-                                  {"hip-amdgcn-amd-amdhsa--gfx1030", b}});
+  const std::string one = bundle({{"host-x86_64-unknown-linux", ""}, {"hip-amdgcn-amd-amdhsa--gfx1030", b}});
   auto names = ukdpack::codeObjectKernels(one);
   ASSERT_TRUE(names) << names.error().str();
   EXPECT_EQ(names.value(), kSplitKv);
@@ -189,8 +183,7 @@ TEST(CodeObject, DamagedHeadersAndTablesAreRefusedByName) {
   for (const Case& c : cases) {
     std::string bad = elf;
     put(bad, c.off, c.value, c.width);
-    EXPECT_NE(errorOf(bad).find(c.fragment), std::string::npos)
-        << c.fragment << " / got: " << errorOf(bad);
+    EXPECT_NE(errorOf(bad).find(c.fragment), std::string::npos) << c.fragment << " / got: " << errorOf(bad);
   }
   // A symbol whose name points past its string table.
   std::string name = elf;
@@ -281,13 +274,11 @@ TEST(CodeObject, HeaderAndMetadataNoteMustNameOneProcessor) {
       EXPECT_EQ(bad.error().code, "CODEOBJECT_TARGET_MISMATCH");
       EXPECT_NE(bad.error().message.find("names gfx11-generic but its AMDGPU metadata note"), std::string::npos)
           << bad.error().message;
-      EXPECT_NE(bad.error().message.find(std::string("names ") + arch + ";"), std::string::npos)
-          << bad.error().message;
+      EXPECT_NE(bad.error().message.find(std::string("names ") + arch + ";"), std::string::npos) << bad.error().message;
       lying[at] = char(0x49);  // reserved by LLVM: no processor
       auto unknown = ukdpack::checkCodeObjectTarget(lying);
       ASSERT_FALSE(unknown);
-      EXPECT_NE(unknown.error().message.find("names machine 0x049, which is no AMDGPU processor"),
-                std::string::npos)
+      EXPECT_NE(unknown.error().message.find("names machine 0x049, which is no AMDGPU processor"), std::string::npos)
           << unknown.error().message;
       // Filed under an arch it does not run on: refused, both named.
       auto elsewhere = ukdpack::checkCodeObjectTarget(bytes, std::string(arch) == "gfx90a" ? "gfx1030" : "gfx90a");
@@ -333,11 +324,17 @@ TEST(CodeObject, MetadataNotesThatDoNotHoldTogetherAreRefusedByName) {
     return meta ? std::string() : meta.error().message;
   };
   EXPECT_EQ(refusal("\x90"), "bad AMDGPU metadata: the document is not a map");
-  EXPECT_EQ(refusal("\x81\xad" "amdhsa.target\x01"), "bad AMDGPU metadata: amdhsa.target is not a string");
-  EXPECT_EQ(refusal("\x81\xae" "amdhsa.kernels\x01"), "bad AMDGPU metadata: amdhsa.kernels is not a list");
-  EXPECT_EQ(refusal("\x81\xae" "amdhsa.kernels\x91\x80"),
+  EXPECT_EQ(refusal("\x81\xad"
+                    "amdhsa.target\x01"),
+            "bad AMDGPU metadata: amdhsa.target is not a string");
+  EXPECT_EQ(refusal("\x81\xae"
+                    "amdhsa.kernels\x01"),
+            "bad AMDGPU metadata: amdhsa.kernels is not a list");
+  EXPECT_EQ(refusal("\x81\xae"
+                    "amdhsa.kernels\x91\x80"),
             "bad AMDGPU metadata: amdhsa.kernels[0] field '.name' should be str, found NoneType");
-  EXPECT_EQ(refusal("\x81\xae" "amdhsa.kernels\x91\x82\xa5.name\xa1k\xa5.args\x91\x82\xab.value_kind\xa8"
+  EXPECT_EQ(refusal("\x81\xae"
+                    "amdhsa.kernels\x91\x82\xa5.name\xa1k\xa5.args\x91\x82\xab.value_kind\xa8"
                     "by_value\xa5.size\xa1x"),
             "bad AMDGPU metadata: kernel 'k' .args[0] field '.size' should be int, found str");
   EXPECT_EQ(refusal("\xc1").rfind("bad AMDGPU metadata: not a msgpack document (", 0), 0u);

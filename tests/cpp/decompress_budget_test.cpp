@@ -27,9 +27,7 @@ constexpr std::size_t kKeys = 1000;
 constexpr std::uint64_t kPayload = std::uint64_t(1) << 20;  // 1 MiB decompressed
 constexpr std::uint64_t kBudget = 64 * kPayload;            // 64 of the 1,000 launches
 
-double secondsSince(Clock::time_point start) {
-  return std::chrono::duration<double>(Clock::now() - start).count();
-}
+double secondsSince(Clock::time_point start) { return std::chrono::duration<double>(Clock::now() - start).count(); }
 
 // The real split_kv object of `arch`, zero-padded to 1 MiB: it still holds its
 // kernels, and compresses to a few hundred bytes.
@@ -66,11 +64,12 @@ struct HostileShard {
       const std::string sha = ukdpack::sha256Hex(object);
       Json kernels = Json::array();
       for (std::size_t i = 0; i < keys; ++i) {
-        const Json source = {
-            {"kind", "kpack"},       {"library", "../" + archive},
-            {"toc_key", keyOf(arch, i)}, {"symbol", "split_kv_produce"},
-            {"sha256", sha},
-            {"signature", Json::array({{{"kind", "global_buffer"}, {"size", 8}, {"offset", 0}}})}};
+        const Json source = {{"kind", "kpack"},
+                             {"library", "../" + archive},
+                             {"toc_key", keyOf(arch, i)},
+                             {"symbol", "split_kv_produce"},
+                             {"sha256", sha},
+                             {"signature", Json::array({{{"kind", "global_buffer"}, {"size", 8}, {"offset", 0}}})}};
         kernels.push_back({{"id", idOf(arch, i)},
                            {"version", "1.0"},
                            {"name", keyOf(arch, i) + ".f32"},
@@ -156,12 +155,11 @@ TEST(DecompressBudget, ManyKeysOnOnePayloadStopAtTheBudget) {
   const ukdpack::Diagnostic& first = refused.front();
   EXPECT_EQ(first.file, "ops/gfx90a.kdp.json");
   EXPECT_EQ(first.jsonPath, "$.kernelDescriptors[64].kernel_source.library");
-  for (const char* part : {"archive '../kpack/kernels_gfx90a.kpack' (kpack/kernels_gfx90a.kpack)",
-                           "toc entry 'split_kv_gfx90a_0064' for gfx90a",
-                           "would decompress 1048576 bytes (1.0 MiB) more",
-                           "budget of 67108864 bytes (64.0 MiB), of which 67108864 are spent",
-                           "LoaderOptions::maxDecompressedBytes", "ukdpack-validate --max-decompressed-bytes N",
-                           "load_shard(max_decompressed_bytes=N)"}) {
+  for (const char* part :
+       {"archive '../kpack/kernels_gfx90a.kpack' (kpack/kernels_gfx90a.kpack)",
+        "toc entry 'split_kv_gfx90a_0064' for gfx90a", "would decompress 1048576 bytes (1.0 MiB) more",
+        "budget of 67108864 bytes (64.0 MiB), of which 67108864 are spent", "LoaderOptions::maxDecompressedBytes",
+        "ukdpack-validate --max-decompressed-bytes N", "load_shard(max_decompressed_bytes=N)"}) {
     EXPECT_NE(first.message.find(part), std::string::npos) << "missing '" << part << "' in: " << first.message;
   }
 }

@@ -86,8 +86,7 @@ TEST(ParseKernel, SourcesRulesOfSpec32) {
   };
   const std::vector<Case> cases = {
       {"one launch", [](Json& j) { j["sources"].erase("consume"); }, "at least two launches"},
-      {"underscore name",
-       [](Json& j) { j["sources"]["_x"] = j["sources"]["produce"]; },
+      {"underscore name", [](Json& j) { j["sources"]["_x"] = j["sources"]["produce"]; },
        "$.sources._x: expected a launch name"},
       {"mixed kinds",
        [](Json& j) {
@@ -97,8 +96,7 @@ TEST(ParseKernel, SourcesRulesOfSpec32) {
        "one kind, found hip {produce}, hsaco {consume}"},
       {"embedded launch",
        [](Json& j) {
-         j["sources"]["consume"] =
-             Json{{"kind", "embedded_source"}, {"source_file", "a"}, {"entry_point", "b"}};
+         j["sources"]["consume"] = Json{{"kind", "embedded_source"}, {"source_file", "a"}, {"entry_point", "b"}};
        },
        "cannot be embedded_source"},
       {"role on hip", [](Json& j) { j["sources"]["consume"]["role"] = "x"; },

@@ -17,9 +17,9 @@
 #include "ukdpack/select/registry.hpp"
 #include "ukdpack/select/state_manager.hpp"
 
+using ukdpack::DescriptorSet;
 using ukdpack::DevicePlan;
 using ukdpack::DevicePtr;
-using ukdpack::DescriptorSet;
 using ukdpack::Registry;
 using ukdpack::Result;
 using ukdpack::Signature;
@@ -205,21 +205,30 @@ struct Shard {
                    source("split_kv_consume", kTocA, shaA, consumeSignature()));
     mixed = kernel("ukd-mixed", "split.mixed", source("split_kv_produce", kTocA, shaA, produceSignature()),
                    source("split_kv_consume", kTocB, shaB, consumeSignature()));
-    single = {{"id", "ukd-one"}, {"version", "1.0"}, {"name", "unused.sm90"}, {"priority", 0},
+    single = {{"id", "ukd-one"},
+              {"version", "1.0"},
+              {"name", "unused.sm90"},
+              {"priority", 0},
               {"metadata", {{"dtype", "HALF"}}},
               {"kernel_source", source("split_kv_unused", kTocA, shaA, Json::array())}};
     write();
   }
   static Json source(const std::string& symbol, const std::string& toc, const std::string& sha, const Json& sig) {
-    return {{"kind", "kpack"}, {"library", "../kpack/kernels_sm_90.kpack"}, {"toc_key", toc},
-            {"symbol", symbol}, {"sha256", sha}, {"signature", sig}};
+    return {{"kind", "kpack"}, {"library", "../kpack/kernels_sm_90.kpack"},
+            {"toc_key", toc},  {"symbol", symbol},
+            {"sha256", sha},   {"signature", sig}};
   }
   static Json kernel(const std::string& id, const std::string& name, const Json& produce, const Json& consume) {
-    return {{"id", id}, {"version", "1.1"}, {"name", name}, {"priority", 0}, {"metadata", {{"dtype", name}}},
+    return {{"id", id},
+            {"version", "1.1"},
+            {"name", name},
+            {"priority", 0},
+            {"metadata", {{"dtype", name}}},
             {"sources", {{"produce", produce}, {"consume", consume}}}};
   }
   void write() const {
-    tree.write("ops/split.kdp.json", ukdtest::kdp("kdp-split", Json::array({split, mixed}), "udd-1", "ued-1", {"sm_90"}));
+    tree.write("ops/split.kdp.json",
+               ukdtest::kdp("kdp-split", Json::array({split, mixed}), "udd-1", "ued-1", {"sm_90"}));
     tree.write("ops/one.kdp.json", ukdtest::kdp("kdp-one", Json::array({single}), "udd-2", "ued-1", {"sm_90"}));
   }
   DescriptorSet load() const {
@@ -291,7 +300,9 @@ struct Fixture {
   }
 };
 
-std::string failureOf(const Result<DevicePlan>& r) { return r ? std::string("<created>") : r.error().code + ": " + r.error().str(); }
+std::string failureOf(const Result<DevicePlan>& r) {
+  return r ? std::string("<created>") : r.error().code + ": " + r.error().str();
+}
 
 }  // namespace
 
@@ -351,7 +362,8 @@ TEST(DevicePlan, RunsTheLaunchesInTheHandlersOrderOverOneWorkspace) {
     EXPECT_EQ(consume.geometry.grid.x, 1u);
     EXPECT_EQ(consume.geometry.sharedBytes, 64u);
   }
-  EXPECT_EQ(s.split->seen, (std::vector<std::string>{"produce", "consume", "produce", "consume", "produce", "consume"}));
+  EXPECT_EQ(s.split->seen,
+            (std::vector<std::string>{"produce", "consume", "produce", "consume", "produce", "consume"}));
 }
 
 TEST(DevicePlan, ACallersWorkspaceIsUsedAndCheckedForSize) {
@@ -371,7 +383,8 @@ TEST(DevicePlan, ACallersWorkspaceIsUsedAndCheckedForSize) {
   auto small = plan.run(buffer.value().ptr(), 32, &args);
   ASSERT_FALSE(small);
   EXPECT_EQ(small.error().code, "WORKSPACE_TOO_SMALL");
-  EXPECT_EQ(small.error().message, "kernel 'split.f32' (id ukd-split) needs a workspace of 64 bytes, the run was given 32 bytes");
+  EXPECT_EQ(small.error().message,
+            "kernel 'split.f32' (id ukd-split) needs a workspace of 64 bytes, the run was given 32 bytes");
   auto none = plan.run(0, 0, &args);
   ASSERT_FALSE(none);
   EXPECT_EQ(none.error().code, "WORKSPACE_TOO_SMALL");
@@ -433,7 +446,8 @@ TEST(DevicePlan, ADigestMismatchRefusesThePlanNamingKernelAndLaunch) {
   auto made = DevicePlan::create(sm, "ukd-split", s.backend);
   ASSERT_FALSE(made);
   EXPECT_EQ(made.error().code, "DIGEST_MISMATCH");
-  EXPECT_NE(made.error().message.find("kernel 'split.f32' (id ukd-split) launch 'consume'"), std::string::npos) << made.error().str();
+  EXPECT_NE(made.error().message.find("kernel 'split.f32' (id ukd-split) launch 'consume'"), std::string::npos)
+      << made.error().str();
   EXPECT_EQ(made.error().jsonPath, "$.kernelDescriptors[0].sources.consume.sha256");
   // produce's module was loaded before consume failed, and went with the refused plan.
   EXPECT_EQ(s.backend->images.size(), 1u);
@@ -448,7 +462,8 @@ TEST(DevicePlan, ASignatureMismatchRefusesThePlanBeforeAnyCodeLoads) {
   auto made = DevicePlan::create(sm, "ukd-split", s.backend);
   ASSERT_FALSE(made);
   EXPECT_EQ(made.error().code, "SIGNATURE_MISMATCH");
-  EXPECT_NE(made.error().message.find("kernel 'split.f32' (id ukd-split) launch 'produce'"), std::string::npos) << made.error().str();
+  EXPECT_NE(made.error().message.find("kernel 'split.f32' (id ukd-split) launch 'produce'"), std::string::npos)
+      << made.error().str();
   EXPECT_NE(made.error().message.find("the handler passes 3 arguments, the kernel takes 4"), std::string::npos)
       << made.error().str();
   EXPECT_TRUE(s.backend->images.empty());
@@ -478,11 +493,14 @@ TEST(DevicePlan, BackendFailuresAtCreationNameKernelLaunchAndCall) {
     EXPECT_EQ(made.error().code, "DEVICE_ERROR");
     const std::string& m = made.error().message;
     if (failing == "load") {
-      EXPECT_EQ(m, "kernel 'split.f32' (id ukd-split) launch 'produce': cannot load its code object (toc key "
-                   "'split_kv_aaaaaaaaaaaa'): test device: loadModule failed: TEST_ERROR (told to)");
+      EXPECT_EQ(m,
+                "kernel 'split.f32' (id ukd-split) launch 'produce': cannot load its code object (toc key "
+                "'split_kv_aaaaaaaaaaaa'): test device: loadModule failed: TEST_ERROR (told to)");
     } else {
-      EXPECT_EQ(m, "kernel 'split.f32' (id ukd-split) launch 'consume': cannot resolve symbol 'split_kv_consume': test device: "
-                   "function failed: TEST_ERROR (told to)");
+      EXPECT_EQ(
+          m,
+          "kernel 'split.f32' (id ukd-split) launch 'consume': cannot resolve symbol 'split_kv_consume': test device: "
+          "function failed: TEST_ERROR (told to)");
     }
     EXPECT_EQ(made.error().file, "ops/split.kdp.json");
   }
@@ -500,22 +518,25 @@ TEST(DevicePlan, RunFailuresNameKernelAndLaunch) {
   auto launch = plan.run(&args);
   ASSERT_FALSE(launch);
   EXPECT_EQ(launch.error().code, "DEVICE_ERROR");
-  EXPECT_EQ(launch.error().message, "kernel 'split.f32' (id ukd-split) launch 'consume': launching 'split_kv_consume' failed: "
-                                    "test device: launch failed: TEST_ERROR (told to)");
+  EXPECT_EQ(launch.error().message,
+            "kernel 'split.f32' (id ukd-split) launch 'consume': launching 'split_kv_consume' failed: "
+            "test device: launch failed: TEST_ERROR (told to)");
 
   s.backend->failing = "synchronize";
   auto sync = plan.run(&args);
   ASSERT_FALSE(sync);
-  EXPECT_EQ(sync.error().message, "kernel 'split.f32' (id ukd-split): waiting for its launches {consume, produce} failed: test "
-                                  "device: synchronize failed: TEST_ERROR (told to)");
+  EXPECT_EQ(sync.error().message,
+            "kernel 'split.f32' (id ukd-split): waiting for its launches {consume, produce} failed: test "
+            "device: synchronize failed: TEST_ERROR (told to)");
 
   s.backend->failing.clear();
   s.split->extraArgument = true;
   auto extra = plan.run(&args);
   ASSERT_FALSE(extra);
   EXPECT_EQ(extra.error().code, "LAUNCH_ARGUMENTS");
-  EXPECT_NE(extra.error().message.find("kernel 'split.f32' (id ukd-split) launch 'produce': the handler passes 5 arguments (8, 8, "
-                                       "8, 12, 4 bytes)"),
+  EXPECT_NE(extra.error().message.find(
+                "kernel 'split.f32' (id ukd-split) launch 'produce': the handler passes 5 arguments (8, 8, "
+                "8, 12, 4 bytes)"),
             std::string::npos)
       << extra.error().message;
   EXPECT_NE(extra.error().message.find("takes 4 (8, 8, 8, 12 bytes)"), std::string::npos) << extra.error().message;
@@ -524,7 +545,8 @@ TEST(DevicePlan, RunFailuresNameKernelAndLaunch) {
 TEST(DevicePlan, AHandlerThatOnlyDeclaresCannotRunNamingKernelAndLaunch) {
   Fixture s;
   Registry r;
-  r.addDispatch(kSymbol, std::make_shared<ukdpack::DeclaredDispatchHandler>(std::vector<std::string>{"produce", "consume"}));
+  r.addDispatch(kSymbol,
+                std::make_shared<ukdpack::DeclaredDispatchHandler>(std::vector<std::string>{"produce", "consume"}));
   r.addDispatch(kSingleSymbol, s.single);
   const StateManager sm(s.shard.load(), r, "sm_90");
   auto made = DevicePlan::create(sm, "ukd-split", s.backend);
@@ -533,9 +555,10 @@ TEST(DevicePlan, AHandlerThatOnlyDeclaresCannotRunNamingKernelAndLaunch) {
   auto ran = plan.run();
   ASSERT_FALSE(ran);
   EXPECT_EQ(ran.error().code, "NOT_EXECUTABLE");
-  EXPECT_EQ(ran.error().message.rfind("kernel 'split.f32' (id ukd-split) launch 'produce': dispatch symbol 'split_dispatch' did "
-                                      "not prepare the launch: ",
-                                      0),
+  EXPECT_EQ(ran.error().message.rfind(
+                "kernel 'split.f32' (id ukd-split) launch 'produce': dispatch symbol 'split_dispatch' did "
+                "not prepare the launch: ",
+                0),
             0u)
       << ran.error().message;
 }
@@ -546,7 +569,8 @@ TEST(DevicePlan, TheDevicesArchAndKindMustFitTheKernel) {
   auto other = DevicePlan::create(every, "ukd-split", std::make_shared<RecordingBackend>("cuda", "sm_80"));
   ASSERT_FALSE(other);
   EXPECT_EQ(other.error().code, "ARCH_MISMATCH");
-  EXPECT_EQ(other.error().message, "kernel 'split.f32' (id ukd-split) does not run on sm_80 (the cuda device): it is built for sm_90");
+  EXPECT_EQ(other.error().message,
+            "kernel 'split.f32' (id ukd-split) does not run on sm_80 (the cuda device): it is built for sm_90");
   auto amd = DevicePlan::create(every, "ukd-split", std::make_shared<RecordingBackend>("hip", "sm_90"));
   ASSERT_FALSE(amd);
   EXPECT_EQ(amd.error().code, "CODE_OBJECT_WRONG_BACKEND");
@@ -558,8 +582,9 @@ TEST(DevicePlan, TheDevicesArchAndKindMustFitTheKernel) {
   auto dropped = DevicePlan::create(dropping, "ukd-split", s.backend);
   ASSERT_FALSE(dropped);
   EXPECT_EQ(dropped.error().code, "KERNEL_UNKNOWN");
-  EXPECT_EQ(dropped.error().message, "kernel 'split.f32' (id ukd-split) was dropped: dispatch symbol 'split_dispatch' declares "
-                                     "launches {produce}, the kernel has {consume, produce}");
+  EXPECT_EQ(dropped.error().message,
+            "kernel 'split.f32' (id ukd-split) was dropped: dispatch symbol 'split_dispatch' declares "
+            "launches {produce}, the kernel has {consume, produce}");
   auto unknown = DevicePlan::create(every, "ukd-404", s.backend);
   ASSERT_FALSE(unknown);
   EXPECT_EQ(unknown.error().code, "KERNEL_UNKNOWN");

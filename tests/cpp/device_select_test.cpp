@@ -56,7 +56,8 @@ void writeTree(const TempTree& t) {
   Json b = ukdtest::kdp("kdp-b", Json::array({kernel("ukd-b1", 5, "HALF", 64), kernel("ukd-b2", 9, "FLOAT", 128)}));
   b["matchers"] = Json::array({"umd-1", "umd-2"});
   t.write("b.kdp.json", b);
-  t.write("c.kdp.json", ukdtest::kdp("kdp-c", Json::array({kernel("ukd-a1", 1, "FLOAT", 256), kernel("ukd-a2", 5, "HALF", 512)})));
+  t.write("c.kdp.json",
+          ukdtest::kdp("kdp-c", Json::array({kernel("ukd-a1", 1, "FLOAT", 256), kernel("ukd-a2", 5, "HALF", 512)})));
 }
 
 struct Fixture {

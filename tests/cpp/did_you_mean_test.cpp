@@ -22,7 +22,7 @@ TEST(DidYouMean, SuggestsTheClosestNameWithinAFewSlips) {
 
 TEST(DidYouMean, StaysQuietWhenNothingIsClose) {
   EXPECT_EQ(closestMatch("owner", kKeys), "");
-  EXPECT_EQ(closestMatch("xy", {"id"}), "");         // a short name allows one edit, no more
+  EXPECT_EQ(closestMatch("xy", {"id"}), "");  // a short name allows one edit, no more
   EXPECT_EQ(closestMatch("idx", {"id"}), "id");
   EXPECT_EQ(closestMatch("udd-404", {"udd-1"}), "");  // a different id, not a slip
   EXPECT_EQ(closestMatch("name", kKeys), "");         // a known name needs no suggestion

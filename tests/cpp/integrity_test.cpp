@@ -49,8 +49,8 @@ Signature signatureOf(const Json& j) {
 
 Json packed(const std::string& symbol, const std::string& sha, const std::string& library,
             const std::string& tocKey = kTocKey) {
-  return {{"kind", "kpack"}, {"library", library}, {"toc_key", tocKey}, {"symbol", symbol},
-          {"sha256", sha},   {"signature", signatureJson()}};
+  return {{"kind", "kpack"},  {"library", library}, {"toc_key", tocKey},
+          {"symbol", symbol}, {"sha256", sha},      {"signature", signatureJson()}};
 }
 
 // A packed shard for gfx90a: kpack/kernels_gfx90a.kpack holding the real
@@ -69,12 +69,21 @@ struct Shard {
     tree.writeBytes("kpack/kernels_gfx90a.kpack", ukdtest::makeKpack({{kTocKey, "gfx90a", object}}, zstd));
     ukdtest::writeGenerics(tree, ukdtest::udd("udd-1", "example_split_kv_dispatch"));
     const std::string lib = "../kpack/kernels_gfx90a.kpack";
-    multiKernel = {{"id", "ukd-split"}, {"version", "1.1"}, {"name", "split.f32"}, {"priority", 0},
-                   {"metadata", {{"dtype", "FLOAT"}}}, {"arch", {"gfx90a"}},
-                   {"sources", {{"produce", packed("split_kv_produce", sha, lib)},
-                                {"consume", packed("split_kv_consume", sha, lib)}}}};
-    singleKernel = {{"id", "ukd-one"}, {"version", "1.0"}, {"name", "unused.f32"}, {"priority", 0},
-                    {"metadata", {{"dtype", "HALF"}}}, {"arch", {"gfx90a"}},
+    multiKernel = {
+        {"id", "ukd-split"},
+        {"version", "1.1"},
+        {"name", "split.f32"},
+        {"priority", 0},
+        {"metadata", {{"dtype", "FLOAT"}}},
+        {"arch", {"gfx90a"}},
+        {"sources",
+         {{"produce", packed("split_kv_produce", sha, lib)}, {"consume", packed("split_kv_consume", sha, lib)}}}};
+    singleKernel = {{"id", "ukd-one"},
+                    {"version", "1.0"},
+                    {"name", "unused.f32"},
+                    {"priority", 0},
+                    {"metadata", {{"dtype", "HALF"}}},
+                    {"arch", {"gfx90a"}},
                     {"kernel_source", packed("split_kv_unused", sha, lib)}};
     writeKernels();
   }
@@ -161,7 +170,8 @@ TEST(Integrity, DigestMismatchNamesTheKernelAndTheLaunch) {
   auto bad = sm.loadLaunchCode("ukd-split", std::string("consume"));
   ASSERT_FALSE(bad);
   EXPECT_EQ(bad.error().code, "DIGEST_MISMATCH");
-  EXPECT_NE(bad.error().message.find("kernel 'split.f32' (id ukd-split) launch 'consume'"), std::string::npos) << bad.error().str();
+  EXPECT_NE(bad.error().message.find("kernel 'split.f32' (id ukd-split) launch 'consume'"), std::string::npos)
+      << bad.error().str();
   EXPECT_NE(bad.error().message.find(wrong), std::string::npos);
   EXPECT_NE(bad.error().message.find(s.sha), std::string::npos);
   EXPECT_EQ(bad.error().jsonPath, "$.kernelDescriptors[0].sources.consume.sha256");
@@ -214,7 +224,7 @@ TEST(Integrity, VerifiedBytesAreReusedWithinTheirCacheAndBudget) {
 TEST(Integrity, EntriesCheckedAheadGiveThePlainVerdictWithoutDecompressingAgain) {
   Shard s;
   s.multiKernel["sources"]["produce"]["symbol"] = "split_kv_reduce";  // not in the object
-  breakConsumeDigest(s);                                                // writes the kernels
+  breakConsumeDigest(s);                                              // writes the kernels
   const DescriptorSet set = s.load();
   ukdpack::ArchiveCache ahead;
   ukdpack::checkArchiveEntries(ahead, s.tree.root() / "kpack" / "kernels_gfx90a.kpack", 2);

@@ -29,8 +29,10 @@ struct Mp {
   Mp& map(std::size_t n) { return n < 16 ? raw(std::string(1, char(0x80 | n))) : raw("\xde").be(n, 2); }
   Mp& arr(std::size_t n) { return n < 16 ? raw(std::string(1, char(0x90 | n))) : raw("\xdc").be(n, 2); }
   Mp& str(const std::string& s) {
-    if (s.size() < 32) out += char(0xa0 | s.size());
-    else raw("\xd9").be(s.size(), 1);
+    if (s.size() < 32)
+      out += char(0xa0 | s.size());
+    else
+      raw("\xd9").be(s.size(), 1);
     return raw(s);
   }
   Mp& uint(std::uint64_t v) {
@@ -291,39 +293,55 @@ TEST(Kpack, HeaderRefusals) {
 }
 
 TEST(Kpack, TocCorruptionsAreRefusedByName) {
-  expectRefused(withTocTail("none", Mp().str("format_version").uint(2).out, 1), "KPACK_VERSION",
-                "format_version is 2");
-  expectRefused(withTocTail("none", Mp().str("compression_scheme").str("lz4").out, 1),
-                "KPACK_BAD_TOC", "unknown compression scheme 'lz4'");
-  expectRefused(withTocTail("zstd-per-kernel", Mp().str("zstd_size").uint(1u << 20).out, 1),
-                "KPACK_OUT_OF_BOUNDS", "outside the data region");
-  expectRefused(withTocTail("zstd-per-kernel", Mp().str("zstd_offset").uint(8).out, 1),
-                "KPACK_OUT_OF_BOUNDS", "outside the data region");
+  expectRefused(withTocTail("none", Mp().str("format_version").uint(2).out, 1), "KPACK_VERSION", "format_version is 2");
+  expectRefused(withTocTail("none", Mp().str("compression_scheme").str("lz4").out, 1), "KPACK_BAD_TOC",
+                "unknown compression scheme 'lz4'");
+  expectRefused(withTocTail("zstd-per-kernel", Mp().str("zstd_size").uint(1u << 20).out, 1), "KPACK_OUT_OF_BOUNDS",
+                "outside the data region");
+  expectRefused(withTocTail("zstd-per-kernel", Mp().str("zstd_offset").uint(8).out, 1), "KPACK_OUT_OF_BOUNDS",
+                "outside the data region");
+  expectRefused(
+      withTocTail("none", Mp().str("blobs").arr(1).map(2).str("offset").uint(1ull << 40).str("size").uint(50).out, 1),
+      "KPACK_OUT_OF_BOUNDS", "outside the data region");
+  expectRefused(withTocTail("none", Mp().str("blobs").arr(0).out, 1), "KPACK_BAD_TOC", "ordinal 0 is out of range");
+  expectRefused(withTocTail("none", Mp().str("toc").arr(0).out, 1), "KPACK_BAD_TOC", "'toc' is not a map");
+  expectRefused(withTocTail("none", Mp().str("group_name").uint(3).out, 1), "KPACK_BAD_TOC", "group_name is 3");
+  expectRefused(withTocTail("none", Mp().str("gfx_arches").str("gfx90a").out, 1), "KPACK_BAD_TOC", "gfx_arches");
   expectRefused(withTocTail("none",
-                            Mp().str("blobs").arr(1).map(2).str("offset").uint(1ull << 40)
-                                .str("size").uint(50).out, 1),
-                "KPACK_OUT_OF_BOUNDS", "outside the data region");
-  expectRefused(withTocTail("none", Mp().str("blobs").arr(0).out, 1), "KPACK_BAD_TOC",
-                "ordinal 0 is out of range");
-  expectRefused(withTocTail("none", Mp().str("toc").arr(0).out, 1), "KPACK_BAD_TOC",
-                "'toc' is not a map");
-  expectRefused(withTocTail("none", Mp().str("group_name").uint(3).out, 1), "KPACK_BAD_TOC",
-                "group_name is 3");
-  expectRefused(withTocTail("none", Mp().str("gfx_arches").str("gfx90a").out, 1), "KPACK_BAD_TOC",
-                "gfx_arches");
-  expectRefused(withTocTail("none",
-                            Mp().str("toc").map(1).str("k").map(1).str("gfx90a").map(4)
-                                .str("type").str("hsaco").str("ordinal").uint(0)
-                                .str("original_size").uint(50).str("metadata")
-                                .raw("\xc4\x01x").out, 1),
+                            Mp().str("toc")
+                                .map(1)
+                                .str("k")
+                                .map(1)
+                                .str("gfx90a")
+                                .map(4)
+                                .str("type")
+                                .str("hsaco")
+                                .str("ordinal")
+                                .uint(0)
+                                .str("original_size")
+                                .uint(50)
+                                .str("metadata")
+                                .raw("\xc4\x01x")
+                                .out,
+                            1),
                 "KPACK_BAD_TOC", "metadata is not a map");
   expectRefused(withTocTail("none",
-                            Mp().str("toc").map(1).str("k").map(1).str("gfx90a").map(3)
-                                .str("type").str("hsaco").str("ordinal").uint(0)
-                                .str("original_size").uint(49).out, 1),
+                            Mp().str("toc")
+                                .map(1)
+                                .str("k")
+                                .map(1)
+                                .str("gfx90a")
+                                .map(3)
+                                .str("type")
+                                .str("hsaco")
+                                .str("ordinal")
+                                .uint(0)
+                                .str("original_size")
+                                .uint(49)
+                                .out,
+                            1),
                 "KPACK_BAD_TOC", "differs from its blob's 50 bytes");
-  expectRefused(withTocTail("none", Mp().str("x").raw("\xa2\xff\xfe").out, 1), "KPACK_BAD_TOC",
-                "not UTF-8");
+  expectRefused(withTocTail("none", Mp().str("x").raw("\xa2\xff\xfe").out, 1), "KPACK_BAD_TOC", "not UTF-8");
 }
 
 TEST(Kpack, LimitsAreEnforced) {
@@ -338,9 +356,20 @@ TEST(Kpack, LimitsAreEnforced) {
   entries.maxEntries = 2;
   expectRefused(a, "KPACK_LIMIT", "over the limit of 2", entries);
   expectRefused(withTocTail("zstd-per-kernel",
-                            Mp().str("toc").map(1).str("k").map(1).str("gfx90a").map(3)
-                                .str("type").str("hsaco").str("ordinal").uint(0)
-                                .str("original_size").uint(1ull << 31).out, 1),
+                            Mp().str("toc")
+                                .map(1)
+                                .str("k")
+                                .map(1)
+                                .str("gfx90a")
+                                .map(3)
+                                .str("type")
+                                .str("hsaco")
+                                .str("ordinal")
+                                .uint(0)
+                                .str("original_size")
+                                .uint(1ull << 31)
+                                .out,
+                            1),
                 "KPACK_LIMIT", "over the limit");
 }
 
@@ -349,8 +378,7 @@ TEST(Kpack, HostileContainerSizesAreRefusedWithoutAllocating) {
   for (int i = 0; i < 40; ++i) claims += std::string("\xdd\xff\xff\xff\xff", 5);
   const auto start = std::chrono::steady_clock::now();
   expectRefused(header(64) + claims, "KPACK_BAD_TOC", "more items than bytes remain");
-  expectRefused(header(64) + std::string("\xdf\xff\xff\xff\xff", 5), "KPACK_BAD_TOC",
-                "more entries than bytes remain");
+  expectRefused(header(64) + std::string("\xdf\xff\xff\xff\xff", 5), "KPACK_BAD_TOC", "more entries than bytes remain");
   std::string deep;
   for (int i = 0; i < 2000; ++i) deep += "\x91";
   expectRefused(header(64) + deep + "\xc0", "KPACK_BAD_TOC", "nested deeper");

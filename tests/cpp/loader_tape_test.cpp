@@ -26,13 +26,15 @@ Json packedSource(const std::string& symbol) {
           {"toc_key", "unit000_abc"},
           {"symbol", symbol},
           {"sha256", std::string(64, 'a')},
-          {"signature",
-           Json::array({{{"kind", "global_buffer"}, {"size", 8}, {"offset", 0}},
-                        {{"kind", "by_value"}, {"size", 4}, {"offset", 8}, {"name", "n"}}})}};
+          {"signature", Json::array({{{"kind", "global_buffer"}, {"size", 8}, {"offset", 0}},
+                                     {{"kind", "by_value"}, {"size", 4}, {"offset", 8}, {"name", "n"}}})}};
 }
 
 Json packedKernel(const std::string& id, const std::string& name, const std::vector<std::string>& launches = {}) {
-  Json k = {{"id", id}, {"version", launches.empty() ? "1.0" : "1.1"}, {"name", name}, {"priority", 3},
+  Json k = {{"id", id},
+            {"version", launches.empty() ? "1.0" : "1.1"},
+            {"name", name},
+            {"priority", 3},
             {"metadata", {{"dtype", name}}}};
   if (launches.empty()) {
     k["kernel_source"] = packedSource(name);
@@ -48,9 +50,9 @@ std::string render(const DescriptorSet& set) {
     out += "pack " + p.id + " raw " + p.raw.dump() + "\n";
     for (const ukdpack::PackMember& m : p.members) {
       const ukdpack::Kernel& k = m.kernel;
-      out += " kernel " + k.id + " " + k.name + " " + k.version.str() + " p" + std::to_string(k.priority) +
-             " md " + k.metadata.dump() + " completed " + m.completedMetadata.dump() + " prov " +
-             k.provenance.dump() + " raw " + m.raw.json().dump() + "\n";
+      out += " kernel " + k.id + " " + k.name + " " + k.version.str() + " p" + std::to_string(k.priority) + " md " +
+             k.metadata.dump() + " completed " + m.completedMetadata.dump() + " prov " + k.provenance.dump() + " raw " +
+             m.raw.json().dump() + "\n";
       ukdpack::allLaunchSources(k, [&](const ukdpack::KernelSource& s) {
         out += "  source " + s.kind + " " + s.fields.json().dump() + " " + s.symbol + " " +
                ukdpack::describeSignature(s.signature) + "\n";
@@ -68,11 +70,12 @@ std::string loadBothWays(const std::string& kdpText, const LoaderOptions& option
   TempTree dom;
   for (TempTree* t : {&tape, &dom}) {
     ukdtest::writeGenerics(*t);
-    t->write("eng.kmd.json", Json{{"id", "kmd-1"},
-                                  {"version", "1.0"},
-                                  {"name", "md"},
-                                  {"fields", Json::array({{{"name", "dtype"}, {"type", "string"}},
-                                                          {{"name", "tile"}, {"type", "int"}, {"default_value", 4}}})}});
+    t->write("eng.kmd.json",
+             Json{{"id", "kmd-1"},
+                  {"version", "1.0"},
+                  {"name", "md"},
+                  {"fields", Json::array({{{"name", "dtype"}, {"type", "string"}},
+                                          {{"name", "tile"}, {"type", "int"}, {"default_value", 4}}})}});
   }
   tape.write("a.kdp.json", kdpText);
   dom.write("a.kdp.json", "// read by the DOM\n" + kdpText);
@@ -105,11 +108,28 @@ TEST(LoaderTape, ScanTakesPlainJsonOnlyAndReadsItAsTheOneReader) {
   EXPECT_FALSE((*b)[1].is_number_unsigned());
   EXPECT_EQ((*b)[1].get<std::int64_t>(), -2);
   // Left to the one reader: what it refuses or reads otherwise than plain JSON.
-  for (const std::string& text : std::vector<std::string>{"// c\n{}", "{} /* c */", "\xEF\xBB\xBF{}", R"({"a": 1, "a": 2})",
-        R"({"a": 9223372036854775808})", R"({"a": -9223372036854775809})", R"({"a": 1e999})", R"({"a": 01})",
-        R"({"a": 1.})", R"({"a": tru})", "{\"a\": \"x\ty\"}", "{} x", "", "{", std::string(129, '[') + std::string(129, ']'),
-        R"({"a": "\x"})", R"({"a": "\u12"})", R"({"a": "\ud800"})", R"({"a": "\udc00\ud800"})", R"({"a": "\ud800\u0041"})",
-        R"({"a": 1, "\u0061": 2})", "{\"a\": \"\\\n\"}"}) {
+  for (const std::string& text : std::vector<std::string>{"// c\n{}",
+                                                          "{} /* c */",
+                                                          "\xEF\xBB\xBF{}",
+                                                          R"({"a": 1, "a": 2})",
+                                                          R"({"a": 9223372036854775808})",
+                                                          R"({"a": -9223372036854775809})",
+                                                          R"({"a": 1e999})",
+                                                          R"({"a": 01})",
+                                                          R"({"a": 1.})",
+                                                          R"({"a": tru})",
+                                                          "{\"a\": \"x\ty\"}",
+                                                          "{} x",
+                                                          "",
+                                                          "{",
+                                                          std::string(129, '[') + std::string(129, ']'),
+                                                          R"({"a": "\x"})",
+                                                          R"({"a": "\u12"})",
+                                                          R"({"a": "\ud800"})",
+                                                          R"({"a": "\udc00\ud800"})",
+                                                          R"({"a": "\ud800\u0041"})",
+                                                          R"({"a": 1, "\u0061": 2})",
+                                                          "{\"a\": \"\\\n\"}"}) {
     EXPECT_FALSE(scan(text)) << text;
   }
   EXPECT_TRUE(scan(std::string(128, '[') + std::string(128, ']')));
@@ -179,7 +199,7 @@ TEST(LoaderTape, DocumentsTheScanLeavesToTheDomReadAlike) {
   loadBothWays(pack(Json::array({k})).dump());
   loadBothWays(pack(Json::array({packedKernel("ukd-a", "a")})).dump(-1, ' ', true));
   const std::string plain = pack(Json::array({packedKernel("ukd-a", "a")})).dump();
-  loadBothWays(plain.substr(0, plain.size() - 1) + ", \"priority\": 1}");  // a duplicate key at $
+  loadBothWays(plain.substr(0, plain.size() - 1) + ", \"priority\": 1}");        // a duplicate key at $
   loadBothWays(plain.substr(0, plain.size() - 1) + ", \"\\u0070riority\": 1}");  // the same, escaped
   loadBothWays(plain.substr(0, plain.size() - 1) + ", \"x-\\u00e9\": \"\\ud83d\\ude00\", \"\\u007a\": 1}");
   loadBothWays("[1, 2]");
@@ -188,8 +208,8 @@ TEST(LoaderTape, DocumentsTheScanLeavesToTheDomReadAlike) {
   loadBothWays("{\"id\": -0, \"version\": \"1.0\", \"x\": 1.0e2}");
   loadBothWays(std::string(200, '[') + std::string(200, ']'));
   // Syntax errors name a line (the comment would move it): the loader says what the one reader says.
-  for (const std::string text : {"{\"id\": \"kdp-a\",}", "", "{\"id\": 01}", "{\"id\": \"a\tb\"}", "{\"id\": \"\\ud800\"}",
-                                 "{\"id\": \"\\q\"}"}) {
+  for (const std::string text : {"{\"id\": \"kdp-a\",}", "", "{\"id\": 01}", "{\"id\": \"a\tb\"}",
+                                 "{\"id\": \"\\ud800\"}", "{\"id\": \"\\q\"}"}) {
     TempTree t;
     t.write("a.kdp.json", text);
     const DescriptorSet set = ukdpack::loadShard(t.root());

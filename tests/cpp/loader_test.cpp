@@ -83,8 +83,9 @@ TEST(Loader, KernelsKeepKernelDescriptorsOrderAcrossInlineAndStandalone) {
 TEST(LoaderVersions, OlderUkdReaderSkipsNewerKernelsAndKeepsTheRestOfThePack) {
   TempTree t;
   ukdtest::writeGenerics(t);
-  t.write("mixed.kdp.json", ukdtest::kdp("kdp-mixed", Json::array({ukdtest::single("ukd-old", "old"),
-                                                                   ukdtest::multi("ukd-new", "new", {"produce", "consume"})})));
+  t.write("mixed.kdp.json",
+          ukdtest::kdp("kdp-mixed", Json::array({ukdtest::single("ukd-old", "old"),
+                                                 ukdtest::multi("ukd-new", "new", {"produce", "consume"})})));
   const DescriptorSet set = ukdpack::loadShard(t.root(), ukd10Reader());
   ASSERT_TRUE(set.ok()) << dump(set.diagnostics);
   ASSERT_EQ(set.packs.size(), 1u);
@@ -109,8 +110,9 @@ TEST(LoaderVersions, PackOfOnlyNewerKernelsIsDroppedWithAWarning) {
   TempTree t;
   ukdtest::writeGenerics(t);
   t.write("a.kdp.json", ukdtest::kdp("kdp-a", Json::array({ukdtest::single("ukd-a1", "a1")})));
-  t.write("b.kdp.json", ukdtest::kdp("kdp-b", Json::array({ukdtest::multi("ukd-b1", "b1", {"produce", "consume"}),
-                                                           ukdtest::multi("ukd-b2", "b2", {"produce", "consume"}, "INT")})));
+  t.write("b.kdp.json",
+          ukdtest::kdp("kdp-b", Json::array({ukdtest::multi("ukd-b1", "b1", {"produce", "consume"}),
+                                             ukdtest::multi("ukd-b2", "b2", {"produce", "consume"}, "INT")})));
   const DescriptorSet set = ukdpack::loadShard(t.root(), ukd10Reader());
   EXPECT_TRUE(set.ok()) << dump(set.diagnostics);  // warnings only
   ASSERT_EQ(set.packs.size(), 1u);
@@ -253,13 +255,20 @@ TEST(LoaderShape, KmdAndUhdRules) {
   md["fields"].push_back({{"name", "dtype"}, {"type", "int"}});
   md["fields"][1]["default_value"] = "big";
   t.write("eng.kmd.json", md);
-  t.write("h/x.uhd.json", Json{{"id", "uhd-1"}, {"version", "1.0"}, {"name", "h"}, {"adapter", "native"},
-                              {"table", {{"artifact", "t.bin"}}}});
-  t.write("h/y.uhd.json", Json{{"id", "uhd-2"}, {"version", "1.0"}, {"name", "h2"}, {"adapter", "tree_data"},
-                              {"objective", "min"}, {"features_signature", {"$m"}},
-                              {"features_hash", "sha256:0123456789abcdef"},
-                              {"trained_against", {{"selector_revision", "r1"}}},
-                              {"tree_data", {{"artifact", "x.model"}}}});
+  t.write("h/x.uhd.json", Json{{"id", "uhd-1"},
+                               {"version", "1.0"},
+                               {"name", "h"},
+                               {"adapter", "native"},
+                               {"table", {{"artifact", "t.bin"}}}});
+  t.write("h/y.uhd.json", Json{{"id", "uhd-2"},
+                               {"version", "1.0"},
+                               {"name", "h2"},
+                               {"adapter", "tree_data"},
+                               {"objective", "min"},
+                               {"features_signature", {"$m"}},
+                               {"features_hash", "sha256:0123456789abcdef"},
+                               {"trained_against", {{"selector_revision", "r1"}}},
+                               {"tree_data", {{"artifact", "x.model"}}}});
   const DescriptorSet set = ukdpack::loadShard(t.root());
   const std::string all = dump(set.diagnostics);
   for (const char* want : {
@@ -376,7 +385,8 @@ TEST(LoaderReferences, IdsAreUniqueAndUuidsCompareCaseInsensitively) {
   const std::string uuid = "3f2a0c4e-1b2d-4c3e-9f00-aabbccddeeff";
   std::string upper = uuid;
   for (char& c : upper) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
-  t.write("a.kdp.json", ukdtest::kdp("kdp-a", Json::array({ukdtest::single(uuid, "a1"), ukdtest::single(upper, "a2", "HALF")})));
+  t.write("a.kdp.json",
+          ukdtest::kdp("kdp-a", Json::array({ukdtest::single(uuid, "a1"), ukdtest::single(upper, "a2", "HALF")})));
   t.write("z.udd.json", ukdtest::udd("kmd-1", "sym_b"));
   const DescriptorSet set = ukdpack::loadShard(t.root());
   EXPECT_NE(findDiag(set.diagnostics, "DUPLICATE_ID",
@@ -426,7 +436,8 @@ TEST(LoaderReferences, MetadataFillsTheKmdAndIsUniquePerEngineAndArch) {
   gfx90a["arch"] = {"gfx90a"};
   Json gfx1030 = ukdtest::single("ukd-1030", "on1030", "HALF");  // same metadata, other arch
   gfx1030["arch"] = {"gfx1030"};
-  t.write("a.kdp.json", ukdtest::kdp("kdp-a", Json::array({ukdtest::single("ukd-a1", "a1"), typed, same, gfx90a, gfx1030})));
+  t.write("a.kdp.json",
+          ukdtest::kdp("kdp-a", Json::array({ukdtest::single("ukd-a1", "a1"), typed, same, gfx90a, gfx1030})));
   const DescriptorSet set = ukdpack::loadShard(t.root());
   EXPECT_NE(findDiag(set.diagnostics, "METADATA",
                      "$.kernelDescriptors[1].metadata.block: expected int (KMD 'eng_md' field), found boolean true"),
@@ -464,10 +475,10 @@ TEST(LoaderWalk, SkipsAreSaidAndTheArchiveFolderIsNotWalked) {
   const DescriptorSet set = ukdpack::loadShard(t.root(), options);
   ASSERT_TRUE(set.ok()) << dump(set.diagnostics);
   const std::string all = dump(set.diagnostics);
-  for (const char* want : {"skipping .hidden: dot-prefixed path", "skipping sub/.x.kdp.json: dot-prefixed path",
-                           "skipping notes.json: no descriptor type token",
-                           "skipping linked: symbolic link to a folder (not followed)",
-                           "skipping old: excluded folder (--exclude-folder)"}) {
+  for (const char* want :
+       {"skipping .hidden: dot-prefixed path", "skipping sub/.x.kdp.json: dot-prefixed path",
+        "skipping notes.json: no descriptor type token", "skipping linked: symbolic link to a folder (not followed)",
+        "skipping old: excluded folder (--exclude-folder)"}) {
     EXPECT_NE(all.find(want), std::string::npos) << "missing: " << want << "\n" << all;
   }
   EXPECT_EQ(all.find("README"), std::string::npos) << all;
@@ -477,8 +488,7 @@ TEST(LoaderWalk, SkipsAreSaidAndTheArchiveFolderIsNotWalked) {
   // A kpack folder holding descriptors is a mistake, said so.
   t.write("kpack/x.udd.json", ukdtest::udd("udd-x", "sym_x"));
   const DescriptorSet withDescriptors = ukdpack::loadShard(t.root(), options);
-  EXPECT_NE(findDiag(withDescriptors.diagnostics, "KPACK_FOLDER",
-                     "a top-level folder named 'kpack' would collide"),
+  EXPECT_NE(findDiag(withDescriptors.diagnostics, "KPACK_FOLDER", "a top-level folder named 'kpack' would collide"),
             nullptr)
       << dump(withDescriptors.diagnostics);
 }

@@ -18,7 +18,8 @@ namespace {
 std::string hex(char c) { return std::string(64, c); }
 
 Json packedSource(const std::string& symbol, char digest, const std::string& toc = "k_000000000000") {
-  return {{"kind", "kpack"}, {"library", "../kpack/kernels_gfx90a.kpack"}, {"toc_key", toc}, {"symbol", symbol},
+  return {{"kind", "kpack"},       {"library", "../kpack/kernels_gfx90a.kpack"},
+          {"toc_key", toc},        {"symbol", symbol},
           {"sha256", hex(digest)}, {"signature", Json::array()}};
 }
 
@@ -36,9 +37,14 @@ void writePacked(const TempTree& t, const std::vector<std::string>& order = {"al
   }
   sources += "}";
   const std::string multi = R"({"id": "ukd-m", "version": "1.1", "name": "m", "priority": 1,
-      "metadata": {"dtype": "FLOAT"}, "arch": ["gfx90a"], "sources": )" + sources + "}";
-  Json single = {{"id", "ukd-s"}, {"version", "1.0"}, {"name", "s"}, {"priority", 0},
-                 {"metadata", {{"dtype", "HALF"}}}, {"kernel_source", packedSource("k_single", 'd')}};
+      "metadata": {"dtype": "FLOAT"}, "arch": ["gfx90a"], "sources": )" +
+                            sources + "}";
+  Json single = {{"id", "ukd-s"},
+                 {"version", "1.0"},
+                 {"name", "s"},
+                 {"priority", 0},
+                 {"metadata", {{"dtype", "HALF"}}},
+                 {"kernel_source", packedSource("k_single", 'd')}};
   Json pack = ukdtest::kdp("kdp-a", Json::array({single, "__MULTI__"}), "udd-1", "ued-1", {"gfx90a"});
   std::string text = pack.dump();
   text.replace(text.find("\"__MULTI__\""), 11, multi);
@@ -167,9 +173,10 @@ TEST(PlanCapture, MultiLaunchKernelIsRefusedForHavingSeveralLaunches) {
   auto refused = ukdpack::capturePlan(set, "ukd-m");
   ASSERT_FALSE(refused);
   EXPECT_EQ(refused.error().code, "PLAN_MULTI_LAUNCH");
-  EXPECT_EQ(refused.error().message,
-            "cannot save a plan of kernel 'm' (id ukd-m): the kernel has several launches {alpha, mid, zeta}, and a saved "
-            "plan holds one launch");
+  EXPECT_EQ(
+      refused.error().message,
+      "cannot save a plan of kernel 'm' (id ukd-m): the kernel has several launches {alpha, mid, zeta}, and a saved "
+      "plan holds one launch");
   // Not mistaken for another kind even when the unused single `source` reads as a packed one.
   DescriptorSet tricked = set;
   kernelOf(tricked, "ukd-m").source.kind = "kpack";

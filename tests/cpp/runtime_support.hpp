@@ -117,8 +117,8 @@ inline Json multi(const std::string& id, const std::string& name, const std::vec
                   const std::string& dtype = "HALF") {
   Json sources = Json::object();
   for (const std::string& l : launches) sources[l] = hipSource(name + "_" + l);
-  return {{"id", id},    {"version", "1.1"},     {"name", name},
-          {"priority", 0}, {"metadata", {{"dtype", dtype}}}, {"sources", sources}};
+  return {{"id", id},          {"version", "1.1"}, {"name", name}, {"priority", 0}, {"metadata", {{"dtype", dtype}}},
+          {"sources", sources}};
 }
 
 inline Json kdp(const std::string& id, const Json& kernels, const Json& dispatch = "udd-1",
@@ -146,7 +146,8 @@ inline void writeGenerics(const TempTree& t, const Json& dispatch = udd("udd-1",
 
 inline std::string dump(const std::vector<ukdpack::Diagnostic>& diags) {
   std::string out;
-  for (const auto& d : diags) out += std::string(ukdpack::severityName(d.severity)) + " " + d.code + ": " + d.str() + "\n";
+  for (const auto& d : diags)
+    out += std::string(ukdpack::severityName(d.severity)) + " " + d.code + ": " + d.str() + "\n";
   return out;
 }
 
@@ -249,7 +250,8 @@ inline std::vector<std::uint8_t> makeKpack(const std::vector<KpackItem>& items, 
     }
   }
   std::set<std::string> arches;
-  std::map<std::string, std::map<std::string, std::pair<std::size_t, std::size_t>>> toc;  // key -> arch -> (ordinal, size)
+  std::map<std::string, std::map<std::string, std::pair<std::size_t, std::size_t>>>
+      toc;  // key -> arch -> (ordinal, size)
   for (std::size_t i = 0; i < items.size(); ++i) {
     arches.insert(items[i].arch);
     toc[items[i].tocKey][items[i].arch] = {i, items[i].payload.size()};

@@ -86,8 +86,8 @@ TEST(SetRules, ShardContentsFollowReachability) {
   TempTree t;
   ukdtest::writeGenerics(t);
   t.write("spare.udd.json", ukdtest::udd("udd-spare", "sym_spare"));
-  t.write("a.kdp.json", ukdtest::kdp("kdp-a", Json::array({ukdtest::single("ukd-a1", "a1")}), "udd-1", "ued-1",
-                                     {"gfx90a"}));
+  t.write("a.kdp.json",
+          ukdtest::kdp("kdp-a", Json::array({ukdtest::single("ukd-a1", "a1")}), "udd-1", "ued-1", {"gfx90a"}));
   const DescriptorSet set = ukdpack::loadShard(t.root(), authored());
   ASSERT_TRUE(set.ok()) << dump(set.diagnostics);
   const auto on = ukdpack::shardContents(set, "gfx90a");
@@ -105,9 +105,8 @@ TEST(Authored, PackedSourcesAndNewerVersionsAreRefusedMissingFilesNamed) {
   TempTree t;
   ukdtest::writeGenerics(t);
   Json packedKernel = ukdtest::single("ukd-p", "p");
-  packedKernel["kernel_source"] = {{"kind", "kpack"},      {"library", "kpack/x.kpack"}, {"toc_key", "k"},
-                                   {"symbol", "s"},        {"sha256", std::string(64, 'a')},
-                                   {"signature", Json::array()}};
+  packedKernel["kernel_source"] = {{"kind", "kpack"}, {"library", "kpack/x.kpack"},     {"toc_key", "k"},
+                                   {"symbol", "s"},   {"sha256", std::string(64, 'a')}, {"signature", Json::array()}};
   Json missing = ukdtest::single("ukd-m", "m", "HALF");
   missing["kernel_source"]["source"] = "nowhere.hip";
   t.write("a.kdp.json", ukdtest::kdp("kdp-a", Json::array({packedKernel, missing})));
@@ -146,8 +145,8 @@ TEST(Authored, FilesSharingAFolderAreEachJudged) {
   std::filesystem::create_directory_symlink(outside.root(), t.root() / "away");
   std::filesystem::create_directory_symlink(t.root() / "src", t.root() / "alias");
   Json kernels = Json::array();
-  const std::vector<std::string> files = {"src/a.hip", "src/b.hip", "away/far.hip", "src/d.hip",
-                                          "src/e.hip", "alias/a.hip"};
+  const std::vector<std::string> files = {"src/a.hip", "src/b.hip", "away/far.hip",
+                                          "src/d.hip", "src/e.hip", "alias/a.hip"};
   for (std::size_t i = 0; i < files.size(); ++i) {
     Json k = ukdtest::single("ukd-" + std::to_string(i), "k" + std::to_string(i), "V" + std::to_string(i));
     k["kernel_source"]["source"] = files[i];

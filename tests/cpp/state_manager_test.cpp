@@ -25,9 +25,9 @@ void writeSplitTree(const TempTree& t) {
   Json odd = ukdtest::multi("ukd-odd", "split.odd", {"produce", "consume"}, "INT");
   odd["sources"].erase("consume");
   odd["sources"]["finish"] = ukdtest::hipSource("finish");
-  Json pack = ukdtest::kdp("kdp-split", Json::array({ukdtest::multi("ukd-f32", "split.f32", {"produce", "consume"}, "FLOAT"),
-                                                     ukdtest::multi("ukd-f16", "split.f16", {"consume", "produce"}, "HALF"),
-                                                     odd}));
+  Json pack = ukdtest::kdp("kdp-split",
+                           Json::array({ukdtest::multi("ukd-f32", "split.f32", {"produce", "consume"}, "FLOAT"),
+                                        ukdtest::multi("ukd-f16", "split.f16", {"consume", "produce"}, "HALF"), odd}));
   pack["name"] = "split_kv";
   t.write("split_kv.kdp.json", pack);
 }
@@ -146,7 +146,8 @@ TEST(StateManager, FiltersByDeviceArch) {
   Json generic = ukdtest::single("ukd-gen", "gen", "HALF");
   generic["arch"] = {"gfx11-generic"};
   t.write("a.kdp.json", ukdtest::kdp("kdp-a", Json::array({on90a, generic, ukdtest::single("ukd-any", "any", "INT")})));
-  Json onlyOther = ukdtest::kdp("kdp-b", Json::array({ukdtest::single("ukd-b", "b", "BF16")}), "udd-1", "ued-1", {"gfx1030"});
+  Json onlyOther =
+      ukdtest::kdp("kdp-b", Json::array({ukdtest::single("ukd-b", "b", "BF16")}), "udd-1", "ued-1", {"gfx1030"});
   t.write("b.kdp.json", onlyOther);
   const DescriptorSet set = ukdpack::loadShard(t.root());
   ASSERT_TRUE(set.ok()) << dump(set.diagnostics);
@@ -206,7 +207,8 @@ TEST(StubRule, UddLaunchesElseTheFirstKernelOfTheFirstPack) {
   EXPECT_EQ(stubs.at("sym_two"), (std::vector<std::string>{"produce", "consume"}));
   EXPECT_EQ(stubs.at("sym_three"), std::vector<std::string>{});
   // A shard's view: only kernels on that arch count.
-  Json pack = ukdtest::kdp("kdp-a", Json::array({ukdtest::multi("ukd-a1", "a1", {"x", "y"}), ukdtest::single("ukd-a2", "a2")}));
+  Json pack =
+      ukdtest::kdp("kdp-a", Json::array({ukdtest::multi("ukd-a1", "a1", {"x", "y"}), ukdtest::single("ukd-a2", "a2")}));
   pack["kernelDescriptors"][0]["arch"] = {"gfx90a"};
   t.write("a.kdp.json", pack);
   const DescriptorSet perArch = ukdpack::loadShard(t.root());
@@ -252,8 +254,9 @@ TEST(Validate, OkTreeAndExpectedEngine) {
   EXPECT_FALSE(missing.ok);
   EXPECT_NE(findDiag(missing.diagnostics, "ENGINE_MISSING", "expected engine 'other:eng'"), nullptr);
   // A null-dispatch pack is legal, but its kernels share one launch set.
-  t.write("n.kdp.json", ukdtest::kdp("kdp-n", Json::array({ukdtest::single("ukd-n1", "n1", "HALF"),
-                                                           ukdtest::multi("ukd-n2", "n2", {"p", "q"}, "INT")}),
+  t.write("n.kdp.json", ukdtest::kdp("kdp-n",
+                                     Json::array({ukdtest::single("ukd-n1", "n1", "HALF"),
+                                                  ukdtest::multi("ukd-n2", "n2", {"p", "q"}, "INT")}),
                                      nullptr));
   const ukdpack::ValidationReport nulls = ukdpack::validateRoots({t.root()});
   EXPECT_FALSE(nulls.ok);
@@ -287,8 +290,9 @@ TEST(StateManager, FindsKernelsByUuidInAnyCase) {
   TempTree t;
   ukdtest::writeGenerics(t, ukdtest::udd("udd-1", "example_split_kv_dispatch"));
   const std::string lower = "5f0c2a9e-3b1d-4c6e-9a7f-0123456789ab";
-  Json pack = ukdtest::kdp("kdp-split", Json::array({ukdtest::multi(lower, "split.f32", {"produce", "consume"}, "FLOAT"),
-                                                     ukdtest::multi("ukd-f16", "split.f16", {"produce", "consume"}, "HALF")}));
+  Json pack =
+      ukdtest::kdp("kdp-split", Json::array({ukdtest::multi(lower, "split.f32", {"produce", "consume"}, "FLOAT"),
+                                             ukdtest::multi("ukd-f16", "split.f16", {"produce", "consume"}, "HALF")}));
   t.write("split_kv.kdp.json", pack);
   const DescriptorSet set = ukdpack::loadShard(t.root());
   ASSERT_TRUE(set.ok()) << dump(set.diagnostics);

@@ -45,9 +45,7 @@ Json treeUhd() {
     "tree_data": {"artifact": "m.bin", "hash": "sha256:0000000000000000000000000000000000000000000000000000000000000000"}})");
 }
 
-Json engine() {
-  return Json::parse(R"({"id": "e", "version": "1.0", "name": "a:b", "metadata": "k"})");
-}
+Json engine() { return Json::parse(R"({"id": "e", "version": "1.0", "name": "a:b", "metadata": "k"})"); }
 
 std::vector<std::string> uhdErrors(const Json& doc) {
   std::vector<Diagnostic> diags;
@@ -76,11 +74,13 @@ TEST(UpstreamUhd, EveryAdapterAsUpstreamWritesItParses) {
   table["table"] = {{"artifact", "t.bin"}};
   EXPECT_TRUE(uhdErrors(table).empty());
   EXPECT_TRUE(uhdErrors(Json::parse(R"({"id": "h", "version": "1.0", "name": "h",
-    "adapter": "static_order", "static_order": {}})")).empty());
+    "adapter": "static_order", "static_order": {}})"))
+                  .empty());
   std::vector<Diagnostic> diags;
   const auto lib = ukdpack::parseHeuristic(Json::parse(R"({"id": "h", "version": "1.0", "name": "h",
     "adapter": "custom_library", "objective": "max",
-    "custom_library": {"library": "libh.so", "symbol": "rank", "config": {}}})"), kCtx, diags);
+    "custom_library": {"library": "libh.so", "symbol": "rank", "config": {}}})"),
+                                           kCtx, diags);
   ASSERT_TRUE(lib) << joined(errorsOf(diags));
   EXPECT_EQ(lib->library, std::optional<std::string>("libh.so"));
   EXPECT_FALSE(lib->artifact);
@@ -90,8 +90,9 @@ TEST(UpstreamUhd, EveryAdapterAsUpstreamWritesItParses) {
 TEST(UpstreamUhd, ScoreMetricDecidesTheObjective) {
   Json doc = nativeUhd();
   doc["objective"] = "min";
-  EXPECT_EQ(uhdErrors(doc), std::vector<std::string>{
-      "x.json: $.objective: a score of metric 'tflops' is maximised: expected objective 'max', found 'min'"});
+  EXPECT_EQ(uhdErrors(doc),
+            std::vector<std::string>{
+                "x.json: $.objective: a score of metric 'tflops' is maximised: expected objective 'max', found 'min'"});
   doc = treeUhd();
   doc["objective"] = "max";
   ASSERT_EQ(uhdErrors(doc).size(), 1u);
@@ -104,9 +105,9 @@ TEST(UpstreamUhd, ObjectiveIsRequiredExceptForStaticOrder) {
   Json doc = nativeUhd();
   doc.erase("objective");
   doc.erase("score");
-  EXPECT_EQ(uhdErrors(doc), std::vector<std::string>{
-                               "x.json: $: legacy form: a UHD without 'objective' (adapter 'native'); write "
-                               "\"objective\": \"max\" instead (`ukdpack migrate ROOT --out NEW` rewrites it)"});
+  EXPECT_EQ(uhdErrors(doc),
+            std::vector<std::string>{"x.json: $: legacy form: a UHD without 'objective' (adapter 'native'); write "
+                                     "\"objective\": \"max\" instead (`ukdpack migrate ROOT --out NEW` rewrites it)"});
 }
 
 TEST(UpstreamUhd, TrainedAdaptersNeedFeaturesAndTrainedAgainst) {
@@ -122,8 +123,9 @@ TEST(UpstreamUhd, TrainedAdaptersNeedFeaturesAndTrainedAgainst) {
   EXPECT_EQ(uhdErrors(doc).size(), 1u);
   doc = treeUhd();
   doc["trained_against"]["ued"]["revision"] = 1;
-  EXPECT_EQ(uhdErrors(doc), std::vector<std::string>{
-      "x.json: $.trained_against.ued.revision: expected a revision '<major>.<minor>', found integer 1"});
+  EXPECT_EQ(uhdErrors(doc),
+            std::vector<std::string>{
+                "x.json: $.trained_against.ued.revision: expected a revision '<major>.<minor>', found integer 1"});
   doc = treeUhd();
   doc["categorical_encoding"]["$dtype"]["FLOAT"] = "0";
   EXPECT_EQ(uhdErrors(doc).size(), 1u);
@@ -172,8 +174,8 @@ TEST(UpstreamUed, RevisionsAreMajorMinorStrings) {
   ASSERT_TRUE(e);
   EXPECT_EQ(e->revision, std::optional<std::string>("1.2"));
   doc["revision"] = 1;
-  EXPECT_EQ(uedErrors(doc), std::vector<std::string>{
-      "x.json: $.revision: expected a revision '<major>.<minor>', found integer 1"});
+  EXPECT_EQ(uedErrors(doc),
+            std::vector<std::string>{"x.json: $.revision: expected a revision '<major>.<minor>', found integer 1"});
 
   Json kmd = Json::parse(R"({"id": "k", "version": "1.0", "name": "k", "revision": "3.0", "fields": []})");
   diags.clear();
@@ -191,8 +193,9 @@ TEST(UpstreamUed, BehaviorNotesAreAClosedVocabulary) {
   doc["behavior_notes"] = {"runtime_compilation"};
   EXPECT_TRUE(uedErrors(doc).empty());
   doc["behavior_notes"] = {"uses a workspace"};
-  EXPECT_EQ(uedErrors(doc), std::vector<std::string>{
-      "x.json: $.behavior_notes[0]: expected one of 'runtime_compilation', found 'uses a workspace'"});
+  EXPECT_EQ(uedErrors(doc),
+            std::vector<std::string>{
+                "x.json: $.behavior_notes[0]: expected one of 'runtime_compilation', found 'uses a workspace'"});
 }
 
 TEST(UpstreamUed, RoleMapsTakeDistinctIdsAndApplicableKernelsOne) {
@@ -205,18 +208,18 @@ TEST(UpstreamUed, RoleMapsTakeDistinctIdsAndApplicableKernelsOne) {
   EXPECT_TRUE(uedErrors(doc).empty());
   doc["predict_engine"] = {{"default", {"a", "a"}}};
   EXPECT_EQ(uedErrors(doc), std::vector<std::string>{
-      "x.json: $.predict_engine.default: expected each UHD id once, found a repeated id"});
+                                "x.json: $.predict_engine.default: expected each UHD id once, found a repeated id"});
   doc = engine();
   doc["predict_applicable_kernels"] = {{"default", {"d"}}};
-  EXPECT_EQ(uedErrors(doc), std::vector<std::string>{
-      "x.json: $.predict_applicable_kernels.default: expected one UHD id, found array"});
+  EXPECT_EQ(uedErrors(doc),
+            std::vector<std::string>{"x.json: $.predict_applicable_kernels.default: expected one UHD id, found array"});
 }
 
 TEST(UpstreamLoader, StaticOrderCannotServePredictEngine) {
   ukdpack::LoaderOptions options;
   options.authored = true;
-  const ukdpack::DescriptorSet set = ukdpack::loadShard(
-      std::string(UKDPACK_TEST_DATA_DIR) + "/corpus/ued_predict_engine_static_order/tree", options);
+  const ukdpack::DescriptorSet set =
+      ukdpack::loadShard(std::string(UKDPACK_TEST_DATA_DIR) + "/corpus/ued_predict_engine_static_order/tree", options);
   std::vector<std::string> errors = errorsOf(set.diagnostics);
   ASSERT_EQ(errors.size(), 1u) << joined(errors);
   EXPECT_NE(errors[0].find("eng.ued.json: $.predict_engine.gfx90a[1]: predict_engine cannot use UHD 's' "
@@ -237,18 +240,26 @@ TEST(Legacy, EachConstructIsOneRefusalNamingItsReplacement) {
   Json ued = engine();
   ued["heuristic"] = "h1";
   EXPECT_FALSE(ukdpack::parseEngine(ued, kCtx, diags));
-  one(diags, "$.heuristic: legacy form: a UED 'heuristic'; write \"sort_kernel_catalog\": {\"default\": \"h1\"} instead (`ukdpack migrate ROOT --out NEW`");
+  one(diags,
+      "$.heuristic: legacy form: a UED 'heuristic'; write \"sort_kernel_catalog\": {\"default\": \"h1\"} instead "
+      "(`ukdpack migrate ROOT --out NEW`");
 
   diags.clear();
   EXPECT_FALSE(ukdpack::parseHeuristic(Json::parse(R"({"id": "h", "version": "1.0", "name": "h",
-    "kind": "native", "payload": "f"})"), kCtx, diags));
+    "kind": "native", "payload": "f"})"),
+                                       kCtx, diags));
   one(diags, "\"adapter\": \"native\", \"native\": {\"symbol\": \"f\"}, \"objective\": \"max\"");
 
   const Json kernel = Json::parse(R"({"id": "k", "version": "1.0", "name": "k", "priority": 0,
     "metadata": {}, "kernel_source": {"kind": "hip", "source": "k.hip", "entry": "k", "build": {}}})");
   diags.clear();
-  Json pack = {{"id", "p"}, {"version", "1.0"}, {"name", "p"}, {"matchers", Json::array()},
-               {"engine", nullptr}, {"dispatch", nullptr}, {"kernelDescriptors", {kernel}}};
+  Json pack = {{"id", "p"},
+               {"version", "1.0"},
+               {"name", "p"},
+               {"matchers", Json::array()},
+               {"engine", nullptr},
+               {"dispatch", nullptr},
+               {"kernelDescriptors", {kernel}}};
   EXPECT_FALSE(ukdpack::parsePack(pack, kCtx, diags));
   one(diags, "$: legacy form: a KDP without 'arch'; write \"arch\": [] (every arch)");
 
@@ -264,14 +275,17 @@ TEST(Legacy, EachConstructIsOneRefusalNamingItsReplacement) {
   Json hsaco = kernel;
   hsaco["kernel_source"] = {{"kind", "hsaco_file"}, {"code_object_file", "k.co"}, {"code_object_symbol", "k"}};
   EXPECT_FALSE(ukdpack::parseKernel(hsaco, kCtx, diags));
-  one(diags, "{\"kind\": \"hsaco\", \"file\": \"k.co\", \"symbol\": \"k\"} and name the prebuilt object's arches in the UKD's 'arch'");
+  one(diags,
+      "{\"kind\": \"hsaco\", \"file\": \"k.co\", \"symbol\": \"k\"} and name the prebuilt object's arches in the UKD's "
+      "'arch'");
 
   for (const char* kind : {"rocke", "rocke_recipe", "rocke_builder"}) {
     diags.clear();
     Json rk = kernel;
     rk["kernel_source"] = {{"kind", kind}, {"recipe", "r.yaml"}};
     EXPECT_FALSE(ukdpack::parseKernel(rk, kCtx, diags));
-    one(diags, std::string("the rocKE kind '") + kind + "'; write a 'builder' source whose module wraps the rocKE compiler");
+    one(diags,
+        std::string("the rocKE kind '") + kind + "'; write a 'builder' source whose module wraps the rocKE compiler");
     EXPECT_EQ(errorsOf(diags).at(0).find("ukdpack migrate"), std::string::npos);
   }
 }

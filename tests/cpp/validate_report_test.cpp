@@ -41,8 +41,8 @@ TEST(ValidateReport, OkTreeCarriesUpstreamFieldsBesideOurs) {
   EXPECT_EQ(v.at("dropped"), false);
   EXPECT_EQ(v.at("colliding_kernels"), Json::array());
   // The fields of format 1 stay.
-  for (const char* key : {"roots", "packs", "kernels", "kept", "launches_verified", "dropped", "log", "diagnostics",
-                          "summary"})
+  for (const char* key :
+       {"roots", "packs", "kernels", "kept", "launches_verified", "dropped", "log", "diagnostics", "summary"})
     EXPECT_TRUE(j.contains(key)) << key;
 }
 

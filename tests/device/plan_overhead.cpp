@@ -197,8 +197,9 @@ Layout parseLayout(const Json& doc, const Buffers& buffers) {
       } else if (auto bytes = scalar(p)) {
         param.bytes = std::move(*bytes);
       } else {
-        fail(at + ": " + p.dump() + " is none of \"workspace\", {\"buffer\": name}, {\"struct\": [...]}, "
-                                    "{\"u32\"|\"i32\"|\"u64\"|\"i64\"|\"f32\"|\"f64\": value}",
+        fail(at + ": " + p.dump() +
+                 " is none of \"workspace\", {\"buffer\": name}, {\"struct\": [...]}, "
+                 "{\"u32\"|\"i32\"|\"u64\"|\"i64\"|\"f32\"|\"f64\": value}",
              2);
       }
       launch.params.push_back(std::move(param));
@@ -312,7 +313,8 @@ Options parseOptions(int argc, char** argv) {
       fail(std::string(kUsage) + "\nunknown option " + a, 2);
     }
   }
-  if (o.shard.empty() || o.kernel.empty() || o.layout.empty()) fail(std::string(kUsage) + "\n--shard, --kernel and --layout are required", 2);
+  if (o.shard.empty() || o.kernel.empty() || o.layout.empty())
+    fail(std::string(kUsage) + "\n--shard, --kernel and --layout are required", 2);
   if (o.iterations < 1 || o.warmup < 0) fail("--iterations must be at least 1 and --warmup not negative", 2);
   if (o.backend != "cuda" && o.backend != "hip") fail("--backend is cuda or hip, found '" + o.backend + "'", 2);
   return o;

@@ -13,8 +13,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   limits.maxOriginalSize = 16u << 20;
   limits.maxTocSize = 16u << 20;
   limits.maxEntries = 1u << 16;
-  auto archive = ukdpack::KpackArchive::fromBytes(std::string(reinterpret_cast<const char*>(data), size),
-                                                  "<fuzz>", limits);
+  auto archive =
+      ukdpack::KpackArchive::fromBytes(std::string(reinterpret_cast<const char*>(data), size), "<fuzz>", limits);
   if (!archive) return 0;
   const ukdpack::KpackArchive& a = archive.value();
   (void)a.groupName();

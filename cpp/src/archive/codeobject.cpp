@@ -3,8 +3,8 @@
 #include "ukdpack/archive/codeobject.hpp"
 
 #include <algorithm>
-#include <cstring>
 #include <cstdio>
+#include <cstring>
 #include <map>
 #include <optional>
 #include <set>
@@ -18,7 +18,10 @@ namespace ukdpack {
 
 namespace {
 
-constexpr std::string_view kElfMagic("\x7f" "ELF", 4);
+constexpr std::string_view kElfMagic(
+    "\x7f"
+    "ELF",
+    4);
 constexpr std::string_view kBundleMagic = "__CLANG_OFFLOAD_BUNDLE__";
 constexpr std::string_view kCompressedBundleMagic = "CCOB";
 constexpr std::uint16_t kEmAmdgpu = 224;
@@ -39,16 +42,12 @@ constexpr unsigned kStoCudaEntry = 0x10;  // st_other bit nvcc sets on __global_
 constexpr const char* kNotAnObject =
     "not a code object: expected an AMDGPU ELF, a clang offload bundle or an NVIDIA cubin, found ";
 
-Diagnostic fail(const std::string& code, const std::string& message) {
-  return makeError(code, "", "", message);
-}
+Diagnostic fail(const std::string& code, const std::string& message) { return makeError(code, "", "", message); }
 
 // Little-endian reads that fail instead of running past the end.
 struct Bytes {
   std::string_view data;
-  bool has(std::uint64_t off, std::uint64_t n) const {
-    return off <= data.size() && n <= data.size() - off;
-  }
+  bool has(std::uint64_t off, std::uint64_t n) const { return off <= data.size() && n <= data.size() - off; }
   std::uint64_t le(std::uint64_t off, int n) const {  // caller checked has(off, n)
     std::uint64_t v = 0;
     for (int i = n - 1; i >= 0; --i) v = v << 8 | static_cast<unsigned char>(data[off + i]);
@@ -80,9 +79,9 @@ std::string describe(std::string_view bytes) {
 Result<std::uint16_t> elfMachine(std::string_view elf) {
   const Bytes b{elf};
   if (!b.has(0, kEhdrSize))
-    return Result<std::uint16_t>::failure(fail(
-        codes::CODEOBJECT_MALFORMED, "malformed ELF: " + std::to_string(elf.size()) +
-                                    " bytes, shorter than an ELF64 header"));
+    return Result<std::uint16_t>::failure(
+        fail(codes::CODEOBJECT_MALFORMED,
+             "malformed ELF: " + std::to_string(elf.size()) + " bytes, shorter than an ELF64 header"));
   if (elf[4] != 2 || elf[5] != 1)
     return Result<std::uint16_t>::failure(
         fail(codes::CODEOBJECT_MALFORMED, "malformed ELF: expected a 64-bit little-endian ELF"));
@@ -133,36 +132,31 @@ Result<std::vector<BundleEntry>> bundleEntries(std::string_view data) {
   const Bytes b{data};
   std::uint64_t pos = kBundleMagic.size();
   if (!b.has(pos, 8))
-    return R::failure(fail(codes::CODEOBJECT_MALFORMED,
-                           "truncated offload bundle: the entry count runs past the end"));
+    return R::failure(fail(codes::CODEOBJECT_MALFORMED, "truncated offload bundle: the entry count runs past the end"));
   const std::uint64_t count = b.le(pos, 8);
   pos += 8;
   if (count > (data.size() - pos) / 24)
-    return R::failure(fail(codes::CODEOBJECT_MALFORMED,
-                           "corrupt offload bundle: " + std::to_string(count) +
-                               " entries cannot fit in " + std::to_string(data.size()) +
-                               " bytes"));
+    return R::failure(fail(codes::CODEOBJECT_MALFORMED, "corrupt offload bundle: " + std::to_string(count) +
+                                                            " entries cannot fit in " + std::to_string(data.size()) +
+                                                            " bytes"));
   std::vector<BundleEntry> out;
   for (std::uint64_t i = 0; i < count; ++i) {
     if (!b.has(pos, 24))
-      return R::failure(fail(codes::CODEOBJECT_MALFORMED, "truncated offload bundle: entry " +
-                                                         std::to_string(i) +
-                                                         " runs past the end"));
+      return R::failure(fail(codes::CODEOBJECT_MALFORMED,
+                             "truncated offload bundle: entry " + std::to_string(i) + " runs past the end"));
     BundleEntry e{{}, b.le(pos, 8), b.le(pos + 8, 8)};
     const std::uint64_t tlen = b.le(pos + 16, 8);
     pos += 24;
     if (!b.has(pos, tlen))
-      return R::failure(fail(codes::CODEOBJECT_MALFORMED, "truncated offload bundle: entry " +
-                                                         std::to_string(i) +
-                                                         " triple runs past the end"));
+      return R::failure(fail(codes::CODEOBJECT_MALFORMED,
+                             "truncated offload bundle: entry " + std::to_string(i) + " triple runs past the end"));
     e.triple.assign(data.substr(pos, tlen));
     pos += tlen;
     if (!b.has(e.offset, e.size))
-      return R::failure(fail(codes::CODEOBJECT_MALFORMED,
-                             "corrupt offload bundle: entry '" + e.triple + "' at " +
-                                 std::to_string(e.offset) + "+" + std::to_string(e.size) +
-                                 " lies outside the " + std::to_string(data.size()) +
-                                 "-byte file"));
+      return R::failure(fail(codes::CODEOBJECT_MALFORMED, "corrupt offload bundle: entry '" + e.triple + "' at " +
+                                                              std::to_string(e.offset) + "+" + std::to_string(e.size) +
+                                                              " lies outside the " + std::to_string(data.size()) +
+                                                              "-byte file"));
     out.push_back(std::move(e));
   }
   return R::success(std::move(out));
@@ -199,14 +193,12 @@ Result<std::vector<Symbol>> elfSymbols(std::string_view elf) {
   sections.reserve(static_cast<std::size_t>(shnum));
   for (std::uint64_t i = 0; i < shnum; ++i) {
     const std::uint64_t h = shoff + i * shentsize;
-    sections.push_back({static_cast<std::uint32_t>(b.le(h + 4, 4)),
-                        static_cast<std::uint32_t>(b.le(h + 0x28, 4)), b.le(h + 0x18, 8),
-                        b.le(h + 0x20, 8), b.le(h + 0x38, 8)});
+    sections.push_back({static_cast<std::uint32_t>(b.le(h + 4, 4)), static_cast<std::uint32_t>(b.le(h + 0x28, 4)),
+                        b.le(h + 0x18, 8), b.le(h + 0x20, 8), b.le(h + 0x38, 8)});
   }
   const Section* symtab = nullptr;
   for (std::uint32_t want : {kShtSymtab, kShtDynsym}) {
-    const auto it = std::find_if(sections.begin(), sections.end(),
-                                 [&](const Section& s) { return s.type == want; });
+    const auto it = std::find_if(sections.begin(), sections.end(), [&](const Section& s) { return s.type == want; });
     if (it != sections.end()) {
       symtab = &*it;
       break;
@@ -256,8 +248,6 @@ std::vector<std::string> cudaKernels(const std::vector<Symbol>& symbols) {
   return std::vector<std::string>(kernels.begin(), kernels.end());
 }
 
-
-
 // The sections of an ELF64 little-endian image, each bounds-checked and named:
 // what the metadata readers walk.
 struct ElfSection {
@@ -278,17 +268,16 @@ Result<ElfImage> readElfSections(std::string_view image) {
   const std::string total = std::to_string(n);
   if (n < kEhdrSize) return bad(total + " bytes cannot hold an ELF64 header");
   if (image[4] != 2 || image[5] != 1)
-    return bad("expected a 64-bit little-endian ELF (class " +
-               std::to_string(static_cast<unsigned char>(image[4])) + ", data " +
-               std::to_string(static_cast<unsigned char>(image[5])) + ")");
+    return bad("expected a 64-bit little-endian ELF (class " + std::to_string(static_cast<unsigned char>(image[4])) +
+               ", data " + std::to_string(static_cast<unsigned char>(image[5])) + ")");
   ElfImage out{static_cast<std::uint16_t>(le(image, 18, 2)), static_cast<std::uint32_t>(le(image, 48, 4)), {}};
   const std::uint64_t shoff = le(image, 40, 8);
   const std::uint64_t shentsize = le(image, 58, 2), shnum = le(image, 60, 2), shstrndx = le(image, 62, 2);
   if (shnum != 0 && shentsize < kShdrSize)
     return bad("section headers of " + std::to_string(shentsize) + " bytes, expected 64");
   if (shoff > n || shnum * shentsize > n - shoff)
-    return bad(std::to_string(shnum) + " section headers at byte " + std::to_string(shoff) +
-               " run past the end (" + total + " bytes)");
+    return bad(std::to_string(shnum) + " section headers at byte " + std::to_string(shoff) + " run past the end (" +
+               total + " bytes)");
   struct Header {
     std::uint64_t name, type, offset, size;
   };
@@ -298,17 +287,16 @@ Result<ElfImage> readElfSections(std::string_view image) {
     const std::uint64_t at = shoff + i * shentsize;
     Header h{le(image, at, 4), le(image, at + 4, 4), le(image, at + 24, 8), le(image, at + 32, 8)};
     if (h.type != kShtNobits && (h.offset > n || h.size > n - h.offset))
-      return bad("section " + std::to_string(i) + " at " + std::to_string(h.offset) + "+" +
-                 std::to_string(h.size) + " lies outside the " + total + "-byte image");
+      return bad("section " + std::to_string(i) + " at " + std::to_string(h.offset) + "+" + std::to_string(h.size) +
+                 " lies outside the " + total + "-byte image");
     if (h.type == kShtNobits) h.size = 0;
     headers.push_back(h);
   }
   if (shnum != 0 && shstrndx >= shnum)
     return bad("section name table " + std::to_string(shstrndx) + " of " + std::to_string(shnum) + " sections");
-  const std::string_view names =
-      shnum == 0 || headers[shstrndx].size == 0
-          ? std::string_view()
-          : image.substr(headers[shstrndx].offset, headers[shstrndx].size);
+  const std::string_view names = shnum == 0 || headers[shstrndx].size == 0
+                                     ? std::string_view()
+                                     : image.substr(headers[shstrndx].offset, headers[shstrndx].size);
   out.sections.reserve(headers.size());
   for (const Header& h : headers) {
     const std::size_t end = h.name < names.size() ? names.find('\0', h.name) : std::string_view::npos;
@@ -353,17 +341,26 @@ Diagnostic badMetadata(const std::string& message) {
 std::string typeName(const msgpack::object* v) {
   if (v == nullptr) return "NoneType";
   switch (v->type) {
-    case msgpack::type::NIL: return "NoneType";
-    case msgpack::type::BOOLEAN: return "bool";
+    case msgpack::type::NIL:
+      return "NoneType";
+    case msgpack::type::BOOLEAN:
+      return "bool";
     case msgpack::type::POSITIVE_INTEGER:
-    case msgpack::type::NEGATIVE_INTEGER: return "int";
+    case msgpack::type::NEGATIVE_INTEGER:
+      return "int";
     case msgpack::type::FLOAT32:
-    case msgpack::type::FLOAT64: return "float";
-    case msgpack::type::STR: return "str";
-    case msgpack::type::BIN: return "bytes";
-    case msgpack::type::ARRAY: return "list";
-    case msgpack::type::MAP: return "dict";
-    default: return "ExtType";
+    case msgpack::type::FLOAT64:
+      return "float";
+    case msgpack::type::STR:
+      return "str";
+    case msgpack::type::BIN:
+      return "bytes";
+    case msgpack::type::ARRAY:
+      return "list";
+    case msgpack::type::MAP:
+      return "dict";
+    default:
+      return "ExtType";
   }
 }
 
@@ -402,7 +399,8 @@ const msgpack::object* member(const msgpack::object& m, std::string_view key) {
 // map key that is a list or a map), or nullptr.
 const char* unreadable(const msgpack::object& v) {
   switch (v.type) {
-    case msgpack::type::STR: return detail::validUtf8(strOf(v)) ? nullptr : "a string is not UTF-8 text";
+    case msgpack::type::STR:
+      return detail::validUtf8(strOf(v)) ? nullptr : "a string is not UTF-8 text";
     case msgpack::type::ARRAY:
       for (std::uint32_t i = 0; i < v.via.array.size; ++i)
         if (const char* why = unreadable(v.via.array.ptr[i])) return why;
@@ -416,7 +414,8 @@ const char* unreadable(const msgpack::object& v) {
         if (const char* why = unreadable(kv.val)) return why;
       }
       return nullptr;
-    default: return nullptr;
+    default:
+      return nullptr;
   }
 }
 
@@ -424,16 +423,16 @@ const char* unreadable(const msgpack::object& v) {
 Result<std::string> strField(const msgpack::object& m, std::string_view key, const std::string& where) {
   const msgpack::object* v = member(m, key);
   if (v == nullptr || v->type != msgpack::type::STR)
-    return Result<std::string>::failure(badMetadata(where + " field '" + std::string(key) +
-                                                    "' should be str, found " + typeName(v)));
+    return Result<std::string>::failure(
+        badMetadata(where + " field '" + std::string(key) + "' should be str, found " + typeName(v)));
   return Result<std::string>::success(std::string(strOf(*v)));
 }
 
 Result<MetadataInt> intField(const msgpack::object& m, std::string_view key, const std::string& where) {
   const msgpack::object* v = member(m, key);
   if (v == nullptr || (v->type != msgpack::type::POSITIVE_INTEGER && v->type != msgpack::type::NEGATIVE_INTEGER))
-    return Result<MetadataInt>::failure(badMetadata(where + " field '" + std::string(key) +
-                                                    "' should be int, found " + typeName(v)));
+    return Result<MetadataInt>::failure(
+        badMetadata(where + " field '" + std::string(key) + "' should be int, found " + typeName(v)));
   return Result<MetadataInt>::success(MetadataInt{v->type == msgpack::type::NEGATIVE_INTEGER, v->via.u64});
 }
 
@@ -449,7 +448,9 @@ constexpr unsigned kEiattrKparamInfo = 0x17;
 Result<std::vector<MetadataArg>> cubinParams(const ElfSection& section) {
   using R = Result<std::vector<MetadataArg>>;
   const std::string name = utf8Text(section.name);
-  auto bad = [&](const std::string& m) { return R::failure(fail(codes::CODEOBJECT_MALFORMED, "malformed cubin: " + m)); };
+  auto bad = [&](const std::string& m) {
+    return R::failure(fail(codes::CODEOBJECT_MALFORMED, "malformed cubin: " + m));
+  };
   const std::string_view data = section.data;
   std::vector<std::pair<std::uint64_t, MetadataArg>> params;
   std::uint64_t i = 0;
@@ -470,7 +471,8 @@ Result<std::vector<MetadataArg>> cubinParams(const ElfSection& section) {
     if (size < 12)
       return bad("a parameter record of " + name + " holds " + std::to_string(size) + " bytes, expected 12");
     const std::uint64_t ordinal = le(payload, 4, 2), offset = le(payload, 6, 2), flags = le(payload, 8, 4);
-    params.push_back({ordinal, MetadataArg{"by_value", {false, (flags >> 18) & 0x3FFF}, {false, offset}, std::nullopt}});
+    params.push_back(
+        {ordinal, MetadataArg{"by_value", {false, (flags >> 18) & 0x3FFF}, {false, offset}, std::nullopt}});
   }
   std::stable_sort(params.begin(), params.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
   std::vector<MetadataArg> out;
@@ -534,22 +536,20 @@ Result<CodeObjectView> inspectCodeObject(std::string_view bytes) {
       if (e.triple.find("-amdgcn-") != std::string::npos) amdgcn.push_back(&e);
     }
     if (amdgcn.empty())
-      return R::failure(fail(codes::CODEOBJECT_NO_AMDGCN,
-                             "offload bundle holds no amdgcn entry (it holds: " +
-                                 (held.empty() ? std::string("no entries") : held) + ")"));
+      return R::failure(fail(codes::CODEOBJECT_NO_AMDGCN, "offload bundle holds no amdgcn entry (it holds: " +
+                                                              (held.empty() ? std::string("no entries") : held) + ")"));
     if (amdgcn.size() > 1) {
       std::string names;
       for (const BundleEntry* e : amdgcn) names += (names.empty() ? "" : ", ") + e->triple;
-      return R::failure(fail(codes::CODEOBJECT_SEVERAL_AMDGCN,
-                             "offload bundle holds several amdgcn entries (" + names +
-                                 "); expected one per code object: compile with one "
-                                 "--offload-arch"));
+      return R::failure(fail(codes::CODEOBJECT_SEVERAL_AMDGCN, "offload bundle holds several amdgcn entries (" + names +
+                                                                   "); expected one per code object: compile with one "
+                                                                   "--offload-arch"));
     }
     view.format = CodeObjectFormat::OffloadBundle;
     view.elf = bytes.substr(amdgcn[0]->offset, amdgcn[0]->size);
     if (view.elf.substr(0, kElfMagic.size()) != kElfMagic)
-      return R::failure(fail(codes::CODEOBJECT_MALFORMED,
-                             "offload bundle entry '" + amdgcn[0]->triple + "' is not an ELF"));
+      return R::failure(
+          fail(codes::CODEOBJECT_MALFORMED, "offload bundle entry '" + amdgcn[0]->triple + "' is not an ELF"));
   } else {
     return R::failure(fail(codes::CODEOBJECT_NOT_OBJECT, kNotAnObject + describe(bytes)));
   }
@@ -558,9 +558,8 @@ Result<CodeObjectView> inspectCodeObject(std::string_view bytes) {
   if (machine.value() == kEmCuda && view.format == CodeObjectFormat::AmdgpuElf) {
     view.format = CodeObjectFormat::CudaElf;
   } else if (machine.value() != kEmAmdgpu) {
-    return R::failure(fail(codes::CODEOBJECT_NOT_OBJECT, std::string(kNotAnObject) +
-                                                        "an ELF for machine " +
-                                                        std::to_string(machine.value())));
+    return R::failure(fail(codes::CODEOBJECT_NOT_OBJECT,
+                           std::string(kNotAnObject) + "an ELF for machine " + std::to_string(machine.value())));
   }
   return R::success(view);
 }
@@ -578,21 +577,19 @@ Result<std::vector<std::string>> codeObjectKernels(std::string_view bytes) {
   for (const Symbol& s : symbols.value()) {
     if (s.shndx == 0 || s.bind == kStbLocal) continue;
     if (s.type == kSttFunc) functions.insert(s.name);
-    if (s.type == kSttObject && s.name.size() > 3 &&
-        s.name.compare(s.name.size() - 3, 3, ".kd") == 0)
+    if (s.type == kSttObject && s.name.size() > 3 && s.name.compare(s.name.size() - 3, 3, ".kd") == 0)
       descriptors.insert(s.name.substr(0, s.name.size() - 3));
   }
   std::vector<std::string> out;
-  std::set_intersection(functions.begin(), functions.end(), descriptors.begin(),
-                        descriptors.end(), std::back_inserter(out));
+  std::set_intersection(functions.begin(), functions.end(), descriptors.begin(), descriptors.end(),
+                        std::back_inserter(out));
   return R::success(std::move(out));
 }
 
 Result<bool> codeObjectHasKernel(std::string_view bytes, const std::string& symbol) {
   auto names = codeObjectKernels(bytes);
   if (!names) return Result<bool>::failure(names.error());
-  return Result<bool>::success(
-      std::binary_search(names.value().begin(), names.value().end(), symbol));
+  return Result<bool>::success(std::binary_search(names.value().begin(), names.value().end(), symbol));
 }
 
 std::optional<std::string_view> amdgpuMetadataNote(std::string_view image) {
@@ -616,22 +613,21 @@ Result<std::string> checkCodeObjectTarget(std::string_view bytes, std::string_vi
   char machText[8];
   std::snprintf(machText, sizeof machText, "0x%03x", mach);
   if (header.empty()) {
-    return R::failure(targetMismatch("its ELF header (e_flags) names machine " + std::string(machText) +
-                                     ", which is no AMDGPU processor" +
-                                     (target ? "; its metadata note names '" + escapedText(*target) + "'"
-                                             : std::string()) +
-                                     ": the object is damaged or from a compiler newer than ukdpack; rebuild it"));
+    return R::failure(targetMismatch(
+        "its ELF header (e_flags) names machine " + std::string(machText) + ", which is no AMDGPU processor" +
+        (target ? "; its metadata note names '" + escapedText(*target) + "'" : std::string()) +
+        ": the object is damaged or from a compiler newer than ukdpack; rebuild it"));
   }
   if (!target) return R::success(header);
   const std::string_view full = *target;
   const std::size_t dashes = full.rfind("--");
-  const std::string named = bareArch(dashes != std::string_view::npos ? full.substr(dashes + 2)
-                                                                      : full.substr(full.rfind('-') + 1));
+  const std::string named =
+      bareArch(dashes != std::string_view::npos ? full.substr(dashes + 2) : full.substr(full.rfind('-') + 1));
   if (named != header) {
-    return R::failure(targetMismatch(
-        "its ELF header (e_flags) names " + header + " but its AMDGPU metadata note (amdhsa.target '" +
-        escapedText(full) + "') names " + escapedText(named) +
-        "; a loader picks the ISA by the header, so the two must agree: rebuild the object"));
+    return R::failure(
+        targetMismatch("its ELF header (e_flags) names " + header + " but its AMDGPU metadata note (amdhsa.target '" +
+                       escapedText(full) + "') names " + escapedText(named) +
+                       "; a loader picks the ISA by the header, so the two must agree: rebuild the object"));
   }
   if (!arch.empty() && !targetRunsOn(header, arch)) {
     return R::failure(targetMismatch("it is built for " + header + " (ELF header e_flags and metadata note), not " +
@@ -645,7 +641,8 @@ namespace {
 // The metadata of an AMDGPU metadata note's msgpack document.
 Result<CodeObjectMetadata> noteDocument(const msgpack::object& doc) {
   using R = Result<CodeObjectMetadata>;
-  if (const char* why = unreadable(doc)) return R::failure(badMetadata(std::string("not a msgpack document (") + why + ")"));
+  if (const char* why = unreadable(doc))
+    return R::failure(badMetadata(std::string("not a msgpack document (") + why + ")"));
   if (doc.type != msgpack::type::MAP) return R::failure(badMetadata("the document is not a map"));
   CodeObjectMetadata out;
   if (const msgpack::object* target = member(doc, "amdhsa.target")) {

@@ -26,17 +26,14 @@ namespace {
 constexpr std::uint64_t kHeaderSize = 16;
 constexpr std::uint64_t kDataOffset = 64;
 constexpr std::uint32_t kFormatVersion = 1;
-constexpr std::size_t kMaxDepth = 512;  // nesting of the TOC document
-constexpr std::size_t kMaxListed = 20;  // keys shown in a "no entry" message
+constexpr std::size_t kMaxDepth = 512;       // nesting of the TOC document
+constexpr std::size_t kMaxListed = 20;       // keys shown in a "no entry" message
 constexpr std::size_t kFrameHeaderMax = 18;  // ZSTD_FRAMEHEADERSIZE_MAX (static-only API)
 
 std::uint32_t le32(const unsigned char* p) {
-  return std::uint32_t(p[0]) | std::uint32_t(p[1]) << 8 | std::uint32_t(p[2]) << 16 |
-         std::uint32_t(p[3]) << 24;
+  return std::uint32_t(p[0]) | std::uint32_t(p[1]) << 8 | std::uint32_t(p[2]) << 16 | std::uint32_t(p[3]) << 24;
 }
-std::uint64_t le64(const unsigned char* p) {
-  return std::uint64_t(le32(p)) | std::uint64_t(le32(p + 4)) << 32;
-}
+std::uint64_t le64(const unsigned char* p) { return std::uint64_t(le32(p)) | std::uint64_t(le32(p + 4)) << 32; }
 std::uint64_t be(const unsigned char* p, int n) {
   std::uint64_t v = 0;
   for (int i = 0; i < n; ++i) v = v << 8 | p[i];
@@ -73,38 +70,93 @@ std::string prescanMsgpack(const unsigned char* data, std::size_t len) {
       isStr = true, skip = b & 0x1f;
     } else {
       switch (b) {
-        case 0xc4: lenBytes = 1; break;
-        case 0xc5: lenBytes = 2; break;
-        case 0xc6: lenBytes = 4; break;
-        case 0xc7: lenBytes = 1, skip = 1; break;
-        case 0xc8: lenBytes = 2, skip = 1; break;
-        case 0xc9: lenBytes = 4, skip = 1; break;
-        case 0xca: skip = 4; break;
-        case 0xcb: skip = 8; break;
-        case 0xcc: case 0xd0: skip = 1; break;
-        case 0xcd: case 0xd1: skip = 2; break;
-        case 0xce: case 0xd2: skip = 4; break;
-        case 0xcf: case 0xd3: skip = 8; break;
-        case 0xd4: skip = 2; break;
-        case 0xd5: skip = 3; break;
-        case 0xd6: skip = 5; break;
-        case 0xd7: skip = 9; break;
-        case 0xd8: skip = 17; break;
-        case 0xd9: isStr = true, lenBytes = 1; break;
-        case 0xda: isStr = true, lenBytes = 2; break;
-        case 0xdb: isStr = true, lenBytes = 4; break;
-        case 0xdc: container = true, lenBytes = 2; break;
-        case 0xdd: container = true, lenBytes = 4; break;
-        case 0xde: container = isMap = true, lenBytes = 2; break;
-        case 0xdf: container = isMap = true, lenBytes = 4; break;
-        default: return "byte 0xc1 at offset " + std::to_string(pos - 1) + " is no msgpack value";
+        case 0xc4:
+          lenBytes = 1;
+          break;
+        case 0xc5:
+          lenBytes = 2;
+          break;
+        case 0xc6:
+          lenBytes = 4;
+          break;
+        case 0xc7:
+          lenBytes = 1, skip = 1;
+          break;
+        case 0xc8:
+          lenBytes = 2, skip = 1;
+          break;
+        case 0xc9:
+          lenBytes = 4, skip = 1;
+          break;
+        case 0xca:
+          skip = 4;
+          break;
+        case 0xcb:
+          skip = 8;
+          break;
+        case 0xcc:
+        case 0xd0:
+          skip = 1;
+          break;
+        case 0xcd:
+        case 0xd1:
+          skip = 2;
+          break;
+        case 0xce:
+        case 0xd2:
+          skip = 4;
+          break;
+        case 0xcf:
+        case 0xd3:
+          skip = 8;
+          break;
+        case 0xd4:
+          skip = 2;
+          break;
+        case 0xd5:
+          skip = 3;
+          break;
+        case 0xd6:
+          skip = 5;
+          break;
+        case 0xd7:
+          skip = 9;
+          break;
+        case 0xd8:
+          skip = 17;
+          break;
+        case 0xd9:
+          isStr = true, lenBytes = 1;
+          break;
+        case 0xda:
+          isStr = true, lenBytes = 2;
+          break;
+        case 0xdb:
+          isStr = true, lenBytes = 4;
+          break;
+        case 0xdc:
+          container = true, lenBytes = 2;
+          break;
+        case 0xdd:
+          container = true, lenBytes = 4;
+          break;
+        case 0xde:
+          container = isMap = true, lenBytes = 2;
+          break;
+        case 0xdf:
+          container = isMap = true, lenBytes = 4;
+          break;
+        default:
+          return "byte 0xc1 at offset " + std::to_string(pos - 1) + " is no msgpack value";
       }
       if (lenBytes > 0) {
         if (!need(std::uint64_t(lenBytes))) return "truncated: a length runs past the end";
         const std::uint64_t n = be(data + pos, lenBytes);
         pos += std::size_t(lenBytes);
-        if (container) children = n;
-        else skip += n;
+        if (container)
+          children = n;
+        else
+          skip += n;
       }
     }
     if (container) {
@@ -126,8 +178,7 @@ std::string prescanMsgpack(const unsigned char* data, std::size_t len) {
     while (!stack.empty() && stack.back().remaining == 0) stack.pop_back();
   }
   if (pos != len)
-    return std::to_string(len - pos) +
-           " trailing bytes after the TOC; the TOC must run to the end of the file";
+    return std::to_string(len - pos) + " trailing bytes after the TOC; the TOC must run to the end of the file";
   return {};
 }
 
@@ -136,8 +187,7 @@ const msgpack::object* lookup(const msgpack::object& map, std::string_view key) 
   const msgpack::object* found = nullptr;  // the last of duplicate keys wins, as in Python
   for (std::uint32_t i = 0; i < map.via.map.size; ++i) {
     const msgpack::object_kv& kv = map.via.map.ptr[i];
-    if (kv.key.type == msgpack::type::STR &&
-        std::string_view(kv.key.via.str.ptr, kv.key.via.str.size) == key)
+    if (kv.key.type == msgpack::type::STR && std::string_view(kv.key.via.str.ptr, kv.key.via.str.size) == key)
       found = &kv.val;
   }
   return found;
@@ -156,17 +206,27 @@ std::optional<std::uint64_t> asUint(const msgpack::object* o) {
 std::string describe(const msgpack::object* o) {
   if (o == nullptr) return "missing";
   switch (o->type) {
-    case msgpack::type::NIL: return "nil";
-    case msgpack::type::BOOLEAN: return o->via.boolean ? "true" : "false";
-    case msgpack::type::POSITIVE_INTEGER: return std::to_string(o->via.u64);
-    case msgpack::type::NEGATIVE_INTEGER: return std::to_string(o->via.i64);
+    case msgpack::type::NIL:
+      return "nil";
+    case msgpack::type::BOOLEAN:
+      return o->via.boolean ? "true" : "false";
+    case msgpack::type::POSITIVE_INTEGER:
+      return std::to_string(o->via.u64);
+    case msgpack::type::NEGATIVE_INTEGER:
+      return std::to_string(o->via.i64);
     case msgpack::type::FLOAT32:
-    case msgpack::type::FLOAT64: return "a float";
-    case msgpack::type::STR: return "a string";
-    case msgpack::type::BIN: return "binary data";
-    case msgpack::type::ARRAY: return "a list";
-    case msgpack::type::MAP: return "a map";
-    default: return "an extension value";
+    case msgpack::type::FLOAT64:
+      return "a float";
+    case msgpack::type::STR:
+      return "a string";
+    case msgpack::type::BIN:
+      return "binary data";
+    case msgpack::type::ARRAY:
+      return "a list";
+    case msgpack::type::MAP:
+      return "a map";
+    default:
+      return "an extension value";
   }
 }
 
@@ -174,13 +234,25 @@ std::string describe(const msgpack::object* o) {
 bool toJson(const msgpack::object& o, nlohmann::json& out, std::size_t depth, std::string& why) {
   if (depth > kMaxDepth) return why = "nests too deep", false;
   switch (o.type) {
-    case msgpack::type::NIL: out = nullptr; return true;
-    case msgpack::type::BOOLEAN: out = o.via.boolean; return true;
-    case msgpack::type::POSITIVE_INTEGER: out = o.via.u64; return true;
-    case msgpack::type::NEGATIVE_INTEGER: out = o.via.i64; return true;
+    case msgpack::type::NIL:
+      out = nullptr;
+      return true;
+    case msgpack::type::BOOLEAN:
+      out = o.via.boolean;
+      return true;
+    case msgpack::type::POSITIVE_INTEGER:
+      out = o.via.u64;
+      return true;
+    case msgpack::type::NEGATIVE_INTEGER:
+      out = o.via.i64;
+      return true;
     case msgpack::type::FLOAT32:
-    case msgpack::type::FLOAT64: out = o.via.f64; return true;
-    case msgpack::type::STR: out = std::string(o.via.str.ptr, o.via.str.size); return true;
+    case msgpack::type::FLOAT64:
+      out = o.via.f64;
+      return true;
+    case msgpack::type::STR:
+      out = std::string(o.via.str.ptr, o.via.str.size);
+      return true;
     case msgpack::type::ARRAY:
       out = nlohmann::json::array();
       for (std::uint32_t i = 0; i < o.via.array.size; ++i) {
@@ -219,18 +291,15 @@ struct KpackArchive::Impl {
   std::map<std::string, std::map<std::string, KpackEntry>> toc;
   std::vector<std::pair<std::uint64_t, std::uint64_t>> slots;  // absolute offset, size
 
-  Diagnostic fail(const char* code, const std::string& message) const {
-    return makeError(code, name, "", message);
-  }
+  Diagnostic fail(const char* code, const std::string& message) const { return makeError(code, name, "", message); }
 
   // Reads [offset, offset+n) after checking it lies inside the file.
   std::optional<Diagnostic> read(std::uint64_t offset, std::uint64_t n, unsigned char* out,
                                  const std::string& what) const {
     if (offset > size || n > size - offset)
-      return fail(codes::KPACK_OUT_OF_BOUNDS, what + " at " + std::to_string(offset) + "+" +
-                                             std::to_string(n) + " lies outside the " +
-                                             std::to_string(size) +
-                                             "-byte file (truncated or corrupt archive)");
+      return fail(codes::KPACK_OUT_OF_BOUNDS, what + " at " + std::to_string(offset) + "+" + std::to_string(n) +
+                                                  " lies outside the " + std::to_string(size) +
+                                                  "-byte file (truncated or corrupt archive)");
     if (n == 0) return std::nullopt;
     if (fd.get() < 0) {
       std::memcpy(out, bytes.data() + offset, std::size_t(n));
@@ -242,50 +311,43 @@ struct KpackArchive::Impl {
       const ssize_t got = ::pread(fd.get(), out + done, chunk, off_t(offset + done));
       if (got < 0 && errno == EINTR) continue;
       if (got <= 0)
-        return fail(codes::KPACK_IO, what + ": read failed (" +
-                                    (got < 0 ? std::string(std::strerror(errno))
-                                             : std::string("the file shrank")) +
-                                    ")");
+        return fail(codes::KPACK_IO,
+                    what + ": read failed (" +
+                        (got < 0 ? std::string(std::strerror(errno)) : std::string("the file shrank")) + ")");
       done += std::uint64_t(got);
     }
     return std::nullopt;
   }
 
-  std::optional<Diagnostic> region(const msgpack::object* off, const msgpack::object* sz,
-                                   const std::string& what, std::uint64_t& o,
-                                   std::uint64_t& s) const {
+  std::optional<Diagnostic> region(const msgpack::object* off, const msgpack::object* sz, const std::string& what,
+                                   std::uint64_t& o, std::uint64_t& s) const {
     const auto oo = asUint(off), ss = asUint(sz);
     if (!oo || !ss)
       return fail(codes::KPACK_BAD_TOC, what + ": offset and size must be non-negative integers, found " +
-                                       describe(off) + " and " + describe(sz));
+                                            describe(off) + " and " + describe(sz));
     o = *oo, s = *ss;
     if (o < kDataOffset || o > tocOffset || s > tocOffset - o)
-      return fail(codes::KPACK_OUT_OF_BOUNDS, what + " at " + std::to_string(o) + "+" +
-                                             std::to_string(s) + " lies outside the data region " +
-                                             std::to_string(kDataOffset) + ".." +
-                                             std::to_string(tocOffset) + " of the file");
+      return fail(codes::KPACK_OUT_OF_BOUNDS, what + " at " + std::to_string(o) + "+" + std::to_string(s) +
+                                                  " lies outside the data region " + std::to_string(kDataOffset) +
+                                                  ".." + std::to_string(tocOffset) + " of the file");
     return std::nullopt;
   }
 
   std::optional<Diagnostic> zstdIndex(const msgpack::object& root) {
     std::uint64_t start = 0, len = 0;
-    if (auto d = region(lookup(root, "zstd_offset"), lookup(root, "zstd_size"), "the zstd blob",
-                        start, len))
-      return d;
+    if (auto d = region(lookup(root, "zstd_offset"), lookup(root, "zstd_size"), "the zstd blob", start, len)) return d;
     if (len < 4)
-      return fail(codes::KPACK_BAD_TOC, "the zstd blob of " + std::to_string(len) +
-                                       " bytes is too short for its frame count");
+      return fail(codes::KPACK_BAD_TOC,
+                  "the zstd blob of " + std::to_string(len) + " bytes is too short for its frame count");
     unsigned char buf[4];
     if (auto d = read(start, 4, buf, "the zstd frame count")) return d;
     const std::uint64_t count = le32(buf);
     if (count > (len - 4) / 4)
-      return fail(codes::KPACK_BAD_TOC, "the zstd blob claims " + std::to_string(count) +
-                                       " frames, more than its " + std::to_string(len) +
-                                       " bytes can hold");
+      return fail(codes::KPACK_BAD_TOC, "the zstd blob claims " + std::to_string(count) + " frames, more than its " +
+                                            std::to_string(len) + " bytes can hold");
     if (count > limits.maxEntries)
-      return fail(codes::KPACK_LIMIT, "the zstd blob holds " + std::to_string(count) +
-                                     " frames, over the limit of " +
-                                     std::to_string(limits.maxEntries));
+      return fail(codes::KPACK_LIMIT, "the zstd blob holds " + std::to_string(count) + " frames, over the limit of " +
+                                          std::to_string(limits.maxEntries));
     const std::uint64_t end = start + len;
     std::uint64_t pos = start + 4;
     slots.reserve(std::size_t(count));
@@ -296,15 +358,14 @@ struct KpackArchive::Impl {
       const std::uint64_t flen = le32(buf);
       pos += 4;
       if (flen > end - pos)
-        return fail(codes::KPACK_BAD_TOC, what + " of " + std::to_string(flen) + " bytes at " +
-                                         std::to_string(pos) + " runs past the end of the blob (" +
-                                         std::to_string(end) + ")");
+        return fail(codes::KPACK_BAD_TOC, what + " of " + std::to_string(flen) + " bytes at " + std::to_string(pos) +
+                                              " runs past the end of the blob (" + std::to_string(end) + ")");
       slots.emplace_back(pos, flen);
       pos += flen;
     }
     if (pos != end)
-      return fail(codes::KPACK_BAD_TOC, "the zstd blob has " + std::to_string(end - pos) +
-                                       " bytes after its last frame");
+      return fail(codes::KPACK_BAD_TOC,
+                  "the zstd blob has " + std::to_string(end - pos) + " bytes after its last frame");
     return std::nullopt;
   }
 
@@ -314,12 +375,13 @@ struct KpackArchive::Impl {
     if (blobs->type != msgpack::type::ARRAY) return fail(codes::KPACK_BAD_TOC, "TOC blobs is not a list");
     if (blobs->via.array.size > limits.maxEntries)
       return fail(codes::KPACK_LIMIT, "TOC lists " + std::to_string(blobs->via.array.size) +
-                                     " blobs, over the limit of " + std::to_string(limits.maxEntries));
+                                          " blobs, over the limit of " + std::to_string(limits.maxEntries));
     slots.reserve(blobs->via.array.size);
     for (std::uint32_t i = 0; i < blobs->via.array.size; ++i) {
       const msgpack::object& b = blobs->via.array.ptr[i];
       const std::string what = "blob " + std::to_string(i);
-      if (b.type != msgpack::type::MAP) return fail(codes::KPACK_BAD_TOC, "TOC blobs[" + std::to_string(i) + "] is not a map");
+      if (b.type != msgpack::type::MAP)
+        return fail(codes::KPACK_BAD_TOC, "TOC blobs[" + std::to_string(i) + "] is not a map");
       std::uint64_t o = 0, s = 0;
       if (auto d = region(lookup(b, "offset"), lookup(b, "size"), what, o, s)) return d;
       slots.emplace_back(o, s);
@@ -328,19 +390,18 @@ struct KpackArchive::Impl {
   }
 
   // The content size a zstd frame records in its header.
-  std::optional<Diagnostic> frameSize(const unsigned char* frame, std::size_t n,
-                                      const std::string& where, std::uint64_t& out) const {
+  std::optional<Diagnostic> frameSize(const unsigned char* frame, std::size_t n, const std::string& where,
+                                      std::uint64_t& out) const {
     const unsigned long long fcs = ZSTD_getFrameContentSize(frame, n);
-    if (fcs == ZSTD_CONTENTSIZE_ERROR)
-      return fail(codes::KPACK_BAD_FRAME, where + ": not a zstd frame");
+    if (fcs == ZSTD_CONTENTSIZE_ERROR) return fail(codes::KPACK_BAD_FRAME, where + ": not a zstd frame");
     if (fcs == ZSTD_CONTENTSIZE_UNKNOWN)
       return fail(codes::KPACK_BAD_FRAME, where + ": the zstd frame records no content size in its header");
     out = fcs;
     return std::nullopt;
   }
 
-  std::optional<Diagnostic> entry(const std::string& key, const std::string& arch,
-                                  const msgpack::object& raw, KpackEntry& out) const {
+  std::optional<Diagnostic> entry(const std::string& key, const std::string& arch, const msgpack::object& raw,
+                                  KpackEntry& out) const {
     const std::string where = "entry '" + key + "' for " + arch;
     if (raw.type != msgpack::type::MAP) return fail(codes::KPACK_BAD_TOC, where + " is not a map");
     const auto type = asString(lookup(raw, "type"));
@@ -349,8 +410,8 @@ struct KpackArchive::Impl {
     const auto ordinal = asUint(ordObj);
     if (!ordinal || *ordinal >= slots.size())
       return fail(codes::KPACK_BAD_TOC, where + ": ordinal " + describe(ordObj) +
-                                       " is out of range (the archive holds " +
-                                       std::to_string(slots.size()) + " payloads)");
+                                            " is out of range (the archive holds " + std::to_string(slots.size()) +
+                                            " payloads)");
     const msgpack::object* sizeObj = lookup(raw, "original_size");
     std::uint64_t size = 0;
     if (sizeObj == nullptr || sizeObj->type == msgpack::type::NIL) {
@@ -367,18 +428,16 @@ struct KpackArchive::Impl {
     } else if (const auto s = asUint(sizeObj)) {
       size = *s;
     } else {
-      return fail(codes::KPACK_BAD_TOC, where + ": original_size " + describe(sizeObj) +
-                                       " is not a non-negative integer");
+      return fail(codes::KPACK_BAD_TOC,
+                  where + ": original_size " + describe(sizeObj) + " is not a non-negative integer");
     }
     if (size > limits.maxOriginalSize)
-      return fail(codes::KPACK_LIMIT, where + ": original_size " + std::to_string(size) +
-                                     " is over the limit of " +
-                                     std::to_string(limits.maxOriginalSize) + " bytes");
+      return fail(codes::KPACK_LIMIT, where + ": original_size " + std::to_string(size) + " is over the limit of " +
+                                          std::to_string(limits.maxOriginalSize) + " bytes");
     if (scheme == "none" && slots[std::size_t(*ordinal)].second != size)
       return fail(codes::KPACK_BAD_TOC, where + ": original_size " + std::to_string(size) +
-                                       " differs from its blob's " +
-                                       std::to_string(slots[std::size_t(*ordinal)].second) +
-                                       " bytes");
+                                            " differs from its blob's " +
+                                            std::to_string(slots[std::size_t(*ordinal)].second) + " bytes");
     out.type = *type;
     out.ordinal = *ordinal;
     out.originalSize = size;
@@ -387,8 +446,7 @@ struct KpackArchive::Impl {
     if (md != nullptr && md->type != msgpack::type::NIL) {
       if (md->type != msgpack::type::MAP) return fail(codes::KPACK_BAD_TOC, where + ": metadata is not a map");
       std::string why;
-      if (!toJson(*md, out.metadata, 0, why))
-        return fail(codes::KPACK_BAD_TOC, where + ": metadata " + why);
+      if (!toJson(*md, out.metadata, 0, why)) return fail(codes::KPACK_BAD_TOC, where + ": metadata " + why);
     }
     return std::nullopt;
   }
@@ -398,13 +456,13 @@ struct KpackArchive::Impl {
       return fail(codes::KPACK_BAD_TOC, "the TOC is " + describe(&root) + ", expected a map");
     const msgpack::object* fv = lookup(root, "format_version");
     if (!asUint(fv) || *asUint(fv) != kFormatVersion)
-      return fail(codes::KPACK_VERSION, "TOC format_version is " + describe(fv) +
-                                       "; this reader reads " + std::to_string(kFormatVersion));
-    for (auto [key, dst] : {std::pair<const char*, std::string*>{"group_name", &group},
-                            {"gfx_arch_family", &family}}) {
+      return fail(codes::KPACK_VERSION,
+                  "TOC format_version is " + describe(fv) + "; this reader reads " + std::to_string(kFormatVersion));
+    for (auto [key, dst] : {std::pair<const char*, std::string*>{"group_name", &group}, {"gfx_arch_family", &family}}) {
       const msgpack::object* o = lookup(root, key);
       const auto s = asString(o);
-      if (!s) return fail(codes::KPACK_BAD_TOC, std::string("TOC ") + key + " is " + describe(o) + ", expected a string");
+      if (!s)
+        return fail(codes::KPACK_BAD_TOC, std::string("TOC ") + key + " is " + describe(o) + ", expected a string");
       *dst = *s;
     }
     const msgpack::object* ga = lookup(root, "gfx_arches");
@@ -421,9 +479,8 @@ struct KpackArchive::Impl {
     } else if (const auto s = asString(sc); s && (*s == "none" || *s == "zstd-per-kernel")) {
       scheme = *s;
     } else {
-      return fail(codes::KPACK_BAD_TOC, "unknown compression scheme " +
-                                       (s ? "'" + *s + "'" : describe(sc)) +
-                                       "; this reader reads zstd-per-kernel, none");
+      return fail(codes::KPACK_BAD_TOC, "unknown compression scheme " + (s ? "'" + *s + "'" : describe(sc)) +
+                                            "; this reader reads zstd-per-kernel, none");
     }
     if (auto d = scheme == "zstd-per-kernel" ? zstdIndex(root) : blobIndex(root)) return d;
     const msgpack::object* body = lookup(root, "toc");
@@ -433,8 +490,10 @@ struct KpackArchive::Impl {
     for (std::uint32_t i = 0; i < body->via.map.size; ++i) {
       const msgpack::object_kv& kv = body->via.map.ptr[i];
       if (kv.key.type != msgpack::type::STR || kv.val.type != msgpack::type::MAP)
-        return fail(codes::KPACK_BAD_TOC, "TOC entry " + (kv.key.type == msgpack::type::STR ? "'" + *asString(&kv.key) + "'" : describe(&kv.key)) +
-                                         " is not a map from arch to entry");
+        return fail(codes::KPACK_BAD_TOC,
+                    "TOC entry " +
+                        (kv.key.type == msgpack::type::STR ? "'" + *asString(&kv.key) + "'" : describe(&kv.key)) +
+                        " is not a map from arch to entry");
       const std::string key = *asString(&kv.key);
       std::map<std::string, KpackEntry> perArch;
       for (std::uint32_t j = 0; j < kv.val.via.map.size; ++j) {
@@ -455,8 +514,8 @@ struct KpackArchive::Impl {
 
   std::optional<Diagnostic> load() {
     if (size < kHeaderSize)
-      return fail(codes::KPACK_BAD_HEADER, "truncated archive: " + std::to_string(size) +
-                                          " bytes, shorter than the 16-byte KPAK header");
+      return fail(codes::KPACK_BAD_HEADER,
+                  "truncated archive: " + std::to_string(size) + " bytes, shorter than the 16-byte KPAK header");
     unsigned char header[kHeaderSize];
     if (auto d = read(0, kHeaderSize, header, "the header")) return d;
     if (std::memcmp(header, "KPAK", 4) != 0)
@@ -464,35 +523,32 @@ struct KpackArchive::Impl {
     const std::uint32_t version = le32(header + 4);
     if (version != kFormatVersion)
       return fail(codes::KPACK_VERSION, "kpack format version " + std::to_string(version) +
-                                       "; this reader reads version " +
-                                       std::to_string(kFormatVersion));
+                                            "; this reader reads version " + std::to_string(kFormatVersion));
     tocOffset = le64(header + 8);
     if (tocOffset < kDataOffset || tocOffset >= size)
-      return fail(codes::KPACK_OUT_OF_BOUNDS, "TOC offset " + std::to_string(tocOffset) +
-                                             " lies outside the data of the " +
-                                             std::to_string(size) + "-byte file (expected " +
-                                             std::to_string(kDataOffset) + ".." +
-                                             std::to_string(size - 1) + ")");
+      return fail(codes::KPACK_OUT_OF_BOUNDS,
+                  "TOC offset " + std::to_string(tocOffset) + " lies outside the data of the " + std::to_string(size) +
+                      "-byte file (expected " + std::to_string(kDataOffset) + ".." + std::to_string(size - 1) + ")");
     const std::uint64_t tocSize = size - tocOffset;
     if (tocSize > limits.maxTocSize)
       return fail(codes::KPACK_LIMIT, "TOC of " + std::to_string(tocSize) + " bytes is over the " +
-                                     std::to_string(limits.maxTocSize) + "-byte limit");
+                                          std::to_string(limits.maxTocSize) + "-byte limit");
     std::vector<unsigned char> raw(static_cast<std::size_t>(tocSize));
     if (auto d = read(tocOffset, tocSize, raw.data(), "the TOC")) return d;
     const std::string problem = prescanMsgpack(raw.data(), raw.size());
     if (!problem.empty()) {
       const bool trailing = problem.find("trailing bytes") != std::string::npos;
       return fail(codes::KPACK_BAD_TOC, trailing ? problem
-                                            : "the TOC at offset " + std::to_string(tocOffset) +
-                                                  " is not a msgpack document (" + problem + ")");
+                                                 : "the TOC at offset " + std::to_string(tocOffset) +
+                                                       " is not a msgpack document (" + problem + ")");
     }
     try {
       // Limits are defence in depth: the pre-scan already bounds every claim.
       const std::size_t n = raw.size();
       const msgpack::unpack_limit limit(n, n, n, n, n, kMaxDepth + 1);
       std::size_t off = 0;
-      const msgpack::object_handle handle = msgpack::unpack(
-          reinterpret_cast<const char*>(raw.data()), n, off, nullptr, nullptr, limit);
+      const msgpack::object_handle handle =
+          msgpack::unpack(reinterpret_cast<const char*>(raw.data()), n, off, nullptr, nullptr, limit);
       return parseToc(handle.get());
     } catch (const std::exception& e) {
       return fail(codes::KPACK_BAD_TOC, std::string("the TOC is not a msgpack document: ") + e.what());
@@ -507,8 +563,7 @@ KpackArchive::KpackArchive(KpackArchive&&) noexcept = default;
 KpackArchive& KpackArchive::operator=(KpackArchive&&) noexcept = default;
 KpackArchive::~KpackArchive() = default;
 
-Result<KpackArchive> KpackArchive::open(const std::filesystem::path& path,
-                                        const KpackLimits& limits) {
+Result<KpackArchive> KpackArchive::open(const std::filesystem::path& path, const KpackLimits& limits) {
   auto impl = std::make_unique<Impl>();
   impl->name = path.string();
   impl->limits = limits;
@@ -522,8 +577,7 @@ Result<KpackArchive> KpackArchive::open(const std::filesystem::path& path,
   return Result<KpackArchive>::success(KpackArchive(std::move(impl)));
 }
 
-Result<KpackArchive> KpackArchive::fromBytes(std::string bytes, std::string name,
-                                             const KpackLimits& limits) {
+Result<KpackArchive> KpackArchive::fromBytes(std::string bytes, std::string name, const KpackLimits& limits) {
   auto impl = std::make_unique<Impl>();
   impl->name = std::move(name);
   impl->limits = limits;
@@ -553,8 +607,7 @@ const KpackEntry* KpackArchive::find(const std::string& tocKey, const std::strin
   return a == it->second.end() ? nullptr : &a->second;
 }
 
-Result<std::vector<std::uint8_t>> KpackArchive::get(const std::string& tocKey,
-                                                     const std::string& arch) const {
+Result<std::vector<std::uint8_t>> KpackArchive::get(const std::string& tocKey, const std::string& arch) const {
   using R = Result<std::vector<std::uint8_t>>;
   const Impl& im = *impl_;
   const auto it = im.toc.find(tocKey);
@@ -568,18 +621,16 @@ Result<std::vector<std::uint8_t>> KpackArchive::get(const std::string& tocKey,
       }
       shown += (n++ ? ", " : "") + kv.first;
     }
-    return R::failure(im.fail(codes::KPACK_NO_ENTRY, "no entry for toc key '" + tocKey + "' (arch " +
-                                                    arch + "); the archive holds keys: " +
-                                                    (shown.empty() ? "none" : shown)));
+    return R::failure(
+        im.fail(codes::KPACK_NO_ENTRY, "no entry for toc key '" + tocKey + "' (arch " + arch +
+                                           "); the archive holds keys: " + (shown.empty() ? "none" : shown)));
   }
   const auto a = it->second.find(arch);
   if (a == it->second.end()) {
     std::string held;
     for (const auto& kv : it->second) held += (held.empty() ? "" : ", ") + kv.first;
-    return R::failure(im.fail(codes::KPACK_NO_ENTRY, "no entry for toc key '" + tocKey +
-                                                    "' and arch '" + arch +
-                                                    "'; for that key the archive holds arches: " +
-                                                    held));
+    return R::failure(im.fail(codes::KPACK_NO_ENTRY, "no entry for toc key '" + tocKey + "' and arch '" + arch +
+                                                         "'; for that key the archive holds arches: " + held));
   }
   const KpackEntry& e = a->second;
   const std::string where = "entry '" + tocKey + "' for " + arch;
@@ -594,27 +645,24 @@ Result<std::vector<std::uint8_t>> KpackArchive::get(const std::string& tocKey,
   std::uint64_t fcs = 0;
   if (auto d = im.frameSize(frame.data(), frame.size(), where, fcs)) return R::failure(std::move(*d));
   if (fcs != e.originalSize)
-    return R::failure(im.fail(codes::KPACK_BAD_FRAME, where + ": the frame decompresses to " +
-                                                     std::to_string(fcs) +
-                                                     " bytes but the TOC says original_size " +
-                                                     std::to_string(e.originalSize)));
+    return R::failure(im.fail(codes::KPACK_BAD_FRAME, where + ": the frame decompresses to " + std::to_string(fcs) +
+                                                          " bytes but the TOC says original_size " +
+                                                          std::to_string(e.originalSize)));
   // One frame exactly: ZSTD_decompress would also decode frames that follow.
   const std::size_t csize = ZSTD_findFrameCompressedSize(frame.data(), frame.size());
   if (ZSTD_isError(csize) || csize != frame.size())
-    return R::failure(im.fail(codes::KPACK_BAD_FRAME,
-                              where + ": corrupt zstd frame: " +
-                                  (ZSTD_isError(csize) ? std::string(ZSTD_getErrorName(csize))
-                                                       : std::to_string(frame.size() - csize) +
-                                                             " bytes follow the frame")));
+    return R::failure(im.fail(codes::KPACK_BAD_FRAME, where + ": corrupt zstd frame: " +
+                                                          (ZSTD_isError(csize) ? std::string(ZSTD_getErrorName(csize))
+                                                                               : std::to_string(frame.size() - csize) +
+                                                                                     " bytes follow the frame")));
   std::vector<std::uint8_t> out(static_cast<std::size_t>(fcs));
   const std::size_t got = ZSTD_decompress(out.data(), out.size(), frame.data(), frame.size());
   if (ZSTD_isError(got))
-    return R::failure(im.fail(codes::KPACK_BAD_FRAME,
-                              where + ": corrupt zstd frame: " + ZSTD_getErrorName(got)));
+    return R::failure(im.fail(codes::KPACK_BAD_FRAME, where + ": corrupt zstd frame: " + ZSTD_getErrorName(got)));
   if (got != e.originalSize)
     return R::failure(im.fail(codes::KPACK_BAD_FRAME, where + ": decompressed " + std::to_string(got) +
-                                                     " bytes, the TOC says original_size " +
-                                                     std::to_string(e.originalSize)));
+                                                          " bytes, the TOC says original_size " +
+                                                          std::to_string(e.originalSize)));
   return R::success(std::move(out));
 }
 

@@ -34,8 +34,7 @@ using CompressContext = std::unique_ptr<ZSTD_CCtx, decltype(&ZSTD_freeCCtx)>;
 // checksum) into `out` after `reserve` bytes left for the caller; the frame's
 // size, or 0 when zstd fails. `out` is reused from object to object: it only
 // grows, so its pages are not faulted in (nor zeroed) afresh for each.
-std::size_t compressFrame(ZSTD_CCtx* cctx, std::string_view data, int level, std::string& out,
-                          std::size_t reserve) {
+std::size_t compressFrame(ZSTD_CCtx* cctx, std::string_view data, int level, std::string& out, std::size_t reserve) {
   const std::size_t bound = reserve + ZSTD_compressBound(data.size());
   if (out.size() < bound) out.resize(bound);
   const std::size_t n =
@@ -117,13 +116,13 @@ PrebuiltObject readOne(const std::string& path, ZSTD_CCtx* cctx, int level, bool
 
 }  // namespace
 
-std::vector<PrebuiltObject> readPrebuiltObjects(const std::vector<std::string>& paths, unsigned threads,
-                                                int zstdLevel, int spoolFd) {
+std::vector<PrebuiltObject> readPrebuiltObjects(const std::vector<std::string>& paths, unsigned threads, int zstdLevel,
+                                                int spoolFd) {
   std::vector<PrebuiltObject> out(paths.size());
   std::uint64_t end = 0;
   const bool spooled = spoolFd >= 0 && zstdLevel > 0;
   if (spooled) {
-    struct stat st {};
+    struct stat st{};
     if (::fstat(spoolFd, &st) != 0) return out;  // every object left to the packer's path
     end = std::uint64_t(st.st_size);
   }

@@ -39,21 +39,16 @@ const std::vector<DiagnosticCodeInfo>& diagnosticCodes() {
   return list;
 }
 
-Diagnostic makeError(std::string code, std::string file, std::string jsonPath,
-                     std::string message) {
-  return Diagnostic{Severity::Error, std::move(code), std::move(file), std::move(jsonPath),
-                    std::move(message)};
+Diagnostic makeError(std::string code, std::string file, std::string jsonPath, std::string message) {
+  return Diagnostic{Severity::Error, std::move(code), std::move(file), std::move(jsonPath), std::move(message)};
 }
 
-Diagnostic makeWarning(std::string code, std::string file, std::string jsonPath,
-                       std::string message) {
-  return Diagnostic{Severity::Warning, std::move(code), std::move(file), std::move(jsonPath),
-                    std::move(message)};
+Diagnostic makeWarning(std::string code, std::string file, std::string jsonPath, std::string message) {
+  return Diagnostic{Severity::Warning, std::move(code), std::move(file), std::move(jsonPath), std::move(message)};
 }
 
 bool hasErrors(const std::vector<Diagnostic>& diags) {
-  return std::any_of(diags.begin(), diags.end(),
-                     [](const Diagnostic& d) { return d.severity == Severity::Error; });
+  return std::any_of(diags.begin(), diags.end(), [](const Diagnostic& d) { return d.severity == Severity::Error; });
 }
 
 namespace {

@@ -49,7 +49,7 @@ Diagnostic cannotRead(int err) {
 }  // namespace
 
 std::optional<std::string> nonRegularKind(const std::filesystem::path& path) {
-  struct stat st {};
+  struct stat st{};
   if (::stat(path.c_str(), &st) != 0 || S_ISREG(st.st_mode)) return std::nullopt;
   return std::string(kindOf(st.st_mode));
 }
@@ -67,7 +67,7 @@ Result<RegularFile> openRegularFile(const std::filesystem::path& path) {
     if (auto kind = nonRegularKind(path)) return R::failure(notAFile(kind->c_str()));
     return R::failure(cannotRead(err));
   }
-  struct stat st {};
+  struct stat st{};
   if (::fstat(out.fd.get(), &st) != 0) return R::failure(cannotRead(errno));
   if (!S_ISREG(st.st_mode)) return R::failure(notAFile(kindOf(st.st_mode)));
   out.size = static_cast<std::uint64_t>(st.st_size);
@@ -79,10 +79,9 @@ Result<std::string> readRegularFile(const std::filesystem::path& path, std::uint
   if (!opened) return Result<std::string>::failure(opened.error());
   const RegularFile& f = opened.value();
   if (f.size > maxBytes) {
-    return Result<std::string>::failure(makeError(
-        codes::READ_FAILED, "", "",
-        "file is larger than expected (" + std::to_string(f.size) + " bytes, at most " +
-            std::to_string(maxBytes) + ")"));
+    return Result<std::string>::failure(makeError(codes::READ_FAILED, "", "",
+                                                  "file is larger than expected (" + std::to_string(f.size) +
+                                                      " bytes, at most " + std::to_string(maxBytes) + ")"));
   }
   std::string out(static_cast<std::size_t>(f.size), '\0');
   std::size_t done = 0;

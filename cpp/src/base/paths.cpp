@@ -37,8 +37,8 @@ fs::path realPath(const fs::path& joined, RealFolders* folders, bool& regularFil
 
 }  // namespace
 
-PathVerdict checkContained(const fs::path& root, const fs::path& baseDir, const std::string& name,
-                           bool noSymlinkHop, const fs::path* realRoot, RealFolders* folders) {
+PathVerdict checkContained(const fs::path& root, const fs::path& baseDir, const std::string& name, bool noSymlinkHop,
+                           const fs::path* realRoot, RealFolders* folders) {
   PathVerdict v;
   std::string n = name;
   for (char& c : n)
@@ -83,21 +83,26 @@ PathVerdict checkContained(const fs::path& root, const fs::path& baseDir, const 
 
 const char* fileKindName(std::filesystem::file_type t) {
   switch (t) {
-    case std::filesystem::file_type::fifo: return "a FIFO";
-    case std::filesystem::file_type::socket: return "a socket";
-    case std::filesystem::file_type::block: return "a block device";
-    case std::filesystem::file_type::character: return "a character device";
-    case std::filesystem::file_type::not_found: return "nothing (a dangling symbolic link)";
-    default: return "not a regular file";
+    case std::filesystem::file_type::fifo:
+      return "a FIFO";
+    case std::filesystem::file_type::socket:
+      return "a socket";
+    case std::filesystem::file_type::block:
+      return "a block device";
+    case std::filesystem::file_type::character:
+      return "a character device";
+    case std::filesystem::file_type::not_found:
+      return "nothing (a dangling symbolic link)";
+    default:
+      return "not a regular file";
   }
 }
 
-std::string describeFileProblem(const PathVerdict& v, const std::string& name,
-                                const std::string& what, const std::string& descriptorFile) {
+std::string describeFileProblem(const PathVerdict& v, const std::string& name, const std::string& what,
+                                const std::string& descriptorFile) {
   switch (v.problem) {
     case PathProblem::Absolute:
-      return "expected a path relative to the descriptor's folder, found an absolute path '" +
-             name + "'";
+      return "expected a path relative to the descriptor's folder, found an absolute path '" + name + "'";
     case PathProblem::Escapes:
       return "path '" + name + "' leaves the descriptor root";
     case PathProblem::SymlinkHop:

@@ -30,8 +30,7 @@ using RealFolders = std::unordered_map<std::string, std::filesystem::path>;
 // paths of one root resolves it once); `folders`, when given, caches the resolved
 // folders of the paths checked.
 PathVerdict checkContained(const std::filesystem::path& root, const std::filesystem::path& baseDir,
-                           const std::string& name, bool noSymlinkHop,
-                           const std::filesystem::path* realRoot = nullptr,
+                           const std::string& name, bool noSymlinkHop, const std::filesystem::path* realRoot = nullptr,
                            RealFolders* folders = nullptr);
 
 // What a directory entry is, without opening it ("a FIFO", "a socket", ...): a FIFO
@@ -41,8 +40,8 @@ const char* fileKindName(std::filesystem::file_type t);
 // Why a descriptor's path to a file (`what`: "source", "artifact", ...) is refused,
 // in one sentence every judge reports; empty when the file is there. `descriptorFile`
 // is the root-relative descriptor that names it.
-std::string describeFileProblem(const PathVerdict& verdict, const std::string& name,
-                                const std::string& what, const std::string& descriptorFile);
+std::string describeFileProblem(const PathVerdict& verdict, const std::string& name, const std::string& what,
+                                const std::string& descriptorFile);
 
 // A '/'-separated root-relative rendering of `p` (which lies inside `root`).
 std::string relativeTo(const std::filesystem::path& root, const std::filesystem::path& p);

@@ -49,11 +49,9 @@ std::string Sha256::hex() {
 std::string sha256Hex(const void* data, std::size_t size) {
   std::array<unsigned char, EVP_MAX_MD_SIZE> digest{};
   unsigned int len = 0;
-  const std::unique_ptr<EVP_MD_CTX, decltype(&EVP_MD_CTX_free)> ctx(EVP_MD_CTX_new(),
-                                                                    &EVP_MD_CTX_free);
+  const std::unique_ptr<EVP_MD_CTX, decltype(&EVP_MD_CTX_free)> ctx(EVP_MD_CTX_new(), &EVP_MD_CTX_free);
   if (!ctx || EVP_DigestInit_ex(ctx.get(), EVP_sha256(), nullptr) != 1 ||
-      EVP_DigestUpdate(ctx.get(), data, size) != 1 ||
-      EVP_DigestFinal_ex(ctx.get(), digest.data(), &len) != 1) {
+      EVP_DigestUpdate(ctx.get(), data, size) != 1 || EVP_DigestFinal_ex(ctx.get(), digest.data(), &len) != 1) {
     return {};
   }
   return hexOf(digest.data(), len);

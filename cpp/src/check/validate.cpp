@@ -1,9 +1,9 @@
 #include "ukdpack/check/validate.hpp"
 
 #include <algorithm>
-#include <system_error>
 #include <map>
 #include <set>
+#include <system_error>
 #include <tuple>
 #include <utility>
 
@@ -47,8 +47,8 @@ std::optional<std::pair<std::string, std::string>> droppedEngine(const Diagnosti
 // corpus); the kernel it collides with is the earlier one of the same engine
 // with the same completed metadata, found here again so both ids are named.
 std::map<std::string, EngineVerdict> collisionVerdicts(const DescriptorSet& set,
-                                                      const std::vector<Diagnostic>& diagnostics) {
-  std::map<std::string, EngineVerdict> out;  // engine id key -> verdict
+                                                       const std::vector<Diagnostic>& diagnostics) {
+  std::map<std::string, EngineVerdict> out;               // engine id key -> verdict
   std::set<std::pair<std::string, std::string>> flagged;  // (file, path) of a colliding kernel's metadata
   for (const Diagnostic& d : diagnostics)
     if (d.code == codes::METADATA_NOT_UNIQUE) flagged.emplace(d.file, d.jsonPath);
@@ -78,7 +78,8 @@ std::map<std::string, EngineVerdict> collisionVerdicts(const DescriptorSet& set,
   }
   for (auto& [key, v] : out) {
     std::string pairs;
-    for (const auto& [a, b] : v.collidingKernels) pairs += (pairs.empty() ? "" : "; ") + ("'" + a + "' and '" + b + "'");
+    for (const auto& [a, b] : v.collidingKernels)
+      pairs += (pairs.empty() ? "" : "; ") + ("'" + a + "' and '" + b + "'");
     v.reason = "kernels " + pairs + " have the same completed metadata; the engine cannot tell them apart";
   }
   return out;
@@ -115,8 +116,7 @@ ValidationReport validateRoots(const std::vector<std::filesystem::path>& roots, 
   const DescriptorSet& set = *shared;
   // One budget of decompressed bytes for the whole run: a hostile archive
   // gains nothing from naming many arches (one pass each).
-  const auto cache =
-      std::make_shared<ArchiveCache>(ArchiveCache::kDefaultMaxVerifiedBytes, set.maxDecompressedBytes);
+  const auto cache = std::make_shared<ArchiveCache>(ArchiveCache::kDefaultMaxVerifiedBytes, set.maxDecompressedBytes);
   report.roots = set.roots;
   report.diagnostics = set.diagnostics;
   for (const Diagnostic& d : set.diagnostics)
@@ -142,8 +142,8 @@ ValidationReport validateRoots(const std::vector<std::filesystem::path>& roots, 
   };
   std::set<std::string> engines;
   std::map<std::string, std::string> keptIds;  // kernel id key -> its engine's id key ("" for none)
-  std::set<std::string> dropKeys;  // kernel id, code, reason
-  std::set<std::string> expectedFound;  // of options.expectEngines
+  std::set<std::string> dropKeys;              // kernel id, code, reason
+  std::set<std::string> expectedFound;         // of options.expectEngines
   const auto names = [](const Engine& e, const std::string& wanted) {
     return e.name == wanted || idKey(e.id) == idKey(wanted);
   };
@@ -174,8 +174,8 @@ ValidationReport validateRoots(const std::vector<std::filesystem::path>& roots, 
         // A launch with feature variants is checked once per variant, as a device of
         // that setting would load it (the arch's bare name reaches only an "any" one).
         const KernelSource* src = launch ? &def.kernel->sources.at(*launch) : singleLaunchSource(*def.kernel);
-        const std::vector<std::string> devices = src != nullptr ? checkDevices(*src, arch)
-                                                                : std::vector<std::string>{arch};
+        const std::vector<std::string> devices =
+            src != nullptr ? checkDevices(*src, arch) : std::vector<std::string>{arch};
         bool ok = true;
         for (const std::string& device : devices) {
           auto code = manager.loadLaunchCode(def.kernel->id, launch, device);
@@ -231,8 +231,9 @@ ValidationReport validateRoots(const std::vector<std::filesystem::path>& roots, 
     if (v.dropped) ++report.enginesDropped;
     report.engineVerdicts.push_back(std::move(v));
   }
-  std::sort(report.engineVerdicts.begin(), report.engineVerdicts.end(),
-            [](const EngineVerdict& a, const EngineVerdict& b) { return std::tie(a.name, a.id) < std::tie(b.name, b.id); });
+  std::sort(
+      report.engineVerdicts.begin(), report.engineVerdicts.end(),
+      [](const EngineVerdict& a, const EngineVerdict& b) { return std::tie(a.name, a.id) < std::tie(b.name, b.id); });
   report.engines.assign(engines.begin(), engines.end());
   std::string loaded;
   for (const std::string& e : report.engines) loaded += (loaded.empty() ? "'" : ", '") + e + "'";
@@ -289,9 +290,15 @@ Json ValidationReport::toJson() const {
   }
   Json drops = Json::array();
   for (const DroppedKernel& d : dropped) {
-    drops.push_back({{"kernel_id", d.kernelId}, {"name", d.kernelName}, {"pack", d.packId},
-                     {"pack_name", d.packName}, {"file", d.file}, {"path", d.jsonPath},
-                     {"dispatch_symbol", d.dispatchSymbol}, {"code", d.code}, {"reason", d.reason}});
+    drops.push_back({{"kernel_id", d.kernelId},
+                     {"name", d.kernelName},
+                     {"pack", d.packId},
+                     {"pack_name", d.packName},
+                     {"file", d.file},
+                     {"path", d.jsonPath},
+                     {"dispatch_symbol", d.dispatchSymbol},
+                     {"code", d.code},
+                     {"reason", d.reason}});
   }
   Json rootList = Json::array();
   for (const auto& r : roots) rootList.push_back(r.string());
@@ -299,8 +306,12 @@ Json ValidationReport::toJson() const {
   for (const EngineVerdict& v : engineVerdicts) {
     Json colliding = Json::array();
     for (const auto& [a, b] : v.collidingKernels) colliding.push_back({a, b});
-    verdicts.push_back({{"engine", v.name}, {"id", v.id}, {"success", !v.dropped}, {"dropped", v.dropped},
-                        {"reason", v.reason}, {"colliding_kernels", colliding}});
+    verdicts.push_back({{"engine", v.name},
+                        {"id", v.id},
+                        {"success", !v.dropped},
+                        {"dropped", v.dropped},
+                        {"reason", v.reason},
+                        {"colliding_kernels", colliding}});
   }
   return {{"format_version", kReportFormatVersion},
           // Upstream hipDNN's validator report: success, roots and engines as it

@@ -82,10 +82,10 @@ namespace {
 
 Result<bool> checkRange(std::size_t size, std::size_t offset, std::size_t bytes, const char* what) {
   if (offset > size || bytes > size - offset) {
-    return Result<bool>::failure(makeError(
-        codes::DEVICE_BOUNDS, "", "",
-        std::string("cannot ") + what + " " + std::to_string(bytes) + " bytes at offset " + std::to_string(offset) +
-            ": the device buffer holds " + std::to_string(size) + " bytes"));
+    return Result<bool>::failure(makeError(codes::DEVICE_BOUNDS, "", "",
+                                           std::string("cannot ") + what + " " + std::to_string(bytes) +
+                                               " bytes at offset " + std::to_string(offset) +
+                                               ": the device buffer holds " + std::to_string(size) + " bytes"));
   }
   return Result<bool>::success(true);
 }

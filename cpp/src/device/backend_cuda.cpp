@@ -53,8 +53,8 @@ struct Driver {
   CUresult (*cuMemcpyHtoD)(CUdeviceptr, const void*, std::size_t) = nullptr;
   CUresult (*cuMemcpyDtoH)(void*, CUdeviceptr, std::size_t) = nullptr;
   CUresult (*cuMemsetD8)(CUdeviceptr, unsigned char, std::size_t) = nullptr;
-  CUresult (*cuLaunchKernel)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
-                             CUstream, void**, void**) = nullptr;
+  CUresult (*cuLaunchKernel)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, CUstream,
+                             void**, void**) = nullptr;
   CUresult (*cuGetErrorName)(CUresult, const char**) = nullptr;
   CUresult (*cuGetErrorString)(CUresult, const char**) = nullptr;
 
@@ -117,8 +117,8 @@ Result<const Driver*> loadDriver() {
   resolve(d.cuMemsetD8, "cuMemsetD8_v2");
   resolve(d.cuLaunchKernel, "cuLaunchKernel");
   if (!missing.empty()) {
-    return R::failure(unavailable("the driver library lacks " + missing +
-                                  "; the NVIDIA driver is too old or not a CUDA driver"));
+    return R::failure(
+        unavailable("the driver library lacks " + missing + "; the NVIDIA driver is too old or not a CUDA driver"));
   }
   const CUresult r = d.cuInit(0);
   if (r == kCudaErrorNoDevice) {
@@ -203,8 +203,7 @@ class CudaBackend final : public DeviceBackend {
     ArgPointers params(args);
     return check("cuLaunchKernel",
                  d_.cuLaunchKernel(reinterpret_cast<CUfunction>(function.value), g.grid.x, g.grid.y, g.grid.z,
-                                   g.block.x, g.block.y, g.block.z, g.sharedBytes, nullptr, params.data(),
-                                   nullptr));
+                                   g.block.x, g.block.y, g.block.z, g.sharedBytes, nullptr, params.data(), nullptr));
   }
 
   Result<bool> synchronize() override {
@@ -214,8 +213,8 @@ class CudaBackend final : public DeviceBackend {
 
  private:
   Diagnostic error(const std::string& call, const std::string& what) const {
-    return makeError(codes::DEVICE_ERROR, "", "", "cuda device " + std::to_string(device_) + " (" + arch_ + "): " + call +
-                                                 " failed: " + what);
+    return makeError(codes::DEVICE_ERROR, "", "",
+                     "cuda device " + std::to_string(device_) + " (" + arch_ + "): " + call + " failed: " + what);
   }
   Result<bool> check(const char* call, CUresult r) const {
     if (r == kCudaSuccess) return Result<bool>::success(true);
@@ -260,7 +259,8 @@ Result<std::shared_ptr<DeviceBackend>> openCudaBackend(int device) {
   }
   int major = 0;
   int minor = 0;
-  for (auto [attr, slot] : {std::pair{kAttrComputeCapabilityMajor, &major}, std::pair{kAttrComputeCapabilityMinor, &minor}}) {
+  for (auto [attr, slot] :
+       {std::pair{kAttrComputeCapabilityMajor, &major}, std::pair{kAttrComputeCapabilityMinor, &minor}}) {
     if (const CUresult r = d.cuDeviceGetAttribute(slot, attr, dev); r != kCudaSuccess) {
       return R::failure(unavailable("cuDeviceGetAttribute(compute capability) failed: " + d.error(r)));
     }

@@ -76,8 +76,8 @@ Result<const Runtime*> loadRuntime() {
     tried += (tried.empty() ? "" : ", ") + std::string(name);
   }
   if (lib == nullptr) {
-    return R::failure(unavailable("", "cannot load the HIP runtime (tried " + tried +
-                                          "); ROCm's HIP runtime is needed to run AMD code objects"));
+    return R::failure(unavailable(
+        "", "cannot load the HIP runtime (tried " + tried + "); ROCm's HIP runtime is needed to run AMD code objects"));
   }
   std::string missing;
   auto resolve = [&](auto& slot, std::initializer_list<const char*> names) {
@@ -198,10 +198,10 @@ class HipBackend final : public DeviceBackend {
   Result<bool> launch(FunctionHandle function, const LaunchGeometry& g, const KernelArgs& args) override {
     if (auto bad = makeCurrent()) return Result<bool>::failure(*bad);
     ArgPointers params(args);
-    return check("hipModuleLaunchKernel",
-                 rt_.moduleLaunchKernel(reinterpret_cast<hipFunction_t>(function.value), g.grid.x, g.grid.y,
-                                        g.grid.z, g.block.x, g.block.y, g.block.z, g.sharedBytes, nullptr,
-                                        params.data(), nullptr));
+    return check(
+        "hipModuleLaunchKernel",
+        rt_.moduleLaunchKernel(reinterpret_cast<hipFunction_t>(function.value), g.grid.x, g.grid.y, g.grid.z, g.block.x,
+                               g.block.y, g.block.z, g.sharedBytes, nullptr, params.data(), nullptr));
   }
 
   Result<bool> synchronize() override {
@@ -212,8 +212,8 @@ class HipBackend final : public DeviceBackend {
  private:
   static void* pointer(DevicePtr p) { return reinterpret_cast<void*>(static_cast<std::uintptr_t>(p)); }
   Diagnostic error(const std::string& call, const std::string& what) const {
-    return makeError(codes::DEVICE_ERROR, "", "", "hip device " + std::to_string(device_) + " (" + arch_ + "): " + call +
-                                                 " failed: " + what);
+    return makeError(codes::DEVICE_ERROR, "", "",
+                     "hip device " + std::to_string(device_) + " (" + arch_ + "): " + call + " failed: " + what);
   }
   Result<bool> check(const char* call, hipError_t e) const {
     if (e == hipSuccess) return Result<bool>::success(true);
@@ -262,8 +262,8 @@ Result<std::shared_ptr<DeviceBackend>> openHipBackend(int device) {
   }
   auto buffer = std::make_unique<PropsBuffer>();
   if (const hipError_t e = rt.getDeviceProperties(&buffer->props, device); e != hipSuccess) {
-    return R::failure(unavailable(rt.library, "hipGetDeviceProperties(" + std::to_string(device) +
-                                                  ") failed: " + rt.error(e)));
+    return R::failure(
+        unavailable(rt.library, "hipGetDeviceProperties(" + std::to_string(device) + ") failed: " + rt.error(e)));
   }
   const char* name = buffer->props.gcnArchName;
   // The full target ID (gfx90a:sramecc+:xnack-): it picks among an archive's feature variants.

@@ -16,8 +16,8 @@ namespace ukdpack {
 
 namespace {
 
-using Adapter = decltype(nlohmann::detail::input_adapter(static_cast<const char*>(nullptr),
-                                                         static_cast<const char*>(nullptr)));
+using Adapter =
+    decltype(nlohmann::detail::input_adapter(static_cast<const char*>(nullptr), static_cast<const char*>(nullptr)));
 using Lexer = nlohmann::detail::lexer<Json, Adapter>;
 using Token = Lexer::token_type;
 
@@ -108,7 +108,7 @@ class SpanScanner {
       member.keyEnd = end_;
       lineOf(begin_, member);
       member.path = jsonPathKey(path, lexer_.get_string());  // the key as the reader decodes it
-      next();  // ':'
+      next();                                                // ':'
       next();
       value(std::move(member));
       if (token_ == Token::value_separator) next();

@@ -77,14 +77,30 @@ class TapeScanner {
       }
       if (pos_ >= text_.size()) return false;
       switch (text_[pos_++]) {
-        case '"': s += '"'; break;
-        case '\\': s += '\\'; break;
-        case '/': s += '/'; break;
-        case 'b': s += '\b'; break;
-        case 'f': s += '\f'; break;
-        case 'n': s += '\n'; break;
-        case 'r': s += '\r'; break;
-        case 't': s += '\t'; break;
+        case '"':
+          s += '"';
+          break;
+        case '\\':
+          s += '\\';
+          break;
+        case '/':
+          s += '/';
+          break;
+        case 'b':
+          s += '\b';
+          break;
+        case 'f':
+          s += '\f';
+          break;
+        case 'n':
+          s += '\n';
+          break;
+        case 'r':
+          s += '\r';
+          break;
+        case 't':
+          s += '\t';
+          break;
         case 'u': {
           std::uint32_t cp = 0;
           if (!hex4(cp) || (cp >= 0xDC00 && cp <= 0xDFFF)) return false;
@@ -198,8 +214,8 @@ class TapeScanner {
     if (negative) {
       if (magnitude > limit + 1) return false;
       n.kind_ = JsonNode::Kind::Integer;
-      n.integer_ = magnitude == limit + 1 ? std::numeric_limits<std::int64_t>::min()
-                                          : -static_cast<std::int64_t>(magnitude);
+      n.integer_ =
+          magnitude == limit + 1 ? std::numeric_limits<std::int64_t>::min() : -static_cast<std::int64_t>(magnitude);
     } else {
       if (magnitude > limit) return false;
       // The one reader keeps a non-negative integer as unsigned: so does the tape.

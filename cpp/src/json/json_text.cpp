@@ -6,11 +6,9 @@
 namespace ukdpack {
 
 std::string jsonPathKey(const std::string& base, std::string_view key) {
-  const bool plain =
-      !key.empty() && (std::isalpha(static_cast<unsigned char>(key.front())) || key.front() == '_') &&
-      std::all_of(key.begin(), key.end(), [](char c) {
-        return std::isalnum(static_cast<unsigned char>(c)) || c == '_';
-      });
+  const bool plain = !key.empty() && (std::isalpha(static_cast<unsigned char>(key.front())) || key.front() == '_') &&
+                     std::all_of(key.begin(), key.end(),
+                                 [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; });
   if (plain) return base + "." + std::string(key);
   return base + "[" + Json(std::string(key)).dump() + "]";
 }

@@ -23,8 +23,10 @@ std::optional<std::size_t> unterminatedCommentLine(std::string_view text) {
   for (std::size_t i = 0; i < text.size(); ++i) {
     const char c = text[i];
     if (inString) {
-      if (c == '\\') ++i;
-      else if (c == '"') inString = false;
+      if (c == '\\')
+        ++i;
+      else if (c == '"')
+        inString = false;
       continue;
     }
     if (c == '"') {
@@ -36,7 +38,8 @@ std::optional<std::size_t> unterminatedCommentLine(std::string_view text) {
     } else if (text.substr(i, 2) == "/*") {
       const std::size_t end = text.find("*/", i + 2);
       if (end == std::string_view::npos) {
-        return 1 + static_cast<std::size_t>(std::count(text.begin(), text.begin() + static_cast<std::ptrdiff_t>(i), '\n'));
+        return 1 +
+               static_cast<std::size_t>(std::count(text.begin(), text.begin() + static_cast<std::ptrdiff_t>(i), '\n'));
       }
       i = end + 1;
     }
@@ -49,8 +52,8 @@ std::optional<std::size_t> unterminatedCommentLine(std::string_view text) {
 std::string shortQuote(std::string_view text) {
   constexpr std::size_t kShown = 40;
   if (text.size() <= kShown) return std::string(text);
-  return std::string(text.substr(0, kShown / 2)) + "..." + std::string(text.substr(text.size() - kShown / 2)) +
-         " (" + std::to_string(text.size()) + " characters)";
+  return std::string(text.substr(0, kShown / 2)) + "..." + std::string(text.substr(text.size() - kShown / 2)) + " (" +
+         std::to_string(text.size()) + " characters)";
 }
 
 // The parser's message with each 'quoted' token it holds (what it last read) shortened.
@@ -101,7 +104,7 @@ class StrictSax {
     if (!value()) return false;
     if (v > static_cast<Json::number_unsigned_t>(std::numeric_limits<std::int64_t>::max())) {
       return refuse(codes::JSON_LIMIT, "integer " + std::to_string(v) +
-                                      " does not fit a signed 64-bit value (at most 9223372036854775807)");
+                                           " does not fit a signed 64-bit value (at most 9223372036854775807)");
     }
     return dom_.number_unsigned(v);
   }
@@ -152,9 +155,9 @@ class StrictSax {
  private:
   struct Frame {
     bool object = false;
-    std::vector<std::string> keys;  // an object's keys so far
+    std::vector<std::string> keys;         // an object's keys so far
     std::unordered_set<std::string> many;  // the same, once there are kScanKeys of them
-    std::size_t next = 0;           // an array's next index
+    std::size_t next = 0;                  // an array's next index
   };
 
   // Called before every value: an array element takes the next index.
@@ -164,8 +167,8 @@ class StrictSax {
   }
   bool open(bool object) {
     if (stack_.size() >= kMaxNesting) {
-      return refuse(codes::JSON_LIMIT, "nested deeper than " + std::to_string(kMaxNesting) +
-                                      " levels of objects and arrays");
+      return refuse(codes::JSON_LIMIT,
+                    "nested deeper than " + std::to_string(kMaxNesting) + " levels of objects and arrays");
     }
     stack_.push_back(Frame{object, {}, {}, 0});
     return true;
@@ -200,8 +203,8 @@ class StrictSax {
 
 Result<Json> parseDescriptorText(std::string_view text) {
   if (const std::size_t bad = detail::firstInvalidUtf8(text); bad != std::string_view::npos) {
-    return Result<Json>::failure(makeError(codes::ENCODING, "", "",
-                                           "not UTF-8 text: byte " + std::to_string(bad) + " cannot be decoded"));
+    return Result<Json>::failure(
+        makeError(codes::ENCODING, "", "", "not UTF-8 text: byte " + std::to_string(bad) + " cannot be decoded"));
   }
   Json doc;
   StrictSax sax(doc);
@@ -213,8 +216,8 @@ Result<Json> parseDescriptorText(std::string_view text) {
     return Result<Json>::success(std::move(doc));
   } catch (const Json::exception& e) {
     if (const auto line = unterminatedCommentLine(text)) {
-      return Result<Json>::failure(makeError(
-          codes::JSON_SYNTAX, "", "", "unterminated /* comment starting on line " + std::to_string(*line)));
+      return Result<Json>::failure(
+          makeError(codes::JSON_SYNTAX, "", "", "unterminated /* comment starting on line " + std::to_string(*line)));
     }
     // The parser quotes what it last read, which may end inside a character (a
     // non-breaking space, 'été'): its bytes are escaped, so the message stays text.

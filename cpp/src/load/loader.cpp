@@ -49,10 +49,9 @@ void Loader::loadRoot(const fs::path& given, std::size_t index) {
   if (!root.has_filename() && root.has_parent_path() && root != root.root_path()) root = root.parent_path();
   set_.roots.push_back(root);
   if (!fs::is_directory(root, ec)) {
-    set_.diagnostics.push_back(makeError(
-        codes::ROOT_INVALID, given.string(), "",
-        std::string("expected a descriptor root folder, found ") +
-            (fs::exists(root, ec) ? "a file" : "nothing at that path")));
+    set_.diagnostics.push_back(makeError(codes::ROOT_INVALID, given.string(), "",
+                                         std::string("expected a descriptor root folder, found ") +
+                                             (fs::exists(root, ec) ? "a file" : "nothing at that path")));
     return;
   }
   realRoot_ = fs::weakly_canonical(root, ec);
@@ -122,9 +121,7 @@ const MetadataSchema* DescriptorSet::findMetadataSchema(std::string_view id) con
   return findById(metadataSchemas, id);
 }
 const MatcherDescriptor* DescriptorSet::findMatcher(std::string_view id) const { return findById(matchers, id); }
-const HeuristicDescriptor* DescriptorSet::findHeuristic(std::string_view id) const {
-  return findById(heuristics, id);
-}
+const HeuristicDescriptor* DescriptorSet::findHeuristic(std::string_view id) const { return findById(heuristics, id); }
 
 const PackMember* DescriptorSet::findKernel(std::string_view id, const Pack** pack) const {
   const std::string key = idKey(id);
@@ -173,8 +170,6 @@ DescriptorSet loadRoots(const std::vector<fs::path>& roots, const LoaderOptions&
   return set;
 }
 
-DescriptorSet loadShard(const fs::path& root, const LoaderOptions& options) {
-  return loadRoots({root}, options);
-}
+DescriptorSet loadShard(const fs::path& root, const LoaderOptions& options) { return loadRoots({root}, options); }
 
 }  // namespace ukdpack

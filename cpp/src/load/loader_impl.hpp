@@ -81,7 +81,7 @@ class Loader {
   };
   struct Unloaded {
     std::string file;
-    std::string why;  // "did not load" / "was skipped (UDD version 1.2)"
+    std::string why;     // "did not load" / "was skipped (UDD version 1.2)"
     bool failed = true;  // refused with an error (not skipped by a version gate)
   };
   // What reading one file produced (at most one descriptor), before it joins the set.
@@ -98,9 +98,7 @@ class Loader {
     std::string unloadedWhy;
     bool unloadedFailed = true;  // with an error, not skipped by a version gate
     std::exception_ptr failure;  // what reading it threw (rethrown in walk order)
-    bool loaded() const {
-      return pack || dispatch || engine || metadataSchema || matcher || heuristic || kernel;
-    }
+    bool loaded() const { return pack || dispatch || engine || metadataSchema || matcher || heuristic || kernel; }
   };
 
   FileRead readFile(const WalkedFile& f, const fs::path& root) const;
@@ -134,11 +132,11 @@ class Loader {
   LoaderOptions options_;
   DescriptorSet set_;
   std::vector<Standalone> standalone_;
-  std::vector<Slot> order_;  // every file-backed descriptor in load order
+  std::vector<Slot> order_;            // every file-backed descriptor in load order
   std::map<std::string, Slot> index_;  // id key -> kept descriptor (sorted: suggestions iterate it)
   // id key -> where it was first claimed (uniqueIds); its pointers are good until compact().
   std::unordered_map<std::string, Holder> holders_;
-  std::unordered_map<std::string, Unloaded> unloaded_;      // id key -> why it is not there
+  std::unordered_map<std::string, Unloaded> unloaded_;     // id key -> why it is not there
   std::set<std::pair<std::string, std::size_t>> removed_;  // (type, index)
   // Packs refused for a failed reference: left out of the set, yet their kernels that
   // resolve are judged (metadata, launch sets) so one run reports every problem.

@@ -164,29 +164,32 @@ bool Loader::kernelSourcesOk(const Kernel& kernel, const fs::path& root, std::ve
     const SourceKindInfo* info = sourceKind(src.kind);
     if (info == nullptr) return;
     if (!info->authored && options_.authored) {
-      diags.push_back(makeError(
-          codes::PACKED_IN_AUTHORED, kernel.file, jsonPathKey(srcPath, "kind"),
-          "kind '" + src.kind + "' is the packed form written by the packer; an authored tree names what to "
-          "build (" + listedKinds(true) + ")"));
+      diags.push_back(makeError(codes::PACKED_IN_AUTHORED, kernel.file, jsonPathKey(srcPath, "kind"),
+                                "kind '" + src.kind +
+                                    "' is the packed form written by the packer; an authored tree names what to "
+                                    "build (" +
+                                    listedKinds(true) + ")"));
       ok = false;
       return;
     }
     if (*info->fileField == '\0' || !(options_.authored || options_.sourceFiles)) return;
     if (!src.file) return;
     const std::string& given = *src.file;
-    const auto verdict = detail::checkContained(root, kernel.baseDir, given, false,
-                                                realRoot_.empty() ? nullptr : &realRoot_, &folders);
+    const auto verdict =
+        detail::checkContained(root, kernel.baseDir, given, false, realRoot_.empty() ? nullptr : &realRoot_, &folders);
     const std::string msg = detail::describeFileProblem(verdict, given, info->fileWhat, kernel.file);
     if (msg.empty()) return;
     const bool missing = verdict.problem == detail::PathProblem::None;
-    diags.push_back(makeError(missing ? (info->producer == SourceProducer::Prebuilt ? codes::PREBUILT_MISSING : codes::SOURCE_MISSING)
-                                      : codes::PATH_REFUSED,
-                              kernel.file, jsonPathKey(srcPath, info->fileField), msg));
+    diags.push_back(makeError(
+        missing ? (info->producer == SourceProducer::Prebuilt ? codes::PREBUILT_MISSING : codes::SOURCE_MISSING)
+                : codes::PATH_REFUSED,
+        kernel.file, jsonPathKey(srcPath, info->fileField), msg));
   };
   if (const KernelSource* single = singleLaunchSource(kernel)) {
     check(jsonPathKey(kernel.jsonPath, "kernel_source"), *single);
   } else {
-    for (const auto& [name, src] : kernel.sources) check(jsonPathKey(jsonPathKey(kernel.jsonPath, "sources"), name), src);
+    for (const auto& [name, src] : kernel.sources)
+      check(jsonPathKey(jsonPathKey(kernel.jsonPath, "sources"), name), src);
   }
   return ok;
 }

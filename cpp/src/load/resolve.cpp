@@ -36,10 +36,9 @@ void Loader::uniqueIds() {
   auto claim = [&](const std::string& id, const std::string& file, const std::string& path, const Holder& holder) {
     const auto [it, fresh] = seen.emplace(idKey(id), holder);
     if (fresh) return true;
-    set_.diagnostics.push_back(makeError(
-        codes::DUPLICATE_ID, file, jsonPathKey(path, "id"),
-        "id '" + id + "' is already used by " + where(it->second) +
-            "; ids are unique across every descriptor type of a root"));
+    set_.diagnostics.push_back(makeError(codes::DUPLICATE_ID, file, jsonPathKey(path, "id"),
+                                         "id '" + id + "' is already used by " + where(it->second) +
+                                             "; ids are unique across every descriptor type of a root"));
     return false;
   };
   static const std::string top = "$";
@@ -68,18 +67,18 @@ void Loader::uniqueIds() {
   }
 }
 
-RefFound Loader::lookup(const std::string& ref, const std::string& want,
-                        const std::string& ownerFile, const std::string& path, std::string* why, bool* failed) {
+RefFound Loader::lookup(const std::string& ref, const std::string& want, const std::string& ownerFile,
+                        const std::string& path, std::string* why, bool* failed) {
   const std::string key = idKey(ref);
   const std::string wantName = upperType(want);
   const auto it = index_.find(key);
   if (it != index_.end() && removed_.count({it->second.type, it->second.index}) == 0) {
     if (it->second.type == want) return RefFound::Ok;
-    const std::string file = it->second.type == "ukd" ? standalone_[it->second.index].kernel.file
-                                                      : info(it->second)->file;
-    set_.diagnostics.push_back(makeError(codes::UNRESOLVED_REF, ownerFile, path,
-                                         "'" + ref + "' is a " + upperType(it->second.type) + " (" +
-                                             file + "), expected the id of a " + wantName));
+    const std::string file =
+        it->second.type == "ukd" ? standalone_[it->second.index].kernel.file : info(it->second)->file;
+    set_.diagnostics.push_back(makeError(
+        codes::UNRESOLVED_REF, ownerFile, path,
+        "'" + ref + "' is a " + upperType(it->second.type) + " (" + file + "), expected the id of a " + wantName));
     return RefFound::Refused;
   }
   if (const auto u = unloaded_.find(key); u != unloaded_.end()) {
@@ -99,9 +98,9 @@ RefFound Loader::lookup(const std::string& ref, const std::string& want,
     if (slot.type != want || removed_.count({slot.type, slot.index}) != 0) continue;
     ids.push_back(slot.type == "ukd" ? standalone_[slot.index].kernel.id : info(slot)->id);
   }
-  set_.diagnostics.push_back(makeError(codes::UNRESOLVED_REF, ownerFile, path,
-                                       "'" + ref + "' names no descriptor of this root; expected the id of a " +
-                                           wantName + didYouMean(ref, ids)));
+  set_.diagnostics.push_back(makeError(
+      codes::UNRESOLVED_REF, ownerFile, path,
+      "'" + ref + "' names no descriptor of this root; expected the id of a " + wantName + didYouMean(ref, ids)));
   return RefFound::Refused;
 }
 
@@ -124,8 +123,8 @@ void Loader::checkArtifacts() {
       std::string top = v.rootRel.substr(0, v.rootRel.find('/'));
       for (char& c : top) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
       if (top == kArchiveFolder && v.rootRel.find('/') != std::string::npos) {
-        msg = std::string(field) + " '" + name + "' lands in the reserved top-level folder '" +
-              v.rootRel.substr(0, 5) + "/', where a shard's archives are written; move it to another folder";
+        msg = std::string(field) + " '" + name + "' lands in the reserved top-level folder '" + v.rootRel.substr(0, 5) +
+              "/', where a shard's archives are written; move it to another folder";
       }
     }
     const std::string hashPath = "$." + h.adapter + ".hash";
@@ -138,17 +137,17 @@ void Loader::checkArtifacts() {
         } else if (got.value() != *want) {
           set_.diagnostics.push_back(makeError(
               codes::ARTIFACT_HASH, h.file, hashPath,
-              "the " + std::string(field) + " '" + name + "' has sha256 " + got.value() + ", but hash states " +
-                  *want + "; update the hash to the file's, or restore the file it was written for"));
+              "the " + std::string(field) + " '" + name + "' has sha256 " + got.value() + ", but hash states " + *want +
+                  "; update the hash to the file's, or restore the file it was written for"));
           removed_.insert({"uhd", i});
           markUnloaded(h, "did not load");
           continue;
         }
       } else {
-        set_.diagnostics.push_back(Diagnostic{
-            Severity::Note, codes::HASH_UNCHECKED, h.file, hashPath,
-            "hash '" + *h.hash + "' is no sha256 (64 hex digits, bare or after 'sha256:'); the " + field + " '" +
-                name + "' is not checked against it"});
+        set_.diagnostics.push_back(Diagnostic{Severity::Note, codes::HASH_UNCHECKED, h.file, hashPath,
+                                              "hash '" + *h.hash +
+                                                  "' is no sha256 (64 hex digits, bare or after 'sha256:'); the " +
+                                                  field + " '" + name + "' is not checked against it"});
       }
     }
     if (msg.empty()) continue;
@@ -174,11 +173,11 @@ void Loader::checkRoleMetrics(const Engine& e, bool& refused) {
         if (h == nullptr || (role == "predict_engine" && h->adapter == "static_order")) continue;
         const std::string path = list ? jsonPathIndex(base, j) : base;
         if (role == "predict_engine" && !h->metric) {
-          set_.diagnostics.push_back(makeError(
-              codes::ROLE_METRIC, e.file, path,
-              "predict_engine names UHD '" + h->name + "' (" + h->file +
-                  "), which declares no score.metric; an engine prediction is compared across engines in a "
-                  "metric: add \"score\": {\"metric\": \"tflops\"} (or \"time\") to it"));
+          set_.diagnostics.push_back(
+              makeError(codes::ROLE_METRIC, e.file, path,
+                        "predict_engine names UHD '" + h->name + "' (" + h->file +
+                            "), which declares no score.metric; an engine prediction is compared across engines in a "
+                            "metric: add \"score\": {\"metric\": \"tflops\"} (or \"time\") to it"));
           refused = true;
           continue;
         }
@@ -186,11 +185,11 @@ void Loader::checkRoleMetrics(const Engine& e, bool& refused) {
         const auto [it, fresh] = byMetric.emplace(metric, h);
         if (fresh) continue;
         const std::string what = metric.empty() ? "no metric" : "metric '" + metric + "'";
-        set_.diagnostics.push_back(makeError(
-            codes::ROLE_METRIC, e.file, path,
-            role + " names two UHDs with " + what + " for '" + arch + "': '" + it->second->name + "' (" +
-                it->second->file + ") and '" + h->name + "' (" + h->file +
-                "); a scoring role takes one UHD per metric for each arch"));
+        set_.diagnostics.push_back(makeError(codes::ROLE_METRIC, e.file, path,
+                                             role + " names two UHDs with " + what + " for '" + arch + "': '" +
+                                                 it->second->name + "' (" + it->second->file + ") and '" + h->name +
+                                                 "' (" + h->file +
+                                                 "); a scoring role takes one UHD per metric for each arch"));
         refused = true;
       }
     }
@@ -221,11 +220,11 @@ void Loader::checkTrainedAgainst() {
       }
       if (named == nullptr || !*revision || **revision == ref.revision) continue;
       const std::string T = upperType(ref.type);
-      set_.diagnostics.push_back(makeWarning(
-          codes::TRAINED_AGAINST_STALE, h.file, ref.path,
-          "UHD '" + h.name + "' was trained against " + T + " '" + ref.id + "' revision " + ref.revision + ", but " +
-              named->file + " has revision " + **revision + "; retrain the model against revision " + **revision +
-              " (or correct trained_against)"));
+      set_.diagnostics.push_back(
+          makeWarning(codes::TRAINED_AGAINST_STALE, h.file, ref.path,
+                      "UHD '" + h.name + "' was trained against " + T + " '" + ref.id + "' revision " + ref.revision +
+                          ", but " + named->file + " has revision " + **revision +
+                          "; retrain the model against revision " + **revision + " (or correct trained_against)"));
     }
   }
 }
@@ -249,10 +248,10 @@ void Loader::resolveEngines() {
       for (const MetadataField& f : kmd.fields) names += (names.empty() ? "'" : ", '") + f.name + "'";
       for (std::size_t k = 0; k < e.knobs.size(); ++k) {
         if (kmd.field(e.knobs[k]) != nullptr) continue;
-        set_.diagnostics.push_back(makeError(
-            codes::UNRESOLVED_REF, e.file, jsonPathIndex("$.knobs", k),
-            "knob '" + e.knobs[k] + "' is no field of KMD '" + kmd.name + "' (" + kmd.file +
-                "); expected one of " + (names.empty() ? std::string("(none)") : names)));
+        set_.diagnostics.push_back(makeError(codes::UNRESOLVED_REF, e.file, jsonPathIndex("$.knobs", k),
+                                             "knob '" + e.knobs[k] + "' is no field of KMD '" + kmd.name + "' (" +
+                                                 kmd.file + "); expected one of " +
+                                                 (names.empty() ? std::string("(none)") : names)));
         refused = true;
       }
     }
@@ -266,11 +265,11 @@ void Loader::resolveEngines() {
           // A static order ranks kernels by priority; it has no score to rank engines by.
           const HeuristicDescriptor& h = set_.heuristics[index_.at(idKey(ids[j])).index];
           if (h.adapter != "static_order") continue;
-          set_.diagnostics.push_back(makeError(
-              codes::UNRESOLVED_REF, e.file, path,
-              "predict_engine cannot use UHD '" + h.name + "' (" + h.file + "): its adapter '" +
-                  h.adapter + "' ranks kernels by priority and scores no engine; expected a UHD of "
-                  "adapter 'native', 'tree_data', 'table' or 'custom_library'"));
+          set_.diagnostics.push_back(
+              makeError(codes::UNRESOLVED_REF, e.file, path,
+                        "predict_engine cannot use UHD '" + h.name + "' (" + h.file + "): its adapter '" + h.adapter +
+                            "' ranks kernels by priority and scores no engine; expected a UHD of "
+                            "adapter 'native', 'tree_data', 'table' or 'custom_library'"));
           refused = true;
         }
       }
@@ -278,8 +277,8 @@ void Loader::resolveEngines() {
     checkRoleMetrics(e, refused);
     if (refused || !unloaded.empty()) {
       if (!refused) {
-        set_.diagnostics.push_back(makeWarning(codes::ENGINE_DROPPED, e.file, "",
-                                               "dropping engine '" + e.name + "': " + unloaded.front()));
+        set_.diagnostics.push_back(
+            makeWarning(codes::ENGINE_DROPPED, e.file, "", "dropping engine '" + e.name + "': " + unloaded.front()));
       }
       removed_.insert({"ued", i});
       markUnloaded(e, "did not load");
@@ -312,9 +311,8 @@ void Loader::resolvePacks() {
       Standalone& u = standalone_[index_.at(idKey(kr.id)).index];
       if (!u.claimedBy.empty()) {
         set_.diagnostics.push_back(makeError(codes::DUPLICATE_MEMBER, p.file, kr.jsonPath,
-                                             "UKD '" + u.kernel.id + "' (" + u.kernel.file +
-                                                 ") is already in pack " + u.claimedBy +
-                                                 "; a kernel belongs to one pack"));
+                                             "UKD '" + u.kernel.id + "' (" + u.kernel.file + ") is already in pack " +
+                                                 u.claimedBy + "; a kernel belongs to one pack"));
         continue;
       }
       u.claimedBy = p.file;
@@ -327,8 +325,8 @@ void Loader::resolvePacks() {
       resolved.push_back(std::move(m));
     }
     if (!refused && !unloaded.empty()) {
-      set_.diagnostics.push_back(makeWarning(codes::PACK_DROPPED, p.file, "",
-                                             "dropping pack '" + p.name + "': " + unloaded.front()));
+      set_.diagnostics.push_back(
+          makeWarning(codes::PACK_DROPPED, p.file, "", "dropping pack '" + p.name + "': " + unloaded.front()));
     }
     if (refused || !unloaded.empty()) {
       removed_.insert({"kdp", i});
@@ -355,10 +353,10 @@ void Loader::resolvePacks() {
         if (!extra.empty()) {
           std::string listed;
           for (const std::string& a : p.arch) listed += (listed.empty() ? "" : ", ") + a;
-          set_.diagnostics.push_back(makeError(
-              codes::ARCH_NOT_SUBSET, m.kernel.file, jsonPathKey(m.kernel.jsonPath, "arch"),
-              "arch " + extra + " not in its KDP's arch [" + listed + "] (" + p.file +
-                  "); a kernel's arch is a subset of its pack's"));
+          set_.diagnostics.push_back(makeError(codes::ARCH_NOT_SUBSET, m.kernel.file,
+                                               jsonPathKey(m.kernel.jsonPath, "arch"),
+                                               "arch " + extra + " not in its KDP's arch [" + listed + "] (" + p.file +
+                                                   "); a kernel's arch is a subset of its pack's"));
           ok = false;
         }
       }
@@ -433,8 +431,7 @@ void Loader::checkMetadataUnique() {
         } else if (theirs.empty()) {
           on = mine;
         } else {
-          std::set_intersection(mine.begin(), mine.end(), theirs.begin(), theirs.end(),
-                                std::inserter(on, on.end()));
+          std::set_intersection(mine.begin(), mine.end(), theirs.begin(), theirs.end(), std::inserter(on, on.end()));
           if (on.empty()) continue;  // no shard holds both
         }
         if (!options_.arches.empty()) {
@@ -449,11 +446,11 @@ void Loader::checkMetadataUnique() {
         for (const std::string& a : on) onText += (onText.empty() ? " on " : ", ") + a;
         const Kernel& other = s.member->kernel;
         const std::string where = other.jsonPath == "$" ? other.file : other.file + ": " + other.jsonPath;
-        set_.diagnostics.push_back(makeError(
-            codes::METADATA_NOT_UNIQUE, m.kernel.file, jsonPathKey(m.kernel.jsonPath, "metadata"),
-            "completed metadata " + text + " of " + kernelLabel(m.kernel) + " equals that of " + kernelLabel(other) +
-                " (" + where + ") under engine '" + engine->name + "'" + onText +
-                "; the engine cannot tell them apart"));
+        set_.diagnostics.push_back(
+            makeError(codes::METADATA_NOT_UNIQUE, m.kernel.file, jsonPathKey(m.kernel.jsonPath, "metadata"),
+                      "completed metadata " + text + " of " + kernelLabel(m.kernel) + " equals that of " +
+                          kernelLabel(other) + " (" + where + ") under engine '" + engine->name + "'" + onText +
+                          "; the engine cannot tell them apart"));
         clash = true;
         break;
       }
@@ -483,8 +480,7 @@ void Loader::compact() {
     if (removed_.count({"kdp", i}) != 0 || !set_.packs[i].members.empty()) continue;
     const Pack& p = set_.packs[i];
     set_.diagnostics.push_back(makeWarning(codes::PACK_DROPPED, p.file, "$.kernelDescriptors",
-                                           "dropping pack '" + p.name +
-                                               "': none of its kernels loaded"));
+                                           "dropping pack '" + p.name + "': none of its kernels loaded"));
     removed_.insert({"kdp", i});
   }
   keep(set_.packs, "kdp");

@@ -66,8 +66,8 @@ void walkFolder(const fs::path& folder, const std::string& relFolder, const Walk
   std::vector<fs::directory_entry> entries;
   for (fs::directory_iterator it(folder, ec), end; !ec && it != end; it.increment(ec)) entries.push_back(*it);
   if (ec) {
-    diags.push_back(makeError(codes::READ_FAILED, relFolder.empty() ? "." : relFolder, "",
-                              "cannot list folder: " + ec.message()));
+    diags.push_back(
+        makeError(codes::READ_FAILED, relFolder.empty() ? "." : relFolder, "", "cannot list folder: " + ec.message()));
     return;
   }
   std::sort(entries.begin(), entries.end(), [](const fs::directory_entry& a, const fs::directory_entry& b) {

@@ -65,7 +65,7 @@ struct TargetRow {
   std::string_view name;
   std::string_view family;    // the generic family holding it, or empty
   std::string_view features;  // space-separated
-  unsigned mach;               // EF_AMDGPU_MACH, 0 for none
+  unsigned mach;              // EF_AMDGPU_MACH, 0 for none
 };
 const std::vector<TargetRow>& targetRows() {
   static const std::vector<TargetRow> rows{
@@ -236,8 +236,7 @@ std::vector<std::string> nearestTargets(std::string_view bare) {
   }
   // Names that extend what was typed first (gfx103 -> gfx1030 before gfx1013): the
   // likeliest slip is a character left off the end.
-  std::stable_partition(out.begin(), out.end(),
-                        [&](const std::string& n) { return n.rfind(bare, 0) == 0; });
+  std::stable_partition(out.begin(), out.end(), [&](const std::string& n) { return n.rfind(bare, 0) == 0; });
   if (out.size() > 3) out.resize(3);
   return out;
 }

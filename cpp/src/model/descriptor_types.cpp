@@ -4,8 +4,8 @@
 #include <algorithm>
 #include <cctype>
 #include <cstdint>
-#include <set>
 #include <regex>
+#include <set>
 #include <utility>
 
 #include "json/json_tape.hpp"
@@ -53,8 +53,8 @@ std::string_view stringOf(const JsonNode& value) { return value.str(); }
 // id, version, name and the context every file-backed descriptor carries.
 // `skipKey` is left out of `raw` (a pack's kernels, which its members hold).
 template <class V>
-void readCommon(BasicObjectReader<V>& r, const V& doc, const DescriptorContext& ctx,
-                DescriptorInfo& info, std::string_view skipKey = {}) {
+void readCommon(BasicObjectReader<V>& r, const V& doc, const DescriptorContext& ctx, DescriptorInfo& info,
+                std::string_view skipKey = {}) {
   info.file = ctx.file;
   info.jsonPath = ctx.jsonPath;
   info.baseDir = ctx.baseDir;
@@ -82,8 +82,7 @@ void readCommon(BasicObjectReader<V>& r, const V& doc, const DescriptorContext& 
 
 // A list of bare arch ids, each once (common.schema.json#/$defs/archList).
 template <class V>
-std::optional<std::vector<std::string>> readArchList(BasicObjectReader<V>& r, std::string_view key,
-                                                     bool required) {
+std::optional<std::vector<std::string>> readArchList(BasicObjectReader<V>& r, std::string_view key, bool required) {
   const V* list = r.array(key, required);
   if (list == nullptr) return std::nullopt;
   std::vector<std::string> out;
@@ -111,8 +110,8 @@ std::optional<std::vector<std::string>> readArchList(BasicObjectReader<V>& r, st
 
 // A list of non-empty strings; `unique` refuses repeats ("expected unique items").
 template <class V>
-std::optional<std::vector<std::string>> readStrings(BasicObjectReader<V>& r, std::string_view key,
-                                                    bool required, bool nonEmpty, bool unique) {
+std::optional<std::vector<std::string>> readStrings(BasicObjectReader<V>& r, std::string_view key, bool required,
+                                                    bool nonEmpty, bool unique) {
   const V* list = r.array(key, required);
   if (list == nullptr) return std::nullopt;
   std::vector<std::string> out;
@@ -143,8 +142,7 @@ std::optional<std::vector<std::string>> readStrings(BasicObjectReader<V>& r, std
 
 // A required member that is an id or null; `what` is "UED" or "UDD".
 template <class V>
-std::optional<std::string> readIdOrNull(BasicObjectReader<V>& r, std::string_view key,
-                                        const std::string& what) {
+std::optional<std::string> readIdOrNull(BasicObjectReader<V>& r, std::string_view key, const std::string& what) {
   if (!r.has(key)) {
     r.error(r.path(), "missing required field '" + std::string(key) + "'");
     return std::nullopt;
@@ -181,14 +179,13 @@ std::optional<std::string> readEnum(ObjectReader& r, std::string_view key, bool 
     return std::nullopt;
   }
   const Json* v = r.get(key);
-  if (v->is_string() &&
-      std::find(options.begin(), options.end(), v->get<std::string>()) != options.end()) {
+  if (v->is_string() && std::find(options.begin(), options.end(), v->get<std::string>()) != options.end()) {
     return v->get<std::string>();
   }
   std::string listed;
   for (const std::string& o : options) listed += (listed.empty() ? "'" : ", '") + o + "'";
   r.error(r.pathOf(key), "expected one of " + listed + ", found " + describeFound(*v) +
-                            (v->is_string() ? didYouMean(v->get<std::string>(), options) : std::string()));
+                             (v->is_string() ? didYouMean(v->get<std::string>(), options) : std::string()));
   return std::nullopt;
 }
 
@@ -214,7 +211,8 @@ void readProvenance(ObjectReader& r, Json* out = nullptr) {
 // A string as json.dumps writes it (ensure_ascii): printable ASCII without a
 // quote or backslash stands as it is; anything else is left to nlohmann.
 void dumpString(std::string& out, const std::string& s) {
-  const bool plain = std::all_of(s.begin(), s.end(), [](char c) { return c >= 0x20 && c < 0x7f && c != '"' && c != '\\'; });
+  const bool plain =
+      std::all_of(s.begin(), s.end(), [](char c) { return c >= 0x20 && c < 0x7f && c != '"' && c != '\\'; });
   if (plain) {
     out += '"';
     out += s;
@@ -321,8 +319,8 @@ VersionCheck checkVersionOf(const V& doc, std::string_view type, const Version& 
     return check;
   }
   const std::string T = upper(type);
-  check.refusal = "expected a " + T + " version this ukdpack reads (" + readableVersions(max) +
-                  "), found " + describeFound(*it);
+  check.refusal =
+      "expected a " + T + " version this ukdpack reads (" + readableVersions(max) + "), found " + describeFound(*it);
   if (!parsed) {
     check.gate = VersionGate::Malformed;
     check.message = check.refusal;
@@ -347,8 +345,7 @@ VersionCheck checkVersion(const Json& doc, std::string_view type, const Version&
 }
 
 const std::vector<std::string>& heuristicRoles() {
-  static const std::vector<std::string> roles{"sort_kernel_catalog", "predict_engine",
-                                              "predict_applicable_kernels"};
+  static const std::vector<std::string> roles{"sort_kernel_catalog", "predict_engine", "predict_applicable_kernels"};
   return roles;
 }
 
@@ -425,7 +422,8 @@ std::optional<Pack> parsePackFrom(const V& kdp, Json* consume, const DescriptorC
       if (!item.is_object()) {
         diags.push_back(makeError(codes::SCHEMA, ctx.file, path,
                                   "expected an inline UKD object or the id string of a standalone "
-                                  "UKD, found " + describeFound(item)));
+                                  "UKD, found " +
+                                      describeFound(item)));
         continue;
       }
       const VersionCheck vc = checkVersionOf(item, "ukd", maxUkd);
@@ -437,13 +435,11 @@ std::optional<Pack> parsePackFrom(const V& kdp, Json* consume, const DescriptorC
         const auto name = item.find("name");
         const auto id = item.find("id");
         const bool named = name != item.end() && name->is_string();
-        const std::string label =
-            !named ? std::string("this kernel")
-            : id != item.end() && id->is_string()
-                ? kernelLabel(name->template get<std::string>(), id->template get<std::string>())
-                : "kernel '" + name->template get<std::string>() + "'";
-        diags.push_back(makeWarning(codes::VERSION_SKIPPED, ctx.file, path,
-                                    "skipping " + label + ": " + vc.message));
+        const std::string label = !named ? std::string("this kernel")
+                                  : id != item.end() && id->is_string()
+                                      ? kernelLabel(name->template get<std::string>(), id->template get<std::string>())
+                                      : "kernel '" + name->template get<std::string>() + "'";
+        diags.push_back(makeWarning(codes::VERSION_SKIPPED, ctx.file, path, "skipping " + label + ": " + vc.message));
         continue;
       }
       if (vc.gate == VersionGate::Malformed) {
@@ -465,27 +461,26 @@ std::optional<Pack> parsePackFrom(const V& kdp, Json* consume, const DescriptorC
   return p;
 }
 
-template std::optional<Pack> parsePackFrom<Json>(const Json&, Json*, const DescriptorContext&,
-                                                 std::vector<Diagnostic>&, const Version&, bool);
+template std::optional<Pack> parsePackFrom<Json>(const Json&, Json*, const DescriptorContext&, std::vector<Diagnostic>&,
+                                                 const Version&, bool);
 template std::optional<Pack> parsePackFrom<JsonNode>(const JsonNode&, Json*, const DescriptorContext&,
                                                      std::vector<Diagnostic>&, const Version&, bool);
 
 }  // namespace detail
 
-std::optional<Pack> parsePack(const Json& kdp, const DescriptorContext& ctx,
-                              std::vector<Diagnostic>& diags, const Version& maxUkd, bool refuseNewer) {
+std::optional<Pack> parsePack(const Json& kdp, const DescriptorContext& ctx, std::vector<Diagnostic>& diags,
+                              const Version& maxUkd, bool refuseNewer) {
   return detail::parsePackFrom(kdp, nullptr, ctx, diags, maxUkd, refuseNewer);
 }
 
-std::optional<Pack> parsePack(Json&& kdp, const DescriptorContext& ctx,
-                              std::vector<Diagnostic>& diags, const Version& maxUkd, bool refuseNewer) {
+std::optional<Pack> parsePack(Json&& kdp, const DescriptorContext& ctx, std::vector<Diagnostic>& diags,
+                              const Version& maxUkd, bool refuseNewer) {
   return detail::parsePackFrom(kdp, &kdp, ctx, diags, maxUkd, refuseNewer);
 }
 
 // --------------------------------------------------------------------------- UDD
 
-std::optional<Dispatch> parseDispatch(const Json& udd, const DescriptorContext& ctx,
-                                      std::vector<Diagnostic>& diags) {
+std::optional<Dispatch> parseDispatch(const Json& udd, const DescriptorContext& ctx, std::vector<Diagnostic>& diags) {
   ObjectReader r(udd, ctx.file, ctx.jsonPath, diags);
   if (!r.isObject()) return std::nullopt;
   Dispatch d;
@@ -513,8 +508,7 @@ std::optional<Dispatch> parseDispatch(const Json& udd, const DescriptorContext& 
         names.push_back(item.get<std::string>());
       }
       if (v->size() < 2) {
-        r.error(path, "a handler that declares launches runs at least two, found " +
-                          std::to_string(v->size()));
+        r.error(path, "a handler that declares launches runs at least two, found " + std::to_string(v->size()));
         ok = false;
       }
       if (std::set<std::string>(names.begin(), names.end()).size() != names.size()) {
@@ -560,16 +554,18 @@ void readRoleMap(ObjectReader& r, const std::string& role, Engine& e) {
       ids.push_back(v.get<std::string>());
     } else if (!single && v.is_array() && !v.empty()) {
       for (const Json& item : v) {
-        if (!item.is_string() || item.get<std::string>().empty()) ok = false;
-        else ids.push_back(item.get<std::string>());
+        if (!item.is_string() || item.get<std::string>().empty())
+          ok = false;
+        else
+          ids.push_back(item.get<std::string>());
       }
     } else {
       ok = false;
     }
     if (!ok) {
-      r.error(p, single ? "expected one UHD id, found " + describeFound(v)
-                        : "expected a UHD id or a non-empty list of UHD ids (one per metric), found " +
-                              describeFound(v));
+      r.error(p, single
+                     ? "expected one UHD id, found " + describeFound(v)
+                     : "expected a UHD id or a non-empty list of UHD ids (one per metric), found " + describeFound(v));
       continue;
     }
     if (std::set<std::string>(ids.begin(), ids.end()).size() != ids.size()) {
@@ -614,8 +610,7 @@ const std::vector<std::string>& behaviorNoteVocabulary() {
   return notes;
 }
 
-std::optional<Engine> parseEngine(const Json& ued, const DescriptorContext& ctx,
-                                  std::vector<Diagnostic>& diags) {
+std::optional<Engine> parseEngine(const Json& ued, const DescriptorContext& ctx, std::vector<Diagnostic>& diags) {
   ObjectReader r(ued, ctx.file, ctx.jsonPath, diags);
   if (!r.isObject()) return std::nullopt;
   Engine e;
@@ -667,8 +662,7 @@ std::optional<Engine> parseEngine(const Json& ued, const DescriptorContext& ctx,
   if (const Json* legacy = r.get("heuristic")) {
     const std::string id = legacy->is_string() ? legacy->get<std::string>() : std::string("X");
     r.error(r.pathOf("heuristic"),
-            legacyFormMessage("a UED 'heuristic'",
-                              "\"sort_kernel_catalog\": {\"default\": \"" + id + "\"}", true));
+            legacyFormMessage("a UED 'heuristic'", "\"sort_kernel_catalog\": {\"default\": \"" + id + "\"}", true));
   }
   r.finish();
   if (r.failed() || !ok) return std::nullopt;
@@ -697,8 +691,8 @@ std::optional<MetadataSchema> parseMetadataSchema(const Json& kmd, const Descrip
         continue;
       }
       MetadataField field;
-      field.name = readPatterned(f, "name", true, fieldName,
-                                 "a field name matching [A-Za-z_][A-Za-z0-9_]*").value_or("");
+      field.name =
+          readPatterned(f, "name", true, fieldName, "a field name matching [A-Za-z_][A-Za-z0-9_]*").value_or("");
       field.type = readEnum(f, "type", true, types).value_or("");
       if (const Json* dv = f.get("default_value")) {
         const std::string p = f.pathOf("default_value");
@@ -785,16 +779,16 @@ bool readTrainedAgainst(ObjectReader& r, std::vector<HeuristicDescriptor::Traine
   bool ok = true;
   const bool namesSet = t.has("ued") || t.has("kmd") || t.has("umd");
   if (!namesSet && !t.has("selector_revision")) {
-    t.error(t.path(), "expected a descriptor set ('ued', 'kmd' and 'umd') or a 'selector_revision', found " +
-                          describeFound(*ta));
+    t.error(t.path(),
+            "expected a descriptor set ('ued', 'kmd' and 'umd') or a 'selector_revision', found " + describeFound(*ta));
     ok = false;
   }
   if (namesSet) {
     // All three or none: two thirds of a descriptor set is a claim nothing can check.
     for (const char* key : {"ued", "kmd"}) {
       if (!t.has(key)) {
-        t.error(t.path(), std::string("missing required field '") + key +
-                              "' (a descriptor set names 'ued', 'kmd' and 'umd')");
+        t.error(t.path(),
+                std::string("missing required field '") + key + "' (a descriptor set names 'ued', 'kmd' and 'umd')");
       } else {
         ok = readTrainedRef(*t.get(key), t, t.pathOf(key), key, out) && ok;
       }
@@ -872,10 +866,9 @@ void readFeaturesSignature(ObjectReader& r, bool required) {
     if (!reference && !(item.is_object() && item.size() == 1)) {
       const bool bare = item.is_string() && !item.get_ref<const std::string&>().empty() &&
                         item.get_ref<const std::string&>().front() != '$';
-      r.error(jsonPathIndex(path, i),
-              "expected a '$name' feature reference or a single-key expression object, found " +
-                  describeFound(item) +
-                  (bare ? " (write '$" + item.get<std::string>() + "')" : std::string()));
+      r.error(jsonPathIndex(path, i), "expected a '$name' feature reference or a single-key expression object, found " +
+                                          describeFound(item) +
+                                          (bare ? " (write '$" + item.get<std::string>() + "')" : std::string()));
       continue;
     }
     if (!seen.insert(item.dump()).second) repeated = true;
@@ -904,8 +897,8 @@ void readCategoricalEncoding(ObjectReader& r) {
       continue;
     }
     for (auto c = f->begin(); c != f->end(); ++c) {
-      const bool fits = c->is_number_integer() && c->get<std::int64_t>() >= INT32_MIN &&
-                        c->get<std::int64_t>() <= INT32_MAX;
+      const bool fits =
+          c->is_number_integer() && c->get<std::int64_t>() >= INT32_MIN && c->get<std::int64_t>() <= INT32_MAX;
       if (!fits) {
         r.error(jsonPathKey(fp, c.key()),
                 std::string(c->is_number_integer() ? "expected an integer within 32 bits" : "expected integer") +
@@ -945,15 +938,14 @@ std::optional<HeuristicDescriptor> parseHeuristic(const Json& uhd, const Descrip
     r.get("kind");
     const Json* payload = r.get("payload");
     const std::string symbol = payload != nullptr && payload->is_string() ? payload->get<std::string>() : "S";
-    r.error(r.path(), legacyFormMessage("a UHD with 'kind'/'payload'",
-                                        "\"adapter\": \"native\", \"native\": {\"symbol\": \"" + symbol +
-                                            "\"}, \"objective\": \"max\"",
-                                        true));
+    r.error(r.path(),
+            legacyFormMessage(
+                "a UHD with 'kind'/'payload'",
+                "\"adapter\": \"native\", \"native\": {\"symbol\": \"" + symbol + "\"}, \"objective\": \"max\"", true));
     r.finish();
     return std::nullopt;
   }
-  static const std::vector<std::string> adapters{"native", "static_order", "tree_data", "table",
-                                                 "custom_library"};
+  static const std::vector<std::string> adapters{"native", "static_order", "tree_data", "table", "custom_library"};
   h.adapter = readEnum(r, "adapter", true, adapters).value_or("");
   const bool ordered = h.adapter == "static_order";
   const bool trained = h.adapter == "tree_data" || h.adapter == "table";
@@ -973,21 +965,19 @@ std::optional<HeuristicDescriptor> parseHeuristic(const Json& uhd, const Descrip
     const std::string want = *h.metric == "tflops" ? "max" : "min";
     if (*h.objective != want) {
       r.error(r.pathOf("objective"), "a score of metric '" + *h.metric + "' is " +
-                                         (want == "max" ? "maximised" : "minimised") +
-                                         ": expected objective '" + want + "', found '" +
-                                         *h.objective + "'");
+                                         (want == "max" ? "maximised" : "minimised") + ": expected objective '" + want +
+                                         "', found '" + *h.objective + "'");
     }
   } else if (h.metric && ordered && !r.has("objective")) {
     const std::string want = *h.metric == "tflops" ? "max" : "min";
-    r.error(r.path(), "missing required field 'objective': a score of metric '" + *h.metric +
-                          "' needs objective '" + want + "'");
+    r.error(r.path(),
+            "missing required field 'objective': a score of metric '" + *h.metric + "' needs objective '" + want + "'");
   }
   readFeaturesSignature(r, trained);
   // A model reading features states which (features_hash) and what it was trained on.
   const bool reads = trained || r.has("features_signature");
   static const std::regex featuresHash("^sha256:[0-9a-f]{16}$");
-  readPatterned(r, "features_hash", reads, featuresHash,
-                "'sha256:' and 16 lowercase hex digits");
+  readPatterned(r, "features_hash", reads, featuresHash, "'sha256:' and 16 lowercase hex digits");
   if (reads && !r.has("trained_against")) {
     r.error(r.path(), "missing required field 'trained_against' (" +
                           (trained ? "adapter '" + h.adapter + "' is trained on data"
@@ -1021,8 +1011,8 @@ std::optional<HeuristicDescriptor> parseHeuristic(const Json& uhd, const Descrip
       hash = b.string("hash", false);
       // The runtime supports no library configuration: only an empty one loads.
       if (const Json* config = b.object("config", false); config != nullptr && !config->empty()) {
-        b.error(b.pathOf("config"), "expected an empty object (custom_library takes no configuration), found " +
-                                        describeFound(*config));
+        b.error(b.pathOf("config"),
+                "expected an empty object (custom_library takes no configuration), found " + describeFound(*config));
       }
     }
     b.finish();
@@ -1037,13 +1027,12 @@ std::optional<HeuristicDescriptor> parseHeuristic(const Json& uhd, const Descrip
       h.library = library;
       h.hash = hash;
     } else if (!h.adapter.empty()) {
-      r.error(r.pathOf(name), "adapter '" + h.adapter + "' takes exactly one body, '" + h.adapter +
-                                  "', found '" + name + "' too");
+      r.error(r.pathOf(name),
+              "adapter '" + h.adapter + "' takes exactly one body, '" + h.adapter + "', found '" + name + "' too");
     }
   }
   if (!h.adapter.empty() && !r.has(h.adapter)) {
-    r.error(r.path(), "missing required field '" + h.adapter + "' (the body of adapter '" +
-                          h.adapter + "')");
+    r.error(r.path(), "missing required field '" + h.adapter + "' (the body of adapter '" + h.adapter + "')");
   }
   r.finish();
   if (r.failed() || !bodiesOk || !partsOk) return std::nullopt;
@@ -1052,8 +1041,7 @@ std::optional<HeuristicDescriptor> parseHeuristic(const Json& uhd, const Descrip
 
 // --------------------------------------------------------------------------- metadata
 
-std::optional<Json> completeMetadata(const MetadataSchema& kmd, const Kernel& kernel,
-                                     std::vector<Diagnostic>& diags) {
+std::optional<Json> completeMetadata(const MetadataSchema& kmd, const Kernel& kernel, std::vector<Diagnostic>& diags) {
   // The path and the list of known fields are worded only for a refusal: most kernels have none.
   const auto mdPath = [&] { return jsonPathKey(kernel.jsonPath, "metadata"); };
   bool ok = true;
@@ -1070,8 +1058,8 @@ std::optional<Json> completeMetadata(const MetadataSchema& kmd, const Kernel& ke
   };
   for (auto it = kernel.metadata.begin(); it != kernel.metadata.end(); ++it) {
     if (kmd.field(it.key()) == nullptr) {
-      error(jsonPathKey(mdPath(), it.key()), "unknown metadata field '" + it.key() + "'; KMD '" +
-                                                 kmd.name + "' (" + kmd.file + ") has " + known());
+      error(jsonPathKey(mdPath(), it.key()),
+            "unknown metadata field '" + it.key() + "'; KMD '" + kmd.name + "' (" + kmd.file + ") has " + known());
     }
   }
   Json out = Json::object();
@@ -1085,19 +1073,18 @@ std::optional<Json> completeMetadata(const MetadataSchema& kmd, const Kernel& ke
       if (f.type == "float") typed = v.is_number();
       if (f.type == "string") typed = v.is_string();
       if (f.type == "int_list") {
-        typed = v.is_array() &&
-                std::all_of(v.begin(), v.end(), [](const Json& x) { return x.is_number_integer(); });
+        typed = v.is_array() && std::all_of(v.begin(), v.end(), [](const Json& x) { return x.is_number_integer(); });
       }
       if (!typed) {
-        error(jsonPathKey(mdPath(), f.name), "expected " + f.type + " (KMD '" + kmd.name +
-                                               "' field), found " + describeFound(v));
+        error(jsonPathKey(mdPath(), f.name),
+              "expected " + f.type + " (KMD '" + kmd.name + "' field), found " + describeFound(v));
       }
       out[f.name] = v;
     } else if (f.defaultValue) {
       out[f.name] = *f.defaultValue;
     } else {
-      error(mdPath(), "missing metadata field '" + f.name + "' (" + f.type + "), which KMD '" +
-                        kmd.name + "' (" + kmd.file + ") gives no default");
+      error(mdPath(), "missing metadata field '" + f.name + "' (" + f.type + "), which KMD '" + kmd.name + "' (" +
+                          kmd.file + ") gives no default");
     }
   }
   if (!ok) return std::nullopt;

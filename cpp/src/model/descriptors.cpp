@@ -56,8 +56,7 @@ const KernelSource* singleLaunchSource(const Kernel& kernel) {
   return kernel.sources.empty() ? &kernel.source : nullptr;
 }
 
-bool allLaunchSources(const Kernel& kernel,
-                      const std::function<bool(const KernelSource&)>& pred) {
+bool allLaunchSources(const Kernel& kernel, const std::function<bool(const KernelSource&)>& pred) {
   if (kernel.sources.empty()) return pred(kernel.source);
   return std::all_of(kernel.sources.begin(), kernel.sources.end(),
                      [&](const auto& entry) { return pred(entry.second); });
@@ -89,15 +88,12 @@ std::string describeLaunchSet(const std::set<std::string>& names) {
   return out + "}";
 }
 
-bool isExtensionKey(std::string_view key) {
-  return key.substr(0, 2) == "x-" || key.substr(0, 1) == "_";
-}
+bool isExtensionKey(std::string_view key) { return key.substr(0, 2) == "x-" || key.substr(0, 1) == "_"; }
 
 bool isLaunchName(std::string_view name) {
   if (name.empty() || !std::isalpha(static_cast<unsigned char>(name.front()))) return false;
-  return std::all_of(name.begin(), name.end(), [](char c) {
-    return std::isalnum(static_cast<unsigned char>(c)) || c == '_';
-  });
+  return std::all_of(name.begin(), name.end(),
+                     [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; });
 }
 
 namespace {
@@ -105,9 +101,8 @@ namespace {
 enum class SourceRole { Single, Launch };
 
 bool isSha256Hex(const std::string& s) {
-  return s.size() == 64 && std::all_of(s.begin(), s.end(), [](char c) {
-           return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f');
-         });
+  return s.size() == 64 &&
+         std::all_of(s.begin(), s.end(), [](char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'); });
 }
 
 // A relative path without `..` segments: embedded_source identities.
@@ -136,15 +131,14 @@ void readBuild(BasicObjectReader<V>& r, std::string_view key, bool required) {
       const V& v = it.value();
       if (!(v.is_string() || v.is_number() || v.is_boolean())) {
         b.error(jsonPathKey(b.pathOf("defines"), it.key()),
-                "expected a scalar define value (string, number or boolean), found " +
-                    describeFound(v));
+                "expected a scalar define value (string, number or boolean), found " + describeFound(v));
       }
     }
   }
   b.stringList("flags", false, true);
   if (const V* generic = b.get("generic"); generic != nullptr && !generic->is_boolean()) {
-    b.error(b.pathOf("generic"), "expected a boolean (true: compile once for the arch's generic family), found " +
-                                     describeFound(*generic));
+    b.error(b.pathOf("generic"),
+            "expected a boolean (true: compile once for the arch's generic family), found " + describeFound(*generic));
   }
   b.finish();
 }
@@ -184,16 +178,48 @@ const std::vector<SourceKindInfo>& sourceKinds() {
   static const std::vector<SourceKindInfo> kinds = {
       {"hip",
        {{"source", F::String, true}, {"entry", F::String, true}, {"build", F::Build, true}},
-       "source", "source", true, "hsaco", true, P::Compile, "entry", "source", "hip"},
+       "source",
+       "source",
+       true,
+       "hsaco",
+       true,
+       P::Compile,
+       "entry",
+       "source",
+       "hip"},
       {"hsaco",
        {{"file", F::String, true}, {"symbol", F::String, true}},
-       "file", "prebuilt object", true, "hsaco", true, P::Prebuilt, "symbol", "file", ""},
+       "file",
+       "prebuilt object",
+       true,
+       "hsaco",
+       true,
+       P::Prebuilt,
+       "symbol",
+       "file",
+       ""},
       {"embedded_source",
        {{"source_file", F::RelativePath, true}, {"entry_point", F::String, true}},
-       "", "", false, "", true, P::None, "entry_point", "source_file", ""},
+       "",
+       "",
+       false,
+       "",
+       true,
+       P::None,
+       "entry_point",
+       "source_file",
+       ""},
       {"cuda",
        {{"source", F::String, true}, {"entry", F::String, true}, {"build", F::Build, true}},
-       "source", "source", true, "cubin", true, P::Compile, "entry", "source", "cuda"},
+       "source",
+       "source",
+       true,
+       "cubin",
+       true,
+       P::Compile,
+       "entry",
+       "source",
+       "cuda"},
       // `entry` picks each launch's kernel out of one multi-kernel object; `role`
       // labels a launch (a builder's stages) without making it another launch.
       {"builder",
@@ -202,7 +228,15 @@ const std::vector<SourceKindInfo>& sourceKinds() {
         {"spec", F::Object, true},
         {"entry", F::String, false},
         {"role", F::String, false}},
-       "", "", true, "hsaco", true, P::Module, "", "function", ""},
+       "",
+       "",
+       true,
+       "hsaco",
+       true,
+       P::Module,
+       "",
+       "function",
+       ""},
       {"kpack",
        {{"library", F::String, true},
         {"toc_key", F::String, true},
@@ -210,7 +244,15 @@ const std::vector<SourceKindInfo>& sourceKinds() {
         {"sha256", F::Sha256, true},
         {"signature", F::Signature, true},
         {"targets", F::TargetDigests, false}},
-       "", "", true, "", false, P::Packed, "symbol", "toc_key", ""},
+       "",
+       "",
+       true,
+       "",
+       false,
+       P::Packed,
+       "symbol",
+       "toc_key",
+       ""},
   };
   return kinds;
 }
@@ -226,8 +268,8 @@ bool SourceKindInfo::takes(std::string_view field) const {
 }
 
 const SourceKindInfo& packedKind() {
-  static const SourceKindInfo& packed = *std::find_if(sourceKinds().begin(), sourceKinds().end(),
-                                                       [](const SourceKindInfo& k) { return k.packed(); });
+  static const SourceKindInfo& packed =
+      *std::find_if(sourceKinds().begin(), sourceKinds().end(), [](const SourceKindInfo& k) { return k.packed(); });
   return packed;
 }
 
@@ -238,11 +280,16 @@ bool isPackedSource(const KernelSource& src) {
 
 const char* producerName(SourceProducer p) {
   switch (p) {
-    case SourceProducer::Compile: return "compile";
-    case SourceProducer::Prebuilt: return "prebuilt";
-    case SourceProducer::Module: return "module";
-    case SourceProducer::None: return "none";
-    case SourceProducer::Packed: return "packed";
+    case SourceProducer::Compile:
+      return "compile";
+    case SourceProducer::Prebuilt:
+      return "prebuilt";
+    case SourceProducer::Module:
+      return "module";
+    case SourceProducer::None:
+      return "none";
+    case SourceProducer::Packed:
+      return "packed";
   }
   return "none";
 }
@@ -277,8 +324,7 @@ Json built(const JsonNode& value) { return value.toJson(); }
 // Reads one field of a source as its kind's row describes it; the packed form's
 // fields land in `src` too.
 template <class V>
-void readSourceField(BasicObjectReader<V>& r, const SourceKindInfo& kind, const SourceField& field,
-                     KernelSource& src) {
+void readSourceField(BasicObjectReader<V>& r, const SourceKindInfo& kind, const SourceField& field, KernelSource& src) {
   const std::string_view name = field.name;
   switch (field.type) {
     case SourceFieldType::String: {
@@ -335,9 +381,8 @@ void readSourceField(BasicObjectReader<V>& r, const SourceKindInfo& kind, const 
 }
 
 template <class V>
-std::optional<KernelSource> parseSource(const V& value, const std::string& file,
-                                        const std::string& path, SourceRole role,
-                                        std::vector<Diagnostic>& diags) {
+std::optional<KernelSource> parseSource(const V& value, const std::string& file, const std::string& path,
+                                        SourceRole role, std::vector<Diagnostic>& diags) {
   BasicObjectReader<V> r(value, file, path, diags);
   if (!r.isObject()) return std::nullopt;
   KernelSource src;
@@ -354,21 +399,19 @@ std::optional<KernelSource> parseSource(const V& value, const std::string& file,
     };
     const std::string file = field("code_object_file");
     const std::string symbol = field("code_object_symbol");
-    r.error(r.pathOf("kind"),
-            legacyFormMessage("an 'hsaco_file' source (code_object_file, code_object_symbol)",
-                              "{\"kind\": \"hsaco\", \"file\": " + file + ", \"symbol\": " + symbol +
-                                  "} and name the prebuilt object's arches in the UKD's 'arch'",
-                              true));
+    r.error(r.pathOf("kind"), legacyFormMessage("an 'hsaco_file' source (code_object_file, code_object_symbol)",
+                                                "{\"kind\": \"hsaco\", \"file\": " + file + ", \"symbol\": " + symbol +
+                                                    "} and name the prebuilt object's arches in the UKD's 'arch'",
+                                                true));
     return std::nullopt;
   }
   if (k == "rocke" || k == "rocke_recipe" || k == "rocke_builder") {
     // rocKE kernels were compiled by a tool ukdpack does not run; a builder
     // module calling that compiler is the supported way, and no rule writes it.
-    r.error(r.pathOf("kind"),
-            legacyFormMessage("the rocKE kind '" + k + "'",
-                              "a 'builder' source whose module wraps the rocKE compiler "
-                              "(no mechanical rewrite exists)",
-                              false));
+    r.error(r.pathOf("kind"), legacyFormMessage("the rocKE kind '" + k + "'",
+                                                "a 'builder' source whose module wraps the rocKE compiler "
+                                                "(no mechanical rewrite exists)",
+                                                false));
     return std::nullopt;
   }
   const SourceKindInfo* info = sourceKind(k);
@@ -409,8 +452,7 @@ std::optional<KernelSource> parseSource(const V& value, const std::string& file,
 namespace detail {
 
 template <class V>
-std::optional<Kernel> parseKernelFrom(const V& ukd, const KernelContext& ctx,
-                                      std::vector<Diagnostic>& diags) {
+std::optional<Kernel> parseKernelFrom(const V& ukd, const KernelContext& ctx, std::vector<Diagnostic>& diags) {
   const std::size_t before = diags.size();
   BasicObjectReader<V> r(ukd, ctx.file, ctx.jsonPath, diags);
   if (!r.isObject()) return std::nullopt;
@@ -426,10 +468,9 @@ std::optional<Kernel> parseKernelFrom(const V& ukd, const KernelContext& ctx,
   bool versionRead = false;
   if (!r.has("version")) {
     const std::string wantVersion = r.has("sources") ? "\"version\": \"1.1\"" : "\"version\": \"1.0\"";
-    r.error(r.path(), ctx.jsonPath != "$"
-                          ? legacyFormMessage("an inline UKD without 'version'", wantVersion, true)
-                          : "missing required field 'version'; write " + wantVersion +
-                                " (`ukdpack migrate ROOT --out NEW` adds it)");
+    r.error(r.path(), ctx.jsonPath != "$" ? legacyFormMessage("an inline UKD without 'version'", wantVersion, true)
+                                          : "missing required field 'version'; write " + wantVersion +
+                                                " (`ukdpack migrate ROOT --out NEW` adds it)");
   } else if (auto v = r.string("version", true)) {
     if (auto parsed = Version::parse(*v)) {
       k.version = *parsed;
@@ -476,12 +517,10 @@ std::optional<Kernel> parseKernelFrom(const V& ukd, const KernelContext& ctx,
     r.get("sources");
     r.error(r.path(), "a kernel carries exactly one of 'kernel_source' and 'sources', found both");
   } else if (!hasSingle && !hasMulti) {
-    r.error(r.path(),
-            "missing required field 'kernel_source' ('sources' for a multi-launch kernel)");
+    r.error(r.path(), "missing required field 'kernel_source' ('sources' for a multi-launch kernel)");
   } else if (hasSingle) {
     if (const V* src = r.get("kernel_source")) {
-      if (auto parsed = parseSource(*src, ctx.file, r.pathOf("kernel_source"),
-                                    SourceRole::Single, diags)) {
+      if (auto parsed = parseSource(*src, ctx.file, r.pathOf("kernel_source"), SourceRole::Single, diags)) {
         k.source = std::move(*parsed);
       }
     }
@@ -491,8 +530,7 @@ std::optional<Kernel> parseKernelFrom(const V& ukd, const KernelContext& ctx,
       r.error(mapPath, "'sources' needs UKD version 1.1, found version " + k.version.str());
     }
     if (map->size() < 2) {
-      r.error(mapPath, "a sources map needs at least two launches, found " +
-                           std::to_string(map->size()) +
+      r.error(mapPath, "a sources map needs at least two launches, found " + std::to_string(map->size()) +
                            "; a kernel with one launch uses kernel_source");
     }
     std::map<std::string, std::set<std::string>> kinds;  // kind -> launches
@@ -542,8 +580,7 @@ template std::optional<Kernel> parseKernelFrom<JsonNode>(const JsonNode&, const 
 
 }  // namespace detail
 
-std::optional<Kernel> parseKernel(const Json& ukd, const KernelContext& ctx,
-                                  std::vector<Diagnostic>& diags) {
+std::optional<Kernel> parseKernel(const Json& ukd, const KernelContext& ctx, std::vector<Diagnostic>& diags) {
   return detail::parseKernelFrom(ukd, ctx, diags);
 }
 

@@ -101,8 +101,7 @@ const V* BasicObjectReader<V>::get(std::string_view key) {
 }
 
 template <class V>
-std::optional<std::string> BasicObjectReader<V>::string(std::string_view key, bool required,
-                                                bool nonEmpty) {
+std::optional<std::string> BasicObjectReader<V>::string(std::string_view key, bool required, bool nonEmpty) {
   const V* v = member(key, required);
   if (v == nullptr) return std::nullopt;
   if (!v->is_string()) {
@@ -164,9 +163,8 @@ const V* BasicObjectReader<V>::array(std::string_view key, bool required) {
 }
 
 template <class V>
-std::optional<std::vector<std::string>> BasicObjectReader<V>::stringList(std::string_view key,
-                                                                 bool required,
-                                                                 bool nonEmptyItems) {
+std::optional<std::vector<std::string>> BasicObjectReader<V>::stringList(std::string_view key, bool required,
+                                                                         bool nonEmptyItems) {
   const V* v = array(key, required);
   if (v == nullptr) return std::nullopt;
   std::vector<std::string> out;
@@ -174,8 +172,7 @@ std::optional<std::vector<std::string>> BasicObjectReader<V>::stringList(std::st
   for (std::size_t i = 0; i < v->size(); ++i) {
     const V& item = (*v)[i];
     if (!item.is_string() || (nonEmptyItems && item.template get<std::string>().empty())) {
-      error(jsonPathIndex(pathOf(key), i),
-            "expected a non-empty string, found " + describeFound(item));
+      error(jsonPathIndex(pathOf(key), i), "expected a non-empty string, found " + describeFound(item));
       ok = false;
       continue;
     }
@@ -238,8 +235,7 @@ void readSchemaKey(BasicObjectReader<V>& r) {
   const V* v = r.get("$schema");
   if (v == nullptr) return;
   if (r.path() != "$") {
-    r.error(r.pathOf("$schema"),
-            "'$schema' belongs at the top of a descriptor file; an inline UKD takes none");
+    r.error(r.pathOf("$schema"), "'$schema' belongs at the top of a descriptor file; an inline UKD takes none");
   } else if (!v->is_string()) {
     r.error(r.pathOf("$schema"), "expected string, found " + describeFound(*v));
   }

@@ -28,8 +28,7 @@ std::string describeFound(const V& value);
 template <class V>
 class BasicObjectReader {
  public:
-  BasicObjectReader(const V& value, const std::string& file, std::string path,
-                    std::vector<Diagnostic>& diags);
+  BasicObjectReader(const V& value, const std::string& file, std::string path, std::vector<Diagnostic>& diags);
 
   bool isObject() const { return object_ != nullptr; }
   bool has(std::string_view key) const;
@@ -40,8 +39,7 @@ class BasicObjectReader {
   std::optional<std::int64_t> integer(std::string_view key, bool required);
   const V* object(std::string_view key, bool required);
   const V* array(std::string_view key, bool required);
-  std::optional<std::vector<std::string>> stringList(std::string_view key, bool required,
-                                                     bool nonEmptyItems = true);
+  std::optional<std::vector<std::string>> stringList(std::string_view key, bool required, bool nonEmptyItems = true);
   // An optional string or null; returns nullopt for both absent and null.
   std::optional<std::string> nullableString(std::string_view key, bool required);
 

@@ -19,16 +19,16 @@ Result<SavedPlan> capturePlan(const Kernel& kernel) {
   // would read as some other kind.
   const KernelSource* src = singleLaunchSource(kernel);
   if (src == nullptr) {
-    return Result<SavedPlan>::failure(makeError(
-        codes::PLAN_MULTI_LAUNCH, kernel.file, kernel.jsonPath,
-        "cannot save a plan of " + kernelLabel(kernel) + ": the kernel has several launches " +
-            describeLaunchSet(launchNamesOf(kernel)) + ", and a saved plan holds one launch"));
+    return Result<SavedPlan>::failure(
+        makeError(codes::PLAN_MULTI_LAUNCH, kernel.file, kernel.jsonPath,
+                  "cannot save a plan of " + kernelLabel(kernel) + ": the kernel has several launches " +
+                      describeLaunchSet(launchNamesOf(kernel)) + ", and a saved plan holds one launch"));
   }
   if (!isPackedSource(*src)) {
-    return Result<SavedPlan>::failure(makeError(
-        codes::PLAN_NOT_PACKED, kernel.file, jsonPathKey(kernel.jsonPath, "kernel_source"),
-        "cannot save a plan of " + kernelLabel(kernel) + ": its source is kind '" + src->kind +
-            "', not the packed kind '" + packedKind().name + "'; plans are saved from packed shards"));
+    return Result<SavedPlan>::failure(
+        makeError(codes::PLAN_NOT_PACKED, kernel.file, jsonPathKey(kernel.jsonPath, "kernel_source"),
+                  "cannot save a plan of " + kernelLabel(kernel) + ": its source is kind '" + src->kind +
+                      "', not the packed kind '" + packedKind().name + "'; plans are saved from packed shards"));
   }
   return Result<SavedPlan>::success(
       SavedPlan{kernel.id, kernel.name, src->tocKey, src->symbol, src->library, src->sha256});
@@ -60,8 +60,8 @@ Result<ExecutionPlan> makeExecutionPlan(const StateManager& manager, const std::
   return Result<ExecutionPlan>::success(std::move(plan));
 }
 
-Result<bool> runPlan(const StateManager& manager, const ExecutionPlan& plan, void* workspace,
-                     void* stream, const void* arguments, const std::string& arch) {
+Result<bool> runPlan(const StateManager& manager, const ExecutionPlan& plan, void* workspace, void* stream,
+                     const void* arguments, const std::string& arch) {
   if (plan.definition == nullptr) {
     return Result<bool>::failure(makeError(codes::PLAN_EMPTY, "", "", "the plan names no kernel"));
   }
@@ -139,7 +139,8 @@ Result<DevicePlan> DevicePlan::create(const StateManager& manager, const std::st
   const KernelDefinition& def = *base.value().definition;
   const Kernel& k = *def.kernel;
   if (!backend) {
-    return R::failure(makeError(codes::PLAN_NO_BACKEND, k.file, k.jsonPath, kernelLabel(k) + ": no device backend given"));
+    return R::failure(
+        makeError(codes::PLAN_NO_BACKEND, k.file, k.jsonPath, kernelLabel(k) + ": no device backend given"));
   }
   // The device's full target ID (gfx90a:sramecc+:xnack-) picks among feature variants;
   // whether the kernel runs at all is a matter of the bare arch.
@@ -206,18 +207,16 @@ std::vector<std::string> DevicePlan::launchNames() const {
   return out;
 }
 
-std::string DevicePlan::label(const PlanLaunch& launch) const {
-  return launchLabel(*definition_->kernel, launch.name);
-}
+std::string DevicePlan::label(const PlanLaunch& launch) const { return launchLabel(*definition_->kernel, launch.name); }
 
 Result<bool> DevicePlan::run(const void* arguments) {
   if (workspaceSize_ > 0 && !workspace_) {
     auto buffer = DeviceBuffer::allocate(backend_, workspaceSize_);
     if (!buffer) {
       const Kernel& k = *definition_->kernel;
-      return Result<bool>::failure(within(buffer.error(), k, kernelLabel(k),
-                                          "cannot allocate its workspace of " + std::to_string(workspaceSize_) +
-                                              " bytes"));
+      return Result<bool>::failure(
+          within(buffer.error(), k, kernelLabel(k),
+                 "cannot allocate its workspace of " + std::to_string(workspaceSize_) + " bytes"));
     }
     workspace_ = std::move(buffer).value();
   }
@@ -234,10 +233,10 @@ Result<bool> DevicePlan::enqueue(DevicePtr workspace, std::size_t workspaceBytes
   using R = Result<bool>;
   const Kernel& k = *definition_->kernel;
   if (workspaceBytes < workspaceSize_ || (workspaceSize_ > 0 && workspace == 0)) {
-    return R::failure(makeError(codes::WORKSPACE_TOO_SMALL, k.file, k.jsonPath,
-                                kernelLabel(k) + " needs a workspace of " + std::to_string(workspaceSize_) +
-                                    " bytes, the run was given " +
-                                    (workspace == 0 ? std::string("none") : std::to_string(workspaceBytes) + " bytes")));
+    return R::failure(makeError(
+        codes::WORKSPACE_TOO_SMALL, k.file, k.jsonPath,
+        kernelLabel(k) + " needs a workspace of " + std::to_string(workspaceSize_) + " bytes, the run was given " +
+            (workspace == 0 ? std::string("none") : std::to_string(workspaceBytes) + " bytes")));
   }
   const DispatchHandler& handler = *definition_->handler;
   for (std::size_t i = 0; i < launches_.size(); ++i) {

@@ -29,8 +29,8 @@ struct Finding {
   std::vector<std::string> arches;  // "" is the shard of an arch no descriptor names
 };
 
-void note(std::vector<Finding>& found, const std::string& arch, std::string code, std::string file,
-          std::string path, std::string message) {
+void note(std::vector<Finding>& found, const std::string& arch, std::string code, std::string file, std::string path,
+          std::string message) {
   for (Finding& f : found) {
     if (f.file == file && f.path == path && f.message == message) {
       f.arches.push_back(arch);
@@ -61,8 +61,8 @@ std::string kernelList(std::vector<Member> members) {
   std::string out;
   std::string file;
   for (const Member& m : members) {
-    const std::string item = "'" + m.kernel().name + "' (id " + m.kernel().id + ") " +
-                             describeLaunchSet(launchNamesOf(m.kernel()));
+    const std::string item =
+        "'" + m.kernel().name + "' (id " + m.kernel().id + ") " + describeLaunchSet(launchNamesOf(m.kernel()));
     if (m.pack->file != file) {
       out += (out.empty() ? "" : "; ") + m.pack->file + ": " + item;
       file = m.pack->file;
@@ -99,22 +99,23 @@ void launchSets(const DescriptorSet& set, const std::string& arch, std::vector<F
   }
   for (const auto& [key, members] : groups) {
     const auto& [how, label] = key;
-    const Pack* first =
-        std::min_element(members.begin(), members.end(), [](const Member& a, const Member& b) {
-          return a.pack->file < b.pack->file;
-        })->pack;
+    const Pack* first = std::min_element(members.begin(), members.end(), [](const Member& a, const Member& b) {
+                          return a.pack->file < b.pack->file;
+                        })->pack;
     std::map<std::string, LaunchSet> declared;  // UDD file -> its launches
     if (how == "symbol") {
       for (const Member& m : members) {
         const Dispatch* udd = set.dispatchOf(*m.pack);
-        if (udd != nullptr && udd->launches) declared[udd->file] = LaunchSet(udd->launches->begin(), udd->launches->end());
+        if (udd != nullptr && udd->launches)
+          declared[udd->file] = LaunchSet(udd->launches->begin(), udd->launches->end());
       }
     }
     std::set<LaunchSet> distinctDeclared;
     for (const auto& [file, names] : declared) distinctDeclared.insert(names);
     if (distinctDeclared.size() > 1) {
       std::string listed;
-      for (const auto& [file, names] : declared) listed += (listed.empty() ? "" : "; ") + file + " " + describeLaunchSet(names);
+      for (const auto& [file, names] : declared)
+        listed += (listed.empty() ? "" : "; ") + file + " " + describeLaunchSet(names);
       note(found, arch, codes::LAUNCHES_DISAGREE, first->file, "$.dispatch",
            "UDDs naming dispatch symbol '" + label + "' declare different launches{on}: " + listed +
                "; one handler runs one set");
@@ -137,8 +138,10 @@ void launchSets(const DescriptorSet& set, const std::string& arch, std::vector<F
     if (sets.size() <= 1) continue;
     if (how == "symbol") {
       note(found, arch, codes::LAUNCH_SET_MISMATCH, first->file, "$.kernelDescriptors",
-           "dispatch symbol '" + label + "' serves kernels with different launch sets{on}, and its handler "
-           "declares one set: " + kernelList(members) +
+           "dispatch symbol '" + label +
+               "' serves kernels with different launch sets{on}, and its handler "
+               "declares one set: " +
+               kernelList(members) +
                "; put kernels with another launch set in a KDP with its own UDD and dispatch symbol");
     } else {
       note(found, arch, codes::LAUNCH_SET_MISMATCH, first->file, "$.kernelDescriptors",
@@ -147,7 +150,6 @@ void launchSets(const DescriptorSet& set, const std::string& arch, std::vector<F
     }
   }
 }
-
 
 std::string where(const Kernel& k) { return k.jsonPath == "$" ? k.file : k.file + ": " + k.jsonPath; }
 
@@ -181,17 +183,18 @@ void packedTocKeys(const DescriptorSet& set, std::vector<Diagnostic>& out) {
         if (fresh || it->second.digest == src->sha256) continue;
         const First& seen = it->second;
         if (!reported.insert({archive, src->tocKey, idKey(seen.kernel->id), idKey(k.id)}).second) continue;
-        const std::string head = launchLabel(k, name) + " names toc key '" + src->tocKey + "' (" + archive +
-                                 ") with sha256 " + src->sha256;
+        const std::string head =
+            launchLabel(k, name) + " names toc key '" + src->tocKey + "' (" + archive + ") with sha256 " + src->sha256;
         if (idKey(seen.kernel->id) == idKey(k.id)) {
           out.push_back(makeError(codes::TOC_KEY_SHARED, k.file, jsonPathKey(path, "sha256"),
                                   head + ", and launch '" + seen.launch + "' of the same kernel names it with sha256 " +
                                       seen.digest + "; one toc key holds one code object"));
         } else {
-          out.push_back(makeError(codes::TOC_KEY_SHARED, k.file, jsonPathKey(path, "toc_key"),
-                                  head + ", but " + launchLabel(*seen.kernel, seen.launch) + " (" + where(*seen.kernel) +
-                                      ") names it with sha256 " + seen.digest +
-                                      "; two kernels share a toc key only when they share the code object (one sha256)"));
+          out.push_back(
+              makeError(codes::TOC_KEY_SHARED, k.file, jsonPathKey(path, "toc_key"),
+                        head + ", but " + launchLabel(*seen.kernel, seen.launch) + " (" + where(*seen.kernel) +
+                            ") names it with sha256 " + seen.digest +
+                            "; two kernels share a toc key only when they share the code object (one sha256)"));
         }
       }
     }

@@ -35,7 +35,7 @@ std::size_t ArchiveCache::size() const {
 }
 
 std::shared_ptr<const std::vector<std::uint8_t>> ArchiveCache::verified(const std::string& entry,
-                                                                       const std::string& sha256) const {
+                                                                        const std::string& sha256) const {
   std::lock_guard<std::mutex> lock(mutex_);
   const auto it = verified_.find(entry);
   if (it == verified_.end() || it->second.sha256 != sha256) return nullptr;
@@ -109,23 +109,21 @@ std::string argText(const SignatureArg& a) {
 
 std::optional<std::string> signatureMismatch(const Signature& packed, const Signature& expected) {
   if (packed.size() != expected.size()) {
-    return "the handler passes " + std::to_string(expected.size()) + " argument" +
-           (expected.size() == 1 ? "" : "s") + ", the kernel takes " + std::to_string(packed.size());
+    return "the handler passes " + std::to_string(expected.size()) + " argument" + (expected.size() == 1 ? "" : "s") +
+           ", the kernel takes " + std::to_string(packed.size());
   }
   for (std::size_t i = 0; i < packed.size(); ++i) {
     const SignatureArg& p = packed[i];
     const SignatureArg& e = expected[i];
     const bool namesDiffer = p.name && e.name && *p.name != *e.name;
     if (p.kind != e.kind || p.size != e.size || namesDiffer) {
-      return "argument " + std::to_string(i) + " is " + argText(p) + " in the kernel, the handler passes " +
-             argText(e);
+      return "argument " + std::to_string(i) + " is " + argText(p) + " in the kernel, the handler passes " + argText(e);
     }
   }
   return std::nullopt;
 }
 
-Result<LibraryLocation> locateLibrary(const fs::path& shardRoot, const fs::path& baseDir,
-                                      const std::string& library) {
+Result<LibraryLocation> locateLibrary(const fs::path& shardRoot, const fs::path& baseDir, const std::string& library) {
   using R = Result<LibraryLocation>;
   const fs::path root = shardRoot.lexically_normal();
   const auto v = detail::checkContained(root, baseDir, library, true);
@@ -136,8 +134,8 @@ Result<LibraryLocation> locateLibrary(const fs::path& shardRoot, const fs::path&
       return R::failure(makeError(codes::LIBRARY_ESCAPES, "", "",
                                   "library '" + library + "' is not a path relative to the descriptor's folder"));
     case detail::PathProblem::Escapes:
-      return R::failure(
-          makeError(codes::LIBRARY_ESCAPES, "", "", "library '" + library + "' leaves the shard root " + root.string()));
+      return R::failure(makeError(codes::LIBRARY_ESCAPES, "", "",
+                                  "library '" + library + "' leaves the shard root " + root.string()));
     case detail::PathProblem::SymlinkHop:
     case detail::PathProblem::LinkEscapes:
       return R::failure(makeError(codes::LIBRARY_SYMLINK, "", "",
@@ -153,17 +151,16 @@ std::optional<Diagnostic> libraryFileMissing(const LibraryLocation& where, const
   // A FIFO or device named like the archive is said as such (a stat, no open):
   // "not found" would send the reader looking for a file that is there.
   if (auto kind = detail::nonRegularKind(where.path)) {
-    return makeError(codes::ARCHIVE_INVALID, "", "",
-                     "archive '" + library + "' (" + where.rootRel + " in the shard): expected a regular file, found " +
-                         *kind);
+    return makeError(
+        codes::ARCHIVE_INVALID, "", "",
+        "archive '" + library + "' (" + where.rootRel + " in the shard): expected a regular file, found " + *kind);
   }
   return makeError(codes::ARCHIVE_MISSING, "", "",
                    "archive '" + library + "' not found: expected " + where.rootRel + " in the shard");
 }
 
 Result<std::vector<std::uint8_t>> loadLaunchCode(const Kernel& kernel, const fs::path& shardRoot,
-                                                 const std::optional<std::string>& launch,
-                                                 const std::string& arch,
+                                                 const std::optional<std::string>& launch, const std::string& arch,
                                                  const LaunchCodeOptions& options) {
   using R = Result<std::vector<std::uint8_t>>;
   const std::string name = launch.value_or("");
@@ -174,20 +171,19 @@ Result<std::vector<std::uint8_t>> loadLaunchCode(const Kernel& kernel, const fs:
   std::string path = jsonPathKey(kernel.jsonPath, "kernel_source");
   if (src != nullptr) {
     if (!name.empty()) {
-      return R::failure(makeError(codes::NO_SUCH_LAUNCH, kernel.file, kernel.jsonPath,
-                                  kernelLabel(kernel) + " has a single launch, not launch '" + name +
-                                      "'; load it without a launch name"));
+      return R::failure(makeError(
+          codes::NO_SUCH_LAUNCH, kernel.file, kernel.jsonPath,
+          kernelLabel(kernel) + " has a single launch, not launch '" + name + "'; load it without a launch name"));
     }
     label = launchLabel(kernel, "");
   } else {
     const std::set<std::string> names = launchNamesOf(kernel);
     const auto it = kernel.sources.find(name);
     if (name.empty() || it == kernel.sources.end()) {
-      return R::failure(makeError(
-          codes::NO_SUCH_LAUNCH, kernel.file, kernel.jsonPath,
-          kernelLabel(kernel) + " has launches " + describeLaunchSet(names) +
-              (name.empty() ? std::string("; name the launch to load")
-                            : ", not launch '" + name + "'")));
+      return R::failure(
+          makeError(codes::NO_SUCH_LAUNCH, kernel.file, kernel.jsonPath,
+                    kernelLabel(kernel) + " has launches " + describeLaunchSet(names) +
+                        (name.empty() ? std::string("; name the launch to load") : ", not launch '" + name + "'")));
     }
     src = &it->second;
     label = launchLabel(kernel, name);
@@ -212,12 +208,11 @@ Result<std::vector<std::uint8_t>> loadLaunchCode(const Kernel& kernel, const fs:
   if (options.handler != nullptr) {
     if (auto expected = options.handler->expectedSignature(name)) {
       if (auto why = signatureMismatch(src->signature, *expected)) {
-        const std::string who = options.dispatchSymbol.empty()
-                                    ? std::string("its dispatch handler")
-                                    : "dispatch symbol '" + options.dispatchSymbol + "'";
+        const std::string who = options.dispatchSymbol.empty() ? std::string("its dispatch handler")
+                                                               : "dispatch symbol '" + options.dispatchSymbol + "'";
         return fail(codes::SIGNATURE_MISMATCH, jsonPathKey(path, "signature"),
-                    "signature " + describeSignature(src->signature) + " does not match what " + who +
-                        " passes " + describeSignature(*expected) + ": " + *why);
+                    "signature " + describeSignature(src->signature) + " does not match what " + who + " passes " +
+                        describeSignature(*expected) + ": " + *why);
       }
     }
   }
@@ -228,7 +223,8 @@ Result<std::vector<std::uint8_t>> loadLaunchCode(const Kernel& kernel, const fs:
   ArchiveCache& cache = options.cache != nullptr ? *options.cache : local;
   auto archive = cache.open(where.path);
   if (!archive) {
-    return fail(codes::ARCHIVE_INVALID, libPath, "cannot read archive '" + src->library + "': " + archive.error().str());
+    return fail(codes::ARCHIVE_INVALID, libPath,
+                "cannot read archive '" + src->library + "': " + archive.error().str());
   }
   const KpackArchive& ar = *archive.value();
   // The entry is filed under the target ID its object was built for: the device's
@@ -265,8 +261,7 @@ Result<std::vector<std::uint8_t>> loadLaunchCode(const Kernel& kernel, const fs:
       std::string listed;
       for (const std::string& a : holding) listed += (listed.empty() ? "" : ", ") + a;
       return fail(codes::ARCH_REQUIRED, jsonPathKey(path, "toc_key"),
-                  "toc key '" + src->tocKey + "' has code for several arches (" + listed +
-                      "); name the device arch");
+                  "toc key '" + src->tocKey + "' has code for several arches (" + listed + "); name the device arch");
     }
     if (holding.size() == 1) useArch = holding.front();
   }
@@ -280,12 +275,12 @@ Result<std::vector<std::uint8_t>> loadLaunchCode(const Kernel& kernel, const fs:
       if (ar.find(src->tocKey, a) != nullptr) keyed += (keyed.empty() ? "" : ", ") + a;
     }
     const std::string inShard = where.rootRel == src->library ? "" : " (" + where.rootRel + " in the shard)";
-    return fail(codes::TOC_MISSING, jsonPathKey(path, "toc_key"),
-                "archive '" + src->library + "'" + inShard + " has no entry for toc key '" + src->tocKey + "'" +
-                    (arch.empty() ? std::string() : " and arch " + arch) + " (it holds arches " +
-                    (listed.empty() ? std::string("none") : listed) + "): " +
-                    (keyed.empty() ? std::string("it holds no entry of that key")
-                                   : "for that key it holds arches " + keyed));
+    return fail(
+        codes::TOC_MISSING, jsonPathKey(path, "toc_key"),
+        "archive '" + src->library + "'" + inShard + " has no entry for toc key '" + src->tocKey + "'" +
+            (arch.empty() ? std::string() : " and arch " + arch) + " (it holds arches " +
+            (listed.empty() ? std::string("none") : listed) + "): " +
+            (keyed.empty() ? std::string("it holds no entry of that key") : "for that key it holds arches " + keyed));
   }
   // 4. the digest binds the bytes to the descriptor; nothing uses them before. A
   // launch with feature variants records one digest per target ID.
@@ -311,8 +306,7 @@ Result<std::vector<std::uint8_t>> loadLaunchCode(const Kernel& kernel, const fs:
   // check that keeps no bytes takes what checkArchiveEntries found of the entry.
   const std::string entry = entryKey(where.path, src->tocKey, useArch);
   std::shared_ptr<const std::vector<std::uint8_t>> code = cache.verified(entry, expected);
-  const std::shared_ptr<const EntryFindings> found =
-      code || options.keepBytes ? nullptr : cache.findings(entry);
+  const std::shared_ptr<const EntryFindings> found = code || options.keepBytes ? nullptr : cache.findings(entry);
   if (found && found->sha256 != expected) return mismatch(found->sha256);
   if (!code && !found) {
     // The budget is charged before the work, by the size the TOC gives (the
@@ -323,7 +317,8 @@ Result<std::vector<std::uint8_t>> loadLaunchCode(const Kernel& kernel, const fs:
                   "archive '" + src->library + "' (" + where.rootRel + "): toc entry '" + src->tocKey + "' for " +
                       useArch + " would decompress " + bytesText(size) + " more, past this load's budget of " +
                       bytesText(cache.maxDecompressedBytes()) + ", of which " +
-                      std::to_string(cache.decompressedBytes()) + " are spent; stopped."
+                      std::to_string(cache.decompressedBytes()) +
+                      " are spent; stopped."
                       " If the shard really holds that much code, raise the budget: "
                       "LoaderOptions::maxDecompressedBytes, ukdpack-validate --max-decompressed-bytes N, "
                       "load_shard(max_decompressed_bytes=N)");
@@ -346,25 +341,25 @@ Result<std::vector<std::uint8_t>> loadLaunchCode(const Kernel& kernel, const fs:
             : codeObjectKernels(std::string_view(reinterpret_cast<const char*>(code->data()), code->size()));
   if (!kernels) {
     return fail(codes::CODE_OBJECT_INVALID, jsonPathKey(path, "toc_key"),
-                "the code object for " + useArch + " (toc key '" + src->tocKey + "') is not readable: " +
-                    kernels.error().message);
+                "the code object for " + useArch + " (toc key '" + src->tocKey +
+                    "') is not readable: " + kernels.error().message);
   }
   // ... and its ELF header, its metadata note and the arch it is filed under agree.
   const Result<std::string> target =
-      found ? found->target
-            : checkCodeObjectTarget(std::string_view(reinterpret_cast<const char*>(code->data()), code->size()),
-                                    useArch);
+      found
+          ? found->target
+          : checkCodeObjectTarget(std::string_view(reinterpret_cast<const char*>(code->data()), code->size()), useArch);
   if (!target) {
-    return fail(codes::CODE_OBJECT_INVALID, jsonPathKey(path, "toc_key"),
-                "the code object for " + useArch + " (toc key '" + src->tocKey + "') is refused: " +
-                    target.error().message);
+    return fail(
+        codes::CODE_OBJECT_INVALID, jsonPathKey(path, "toc_key"),
+        "the code object for " + useArch + " (toc key '" + src->tocKey + "') is refused: " + target.error().message);
   }
   if (!std::binary_search(kernels.value().begin(), kernels.value().end(), src->symbol)) {
     std::string held;
     for (const std::string& k : kernels.value()) held += (held.empty() ? "" : ", ") + k;
     return fail(codes::SYMBOL_MISSING, jsonPathKey(path, "symbol"),
-                "symbol '" + src->symbol + "' is not a kernel of the code object for " + useArch +
-                    " (toc key '" + src->tocKey + "'); it holds " + (held.empty() ? std::string("no kernel") : held));
+                "symbol '" + src->symbol + "' is not a kernel of the code object for " + useArch + " (toc key '" +
+                    src->tocKey + "'); it holds " + (held.empty() ? std::string("no kernel") : held));
   }
   if (!options.keepBytes) return R::success({});  // checked: a copy would go unused
   return R::success(std::vector<std::uint8_t>(*code));
@@ -408,8 +403,7 @@ std::vector<std::string> checkDevices(const KernelSource& source, const std::str
 }
 
 Result<std::vector<std::uint8_t>> loadLaunchCode(const DescriptorSet& set, const std::string& kernelId,
-                                                 const std::optional<std::string>& launch,
-                                                 const std::string& arch,
+                                                 const std::optional<std::string>& launch, const std::string& arch,
                                                  const LaunchCodeOptions& options) {
   const PackMember* m = set.findKernel(kernelId);
   if (m == nullptr) {

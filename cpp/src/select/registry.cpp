@@ -8,7 +8,8 @@ Result<bool> DispatchHandler::launch(const LaunchRequest& request) const {
   const std::string what = request.kernel != nullptr ? kernelLabel(*request.kernel) : "a kernel";
   return Result<bool>::failure(makeError(codes::NOT_EXECUTABLE, "", "",
                                          "this dispatch handler declares launches but does not run "
-                                         "them; cannot launch " + what));
+                                         "them; cannot launch " +
+                                             what));
 }
 
 Result<bool> DispatchHandler::prepareLaunch(const LaunchContext& context, LaunchArgs& out) const {
@@ -16,7 +17,8 @@ Result<bool> DispatchHandler::prepareLaunch(const LaunchContext& context, Launch
   const std::string what = context.kernel != nullptr ? kernelLabel(*context.kernel) : "a kernel";
   return Result<bool>::failure(makeError(codes::NOT_EXECUTABLE, "", "",
                                          "this dispatch handler declares launches but does not prepare "
-                                         "them for a device; cannot run " + what));
+                                         "them for a device; cannot run " +
+                                             what));
 }
 
 Result<bool> MatchHandler::matches(const Kernel& kernel, const Json& problem) const {
@@ -26,8 +28,7 @@ Result<bool> MatchHandler::matches(const Kernel& kernel, const Json& problem) co
 }
 
 DeclaredDispatchHandler::DeclaredDispatchHandler(std::vector<std::string> launches,
-                                                 std::map<std::string, Signature> signatures,
-                                                 std::size_t workspace)
+                                                 std::map<std::string, Signature> signatures, std::size_t workspace)
     : launches_(std::move(launches)), signatures_(std::move(signatures)), workspace_(workspace) {}
 
 std::optional<Signature> DeclaredDispatchHandler::expectedSignature(const std::string& launch) const {
@@ -39,8 +40,8 @@ std::optional<Signature> DeclaredDispatchHandler::expectedSignature(const std::s
 namespace {
 
 template <class H>
-Result<bool> add(std::map<std::string, std::shared_ptr<const H>>& table, const char* what,
-                 const std::string& symbol, std::shared_ptr<const H> handler) {
+Result<bool> add(std::map<std::string, std::shared_ptr<const H>>& table, const char* what, const std::string& symbol,
+                 std::shared_ptr<const H> handler) {
   if (symbol.empty()) {
     return Result<bool>::failure(makeError(codes::REGISTRY, "", "", std::string("a ") + what + " needs a symbol"));
   }
@@ -56,23 +57,20 @@ Result<bool> add(std::map<std::string, std::shared_ptr<const H>>& table, const c
 }
 
 template <class H>
-std::shared_ptr<const H> get(const std::map<std::string, std::shared_ptr<const H>>& table,
-                             const std::string& symbol) {
+std::shared_ptr<const H> get(const std::map<std::string, std::shared_ptr<const H>>& table, const std::string& symbol) {
   const auto it = table.find(symbol);
   return it == table.end() ? nullptr : it->second;
 }
 
 }  // namespace
 
-Result<bool> Registry::addDispatch(const std::string& symbol,
-                                   std::shared_ptr<const DispatchHandler> handler) {
+Result<bool> Registry::addDispatch(const std::string& symbol, std::shared_ptr<const DispatchHandler> handler) {
   return add(dispatch_, "dispatch handler", symbol, std::move(handler));
 }
 Result<bool> Registry::addMatcher(const std::string& symbol, std::shared_ptr<const MatchHandler> handler) {
   return add(matchers_, "matcher", symbol, std::move(handler));
 }
-Result<bool> Registry::addHeuristic(const std::string& symbol,
-                                    std::shared_ptr<const HeuristicHandler> handler) {
+Result<bool> Registry::addHeuristic(const std::string& symbol, std::shared_ptr<const HeuristicHandler> handler) {
   return add(heuristics_, "heuristic", symbol, std::move(handler));
 }
 

@@ -18,8 +18,8 @@ namespace ukdpack {
 namespace {
 
 bool listRunsOn(const std::vector<std::string>& list, const std::string& arch) {
-  return list.empty() || std::any_of(list.begin(), list.end(),
-                                     [&](const std::string& a) { return targetRunsOn(a, arch); });
+  return list.empty() ||
+         std::any_of(list.begin(), list.end(), [&](const std::string& a) { return targetRunsOn(a, arch); });
 }
 
 }  // namespace
@@ -37,11 +37,10 @@ std::vector<std::string> kernelArches(const Pack& pack, const Kernel& kernel) {
 }
 
 StateManager::StateManager(DescriptorSet set, const Registry& registry, std::string arch)
-    : StateManager(std::make_shared<const DescriptorSet>(std::move(set)), registry,
-                   std::move(arch)) {}
+    : StateManager(std::make_shared<const DescriptorSet>(std::move(set)), registry, std::move(arch)) {}
 
-StateManager::StateManager(std::shared_ptr<const DescriptorSet> set, const Registry& registry,
-                           std::string arch, std::shared_ptr<ArchiveCache> cache)
+StateManager::StateManager(std::shared_ptr<const DescriptorSet> set, const Registry& registry, std::string arch,
+                           std::shared_ptr<ArchiveCache> cache)
     : set_(std::move(set)), arch_(std::move(arch)), cache_(std::move(cache)) {
   if (!cache_) {
     cache_ = std::make_shared<ArchiveCache>(ArchiveCache::kDefaultMaxVerifiedBytes, set_->maxDecompressedBytes);
@@ -86,17 +85,17 @@ StateManager::StateManager(std::shared_ptr<const DescriptorSet> set, const Regis
   for (std::size_t i = 0; i < order.size(); ++i) ranked_[i] = order[i].index;
 }
 
-void StateManager::drop(const Pack& pack, const PackMember& m, const std::string& symbol,
-                        const std::string& code, const std::string& reason) {
-  const std::string line = "dropping " + kernelLabel(m.kernel) + " of pack '" + pack.name + "' (" +
-                           pack.file + "): " + reason;
-  dropped_.push_back(DroppedKernel{m.kernel.id, m.kernel.name, pack.id, pack.name, m.kernel.file,
-                                   m.kernel.jsonPath, symbol, code, reason});
+void StateManager::drop(const Pack& pack, const PackMember& m, const std::string& symbol, const std::string& code,
+                        const std::string& reason) {
+  const std::string line =
+      "dropping " + kernelLabel(m.kernel) + " of pack '" + pack.name + "' (" + pack.file + "): " + reason;
+  dropped_.push_back(DroppedKernel{m.kernel.id, m.kernel.name, pack.id, pack.name, m.kernel.file, m.kernel.jsonPath,
+                                   symbol, code, reason});
   log_.push_back(line);
   // A pack without a dispatch is served by nothing native, by its author's
   // choice (a handler may decline a launch set): a warning. Every other drop is an error.
   diagnostics_.push_back(code == codes::NO_DISPATCH ? makeWarning(code, m.kernel.file, m.kernel.jsonPath, line)
-                                               : makeError(code, m.kernel.file, m.kernel.jsonPath, line));
+                                                    : makeError(code, m.kernel.file, m.kernel.jsonPath, line));
 }
 
 void StateManager::build(const Registry& registry) {
@@ -151,8 +150,8 @@ void StateManager::build(const Registry& registry) {
       if (!same) {
         const std::set<std::string> has = launchNamesOf(m->kernel);
         drop(pack, *m, symbol, codes::LAUNCH_SET_MISMATCH,
-             "dispatch symbol '" + symbol + "' declares launches " + describeLaunchSet(declared) +
-                 ", the kernel has " + describeLaunchSet(has));
+             "dispatch symbol '" + symbol + "' declares launches " + describeLaunchSet(declared) + ", the kernel has " +
+                 describeLaunchSet(has));
         continue;
       }
       KernelDefinition def{&m->kernel, m, &pack, dispatch, engine, handler, symbol, {}};
@@ -177,8 +176,8 @@ void StateManager::build(const Registry& registry) {
     if (const Engine* engine = set_->engineOf(pack)) {
       if (engine->graphMatchSymbol && !registry.matcher(*engine->graphMatchSymbol)) {
         warnOnce(codes::MATCHER_UNKNOWN, *engine->graphMatchSymbol, engine->file, "$.graph_match.native",
-                 "no matcher is registered for graph match symbol '" + *engine->graphMatchSymbol +
-                     "' of engine '" + engine->name + "'");
+                 "no matcher is registered for graph match symbol '" + *engine->graphMatchSymbol + "' of engine '" +
+                     engine->name + "'");
       }
       for (const auto& [role, table] : engine->heuristics) {
         for (const auto& [arch, ids] : table) {
@@ -186,8 +185,8 @@ void StateManager::build(const Registry& registry) {
             const HeuristicDescriptor* uhd = set_->findHeuristic(id);
             if (uhd == nullptr || !uhd->symbol || registry.heuristic(*uhd->symbol)) continue;
             warnOnce(codes::HEURISTIC_UNKNOWN, *uhd->symbol, uhd->file, "$." + uhd->adapter + ".symbol",
-                     "no heuristic is registered for symbol '" + *uhd->symbol + "' (UHD '" + uhd->name +
-                         "', " + role + " of engine '" + engine->name + "')");
+                     "no heuristic is registered for symbol '" + *uhd->symbol + "' (UHD '" + uhd->name + "', " + role +
+                         " of engine '" + engine->name + "')");
           }
         }
       }
@@ -211,8 +210,8 @@ Result<const KernelDefinition*> StateManager::select(const Json& problem) const 
       if (!verdict) {
         Diagnostic e = verdict.error();
         if (e.code.empty()) e.code = codes::MATCHER_FAILED;
-        e.message = "matcher '" + m.symbol + "' failed for " + kernelLabel(*d->kernel) + " of pack '" +
-                    d->pack->name + "': " + e.message;
+        e.message = "matcher '" + m.symbol + "' failed for " + kernelLabel(*d->kernel) + " of pack '" + d->pack->name +
+                    "': " + e.message;
         return R::failure(std::move(e));
       }
       if (!verdict.value()) {
@@ -251,8 +250,8 @@ Result<std::vector<std::uint8_t>> StateManager::loadLaunchCode(std::string_view 
   options.dispatchSymbol = def->dispatchSymbol;
   options.cache = cache_.get();
   options.keepBytes = keepBytes;
-  return ukdpack::loadLaunchCode(*def->kernel, set_->rootOf(*def->member),
-                                 launch, arch.empty() ? arch_ : arch, options);
+  return ukdpack::loadLaunchCode(*def->kernel, set_->rootOf(*def->member), launch, arch.empty() ? arch_ : arch,
+                                 options);
 }
 
 std::vector<std::optional<Diagnostic>> StateManager::checkLaunchCodes(
@@ -316,8 +315,7 @@ std::vector<std::optional<Diagnostic>> StateManager::checkLaunchCodes(
 
 // --------------------------------------------------------------------------- stubs
 
-std::map<std::string, std::vector<std::string>> stubLaunchSets(const DescriptorSet& set,
-                                                               const std::string& arch) {
+std::map<std::string, std::vector<std::string>> stubLaunchSets(const DescriptorSet& set, const std::string& arch) {
   std::map<std::string, std::vector<std::string>> out;
   for (const Dispatch& d : set.dispatches) {
     if (d.launches) out.emplace(d.dispatchSymbol, *d.launches);
@@ -325,9 +323,8 @@ std::map<std::string, std::vector<std::string>> stubLaunchSets(const DescriptorS
   for (const Pack& p : set.packs) {
     const Dispatch* d = set.dispatchOf(p);
     if (d == nullptr) continue;
-    const auto first = std::find_if(p.members.begin(), p.members.end(), [&](const PackMember& m) {
-      return kernelRunsOn(p, m.kernel, arch);
-    });
+    const auto first = std::find_if(p.members.begin(), p.members.end(),
+                                    [&](const PackMember& m) { return kernelRunsOn(p, m.kernel, arch); });
     if (first == p.members.end()) continue;
     const std::set<std::string> names = launchNamesOf(first->kernel);
     out.emplace(d->dispatchSymbol, std::vector<std::string>(names.begin(), names.end()));

@@ -32,8 +32,7 @@ struct KpackEntry {
 class KpackArchive {
  public:
   // Opens and checks the header and TOC; failures name the file and the finding.
-  static Result<KpackArchive> open(const std::filesystem::path& path,
-                                   const KpackLimits& limits = {});
+  static Result<KpackArchive> open(const std::filesystem::path& path, const KpackLimits& limits = {});
   // The same over bytes in memory (tests, fuzzing); `name` labels messages.
   static Result<KpackArchive> fromBytes(std::string bytes, std::string name = "<memory>",
                                         const KpackLimits& limits = {});
@@ -43,7 +42,7 @@ class KpackArchive {
   const std::string& archFamily() const;
   const std::vector<std::string>& arches() const;  // gfx_arches
   const std::string& compressionScheme() const;    // "zstd-per-kernel" or "none"
-  std::vector<std::string> keys() const;            // toc keys, sorted
+  std::vector<std::string> keys() const;           // toc keys, sorted
   const KpackEntry* find(const std::string& tocKey, const std::string& arch) const;
 
   // The decompressed bytes of one entry; exact lookup on (toc key, arch).

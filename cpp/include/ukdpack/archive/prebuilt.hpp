@@ -17,12 +17,12 @@
 namespace ukdpack {
 
 struct PrebuiltObject {
-  bool ok = false;          // false: none of the fields below are set
-  std::string bytes;        // the whole file; with a frame, only the note (the frame holds the image)
+  bool ok = false;                           // false: none of the fields below are set
+  std::string bytes;                         // the whole file; with a frame, only the note (the frame holds the image)
   std::size_t elfOffset = 0, elfSize = 0;    // the ELF image inside `bytes` (none with a frame)
-  std::string sha256;       // lower-case hex of the ELF image
+  std::string sha256;                        // lower-case hex of the ELF image
   std::size_t noteOffset = 0, noteSize = 0;  // the metadata note's descriptor (msgpack) inside `bytes`
-  std::string frame;        // the ELF image as one zstd frame (content size recorded), when asked
+  std::string frame;                         // the ELF image as one zstd frame (content size recorded), when asked
   // With a spool: where the archive record (u32 little-endian frame length, then the
   // frame) was written in it; `frame` stays empty and the image's size is in elfSize.
   std::uint64_t spoolOffset = 0, spoolSize = 0;

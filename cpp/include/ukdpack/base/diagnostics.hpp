@@ -42,10 +42,8 @@ struct Diagnostic {
 
 const char* severityName(Severity s);
 
-Diagnostic makeError(std::string code, std::string file, std::string jsonPath,
-                     std::string message);
-Diagnostic makeWarning(std::string code, std::string file, std::string jsonPath,
-                       std::string message);
+Diagnostic makeError(std::string code, std::string file, std::string jsonPath, std::string message);
+Diagnostic makeWarning(std::string code, std::string file, std::string jsonPath, std::string message);
 
 bool hasErrors(const std::vector<Diagnostic>& diags);
 

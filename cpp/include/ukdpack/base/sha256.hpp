@@ -25,8 +25,6 @@ class Sha256 {
   struct State;
   std::unique_ptr<State> state_;
 };
-inline std::string sha256Hex(const std::vector<std::uint8_t>& bytes) {
-  return sha256Hex(bytes.data(), bytes.size());
-}
+inline std::string sha256Hex(const std::vector<std::uint8_t>& bytes) { return sha256Hex(bytes.data(), bytes.size()); }
 
 }  // namespace ukdpack

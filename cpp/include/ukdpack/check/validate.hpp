@@ -37,19 +37,19 @@ struct EngineVerdict {
 
 struct ValidationReport {
   std::vector<std::filesystem::path> roots;
-  std::vector<Diagnostic> diagnostics;  // loader, stubs, state manager, integrity: in that order
-  std::size_t packs = 0;                // packs loaded
-  std::size_t kernels = 0;              // kernels loaded
-  std::size_t kept = 0;                 // kernels the state manager keeps
-  std::size_t launchesChecked = 0;      // launch code objects loaded and verified
-  std::size_t packsDropped = 0;         // packs the loader dropped (PACK_DROPPED), engines not counted
-  std::size_t enginesDropped = 0;       // engines dropped: by the loader, or for colliding metadata
-  std::vector<DroppedKernel> dropped;   // kernels the state manager dropped
-  std::vector<std::string> log;         // its drop lines
-  std::vector<std::string> engines;     // names of engines with a kept kernel and not dropped, sorted
-  std::vector<EngineVerdict> engineVerdicts;  // every engine loaded or dropped, by name
+  std::vector<Diagnostic> diagnostics;              // loader, stubs, state manager, integrity: in that order
+  std::size_t packs = 0;                            // packs loaded
+  std::size_t kernels = 0;                          // kernels loaded
+  std::size_t kept = 0;                             // kernels the state manager keeps
+  std::size_t launchesChecked = 0;                  // launch code objects loaded and verified
+  std::size_t packsDropped = 0;                     // packs the loader dropped (PACK_DROPPED), engines not counted
+  std::size_t enginesDropped = 0;                   // engines dropped: by the loader, or for colliding metadata
+  std::vector<DroppedKernel> dropped;               // kernels the state manager dropped
+  std::vector<std::string> log;                     // its drop lines
+  std::vector<std::string> engines;                 // names of engines with a kept kernel and not dropped, sorted
+  std::vector<EngineVerdict> engineVerdicts;        // every engine loaded or dropped, by name
   std::vector<std::string> expectedEnginesMissing;  // the expected engines that did not load
-  bool ok = false;  // no error, no drop, and every expected engine loaded
+  bool ok = false;                                  // no error, no drop, and every expected engine loaded
 
   int exitCode() const { return ok ? 0 : 1; }
   std::string summary() const;  // one line
@@ -59,8 +59,7 @@ struct ValidationReport {
 // Every root must hold a shard or descriptor root: one that holds none (an
 // empty folder, an out root instead of OUT_ROOT/<arch>/) is refused with one
 // NO_SHARD error per such root, before anything is loaded.
-ValidationReport validateRoots(const std::vector<std::filesystem::path>& roots,
-                               const ValidateOptions& options = {});
+ValidationReport validateRoots(const std::vector<std::filesystem::path>& roots, const ValidateOptions& options = {});
 
 // Why `folder` holds no shard, or nullopt when it holds one (or is no folder:
 // the loader says so). It holds none when no descriptor file lies under it

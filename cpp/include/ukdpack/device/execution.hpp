@@ -110,8 +110,7 @@ class DeviceBackend {
   virtual Result<bool> fill(DevicePtr dst, std::uint8_t value, std::size_t bytes) = 0;
 
   // Enqueues one launch on the default stream; synchronize() waits for all.
-  virtual Result<bool> launch(FunctionHandle function, const LaunchGeometry& geometry,
-                              const KernelArgs& args) = 0;
+  virtual Result<bool> launch(FunctionHandle function, const LaunchGeometry& geometry, const KernelArgs& args) = 0;
   virtual Result<bool> synchronize() = 0;
 };
 

@@ -15,13 +15,13 @@ namespace ukdpack {
 // One value of the document. Offsets are bytes into the text given, half-open
 // [begin, end). The key fields are set only for an object member.
 struct JsonSpan {
-  std::string path;        // "$", "$.kernelDescriptors[0].name", as messages write it
-  std::size_t begin = 0;   // the value's first byte
-  std::size_t end = 0;     // one past its last byte: where ",\n<indent>\"key\": v" inserts a next member
-  bool member = false;     // an object member (else the root or an array element)
+  std::string path;          // "$", "$.kernelDescriptors[0].name", as messages write it
+  std::size_t begin = 0;     // the value's first byte
+  std::size_t end = 0;       // one past its last byte: where ",\n<indent>\"key\": v" inserts a next member
+  bool member = false;       // an object member (else the root or an array element)
   std::size_t keyBegin = 0;  // the key's opening quote
   std::size_t keyEnd = 0;    // one past its closing quote
-  std::string indent;      // leading blanks of the line (ended by LF or CR) the member or value starts on
+  std::string indent;        // leading blanks of the line (ended by LF or CR) the member or value starts on
   bool inlineStart = false;  // something other than blanks precedes it on its line ({"a": 1, "b": 2})
 };
 

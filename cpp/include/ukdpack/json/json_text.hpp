@@ -23,7 +23,7 @@ using Json = nlohmann::json;
 // most are never asked for.
 class JsonText {
  public:
-  JsonText() = default;  // null
+  JsonText() = default;                               // null
   JsonText(Json value) : value_(std::move(value)) {}  // NOLINT: a built value reads as itself
   JsonText(std::shared_ptr<const std::string> text, std::size_t offset, std::size_t size)
       : text_(std::move(text)), offset_(offset), size_(size) {}
@@ -33,9 +33,7 @@ class JsonText {
   Json json() const;
   bool isNull() const { return !text_ && value_.is_null(); }
   // The bytes it was written as; empty for a built value.
-  std::string_view text() const {
-    return text_ ? std::string_view(*text_).substr(offset_, size_) : std::string_view();
-  }
+  std::string_view text() const { return text_ ? std::string_view(*text_).substr(offset_, size_) : std::string_view(); }
 
  private:
   std::shared_ptr<const std::string> text_;

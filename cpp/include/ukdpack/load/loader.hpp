@@ -118,8 +118,7 @@ DescriptorSet loadShard(const std::filesystem::path& root, const LoaderOptions& 
 
 // Loads several roots into one set: ids are unique across all of them and
 // references may cross them.
-DescriptorSet loadRoots(const std::vector<std::filesystem::path>& roots,
-                        const LoaderOptions& options = {});
+DescriptorSet loadRoots(const std::vector<std::filesystem::path>& roots, const LoaderOptions& options = {});
 
 // ---------------------------------------------------------------------------
 // Pieces of the load, for tools and tests.

@@ -25,9 +25,7 @@ struct Version {
 
   static std::optional<Version> parse(std::string_view text);
   std::string str() const;
-  friend bool operator==(const Version& a, const Version& b) {
-    return a.major == b.major && a.minor == b.minor;
-  }
+  friend bool operator==(const Version& a, const Version& b) { return a.major == b.major && a.minor == b.minor; }
   friend bool operator!=(const Version& a, const Version& b) { return !(a == b); }
   friend bool operator<(const Version& a, const Version& b) {
     return a.major != b.major ? a.major < b.major : a.minor < b.minor;
@@ -103,11 +101,11 @@ const char* producerName(SourceProducer p);  // "compile", "prebuilt", "module",
 struct SourceKindInfo {
   const char* name;
   std::vector<SourceField> fields;
-  const char* fileField;    // "" when no field names a file
-  const char* fileWhat;     // how messages call that file ("source", "prebuilt object")
-  bool launchable;          // may be a `sources` launch
-  const char* entryType;    // "hsaco", "cubin", or "" (no code object of its own)
-  bool authored;            // an authored tree may name it (the packed form is the packer's)
+  const char* fileField;  // "" when no field names a file
+  const char* fileWhat;   // how messages call that file ("source", "prebuilt object")
+  bool launchable;        // may be a `sources` launch
+  const char* entryType;  // "hsaco", "cubin", or "" (no code object of its own)
+  bool authored;          // an authored tree may name it (the packed form is the packer's)
   SourceProducer producer;
   const char* symbolField;  // the field naming the launch's symbol; "": read from the object
   const char* stemField;    // the field whose base name stems a toc key
@@ -144,9 +142,9 @@ struct Kernel {
   KernelSource source;
   std::map<std::string, KernelSource> sources;
 
-  Json provenance;  // null when absent
-  std::string file;       // descriptor file it was read from
-  std::string jsonPath;   // "$" standalone, "$.kernelDescriptors[<i>]" inline
+  Json provenance;                // null when absent
+  std::string file;               // descriptor file it was read from
+  std::string jsonPath;           // "$" standalone, "$.kernelDescriptors[<i>]" inline
   std::filesystem::path baseDir;  // folder that `library` paths are joined onto
 };
 
@@ -159,8 +157,7 @@ const KernelSource* singleLaunchSource(const Kernel& kernel);
 const KernelSource* singleLaunchSource(const Kernel&& kernel) = delete;
 
 // Whether every launch's source satisfies `pred`, whatever the kernel's shape.
-bool allLaunchSources(const Kernel& kernel,
-                      const std::function<bool(const KernelSource&)>& pred);
+bool allLaunchSources(const Kernel& kernel, const std::function<bool(const KernelSource&)>& pred);
 
 // "{consume, produce}" (sorted), "{}" for a single-launch kernel.
 std::string describeLaunchSet(const std::set<std::string>& names);
@@ -182,8 +179,7 @@ struct KernelContext {
 
 // Parses one UKD object strictly: every problem is appended to `diags`
 // (errors name file and JSON path); returns nothing when any error was found.
-std::optional<Kernel> parseKernel(const Json& ukd, const KernelContext& ctx,
-                                  std::vector<Diagnostic>& diags);
+std::optional<Kernel> parseKernel(const Json& ukd, const KernelContext& ctx, std::vector<Diagnostic>& diags);
 
 // The one refusal of a construct older trees (and older upstream packers) wrote:
 // "legacy form: <what>; write <instead> instead", naming `ukdpack migrate` where
@@ -251,7 +247,7 @@ struct DescriptorInfo {
   std::string id;
   Version version;
   std::string name;
-  std::string file;               // root-relative path of the file holding it
+  std::string file;  // root-relative path of the file holding it
   std::string jsonPath = "$";
   std::filesystem::path baseDir;  // the folder of that file
   std::size_t root = 0;           // index into DescriptorSet::roots
@@ -265,8 +261,8 @@ struct PackMember {
   std::size_t index = 0;  // position in the KDP's kernelDescriptors
   std::string ref;        // the standalone UKD's id; empty for an inline kernel
   Kernel kernel;
-  JsonText raw;           // the UKD object as written, extension keys included
-  std::size_t root = 0;   // root the UKD was read from (a standalone UKD's own)
+  JsonText raw;          // the UKD object as written, extension keys included
+  std::size_t root = 0;  // root the UKD was read from (a standalone UKD's own)
   // The metadata completed by the engine's KMD (defaults filled in); the
   // metadata as written when the pack has no engine. Filled by the loader.
   Json completedMetadata;
@@ -303,7 +299,7 @@ using HeuristicRoleMap = std::map<std::string, std::vector<std::string>>;
 
 // UED: engine identity, its KMD, heuristics and knobs.
 struct Engine : DescriptorInfo {
-  std::string metadata;  // KMD id
+  std::string metadata;                 // KMD id
   std::optional<std::string> revision;  // "<major>.<minor>", as upstream writes it
   std::optional<std::string> sdkVersion;
   std::optional<std::string> graphMatchSymbol;  // graph_match.native
@@ -323,7 +319,7 @@ const std::vector<std::string>& behaviorNoteVocabulary();
 
 struct MetadataField {
   std::string name;
-  std::string type;  // bool int float string int_list
+  std::string type;                  // bool int float string int_list
   std::optional<Json> defaultValue;  // absent: the field is mandatory
 };
 
@@ -336,18 +332,18 @@ struct MetadataSchema : DescriptorInfo {
 
 // UMD: a native applicability check.
 struct MatcherDescriptor : DescriptorInfo {
-  std::string scope;  // graph | kernel
+  std::string scope;                    // graph | kernel
   std::optional<std::string> revision;  // "<major>.<minor>"
   std::string matchSymbol;
 };
 
 // UHD: how kernels are ranked.
 struct HeuristicDescriptor : DescriptorInfo {
-  std::string adapter;  // native static_order tree_data table custom_library
-  Json body = Json::object();          // the object keyed by the adapter name
-  std::optional<std::string> symbol;    // native.symbol / custom_library.symbol
-  std::optional<std::string> artifact;  // tree_data/table.artifact: a file shipped beside the UHD
-  std::optional<std::string> library;   // custom_library.library: shipped beside it too
+  std::string adapter;                   // native static_order tree_data table custom_library
+  Json body = Json::object();            // the object keyed by the adapter name
+  std::optional<std::string> symbol;     // native.symbol / custom_library.symbol
+  std::optional<std::string> artifact;   // tree_data/table.artifact: a file shipped beside the UHD
+  std::optional<std::string> library;    // custom_library.library: shipped beside it too
   std::optional<std::string> objective;  // max | min; absent only for static_order
   std::optional<std::string> metric;     // score.metric: tflops | time; absent when it declares none
   // The body's `hash` (tree_data, table, custom_library) as written: a sha256 in
@@ -375,18 +371,14 @@ std::optional<std::string> statedSha256(std::string_view hash);
 // leaves out a malformed inline kernel (its errors in `diags`) while keeping
 // the pack.
 // With `refuseNewer`, a newer inline kernel is an error instead (authored trees).
-std::optional<Pack> parsePack(const Json& kdp, const DescriptorContext& ctx,
-                              std::vector<Diagnostic>& diags,
+std::optional<Pack> parsePack(const Json& kdp, const DescriptorContext& ctx, std::vector<Diagnostic>& diags,
                               const Version& maxUkd = VersionLimits{}.ukd, bool refuseNewer = false);
 // The same, moving each kernel's object into its member's `raw` instead of
 // copying it (the loader's path: it has no further use for the document).
-std::optional<Pack> parsePack(Json&& kdp, const DescriptorContext& ctx,
-                              std::vector<Diagnostic>& diags,
+std::optional<Pack> parsePack(Json&& kdp, const DescriptorContext& ctx, std::vector<Diagnostic>& diags,
                               const Version& maxUkd = VersionLimits{}.ukd, bool refuseNewer = false);
-std::optional<Dispatch> parseDispatch(const Json& udd, const DescriptorContext& ctx,
-                                      std::vector<Diagnostic>& diags);
-std::optional<Engine> parseEngine(const Json& ued, const DescriptorContext& ctx,
-                                  std::vector<Diagnostic>& diags);
+std::optional<Dispatch> parseDispatch(const Json& udd, const DescriptorContext& ctx, std::vector<Diagnostic>& diags);
+std::optional<Engine> parseEngine(const Json& ued, const DescriptorContext& ctx, std::vector<Diagnostic>& diags);
 std::optional<MetadataSchema> parseMetadataSchema(const Json& kmd, const DescriptorContext& ctx,
                                                   std::vector<Diagnostic>& diags);
 std::optional<MatcherDescriptor> parseMatcher(const Json& umd, const DescriptorContext& ctx,
@@ -397,8 +389,7 @@ std::optional<HeuristicDescriptor> parseHeuristic(const Json& uhd, const Descrip
 // A kernel's metadata completed by its engine's KMD (defaults filled in);
 // problems (unknown field, wrong type, missing mandatory field) go to `diags`
 // at the kernel's file and `<jsonPath>.metadata`. Nothing when any was found.
-std::optional<Json> completeMetadata(const MetadataSchema& kmd, const Kernel& kernel,
-                                     std::vector<Diagnostic>& diags);
+std::optional<Json> completeMetadata(const MetadataSchema& kmd, const Kernel& kernel, std::vector<Diagnostic>& diags);
 
 // Metadata in one canonical spelling (sorted keys, ", " and ": ", non-ASCII
 // escaped, as json.dumps(sort_keys=True) writes): how messages quote it and

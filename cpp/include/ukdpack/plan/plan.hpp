@@ -49,15 +49,15 @@ Result<ExecutionPlan> makeExecutionPlan(const StateManager& manager, const std::
 // Runs a plan: loads each launch's verified code (for `arch`, "" = the
 // manager's) and hands it to the handler's launch(), in order, stopping at the
 // first failure. Device execution lives in the handlers (a later issue).
-Result<bool> runPlan(const StateManager& manager, const ExecutionPlan& plan, void* workspace,
-                     void* stream, const void* arguments, const std::string& arch = "");
+Result<bool> runPlan(const StateManager& manager, const ExecutionPlan& plan, void* workspace, void* stream,
+                     const void* arguments, const std::string& arch = "");
 
 // --------------------------------------------------------------------------- device plans
 
 // One launch of a device plan.
 struct PlanLaunch {
-  std::string name;     // "" for a single-launch kernel
-  std::string symbol;   // the kernel entry it runs
+  std::string name;    // "" for a single-launch kernel
+  std::string symbol;  // the kernel entry it runs
   std::string tocKey;
   std::string sha256;
   std::size_t module = 0;  // index of its module: launches of one code object share it

@@ -53,8 +53,7 @@ class ArchiveCache {
   std::size_t size() const;
 
   // The bytes of `entry` when they were verified against exactly `sha256`.
-  std::shared_ptr<const std::vector<std::uint8_t>> verified(const std::string& entry,
-                                                            const std::string& sha256) const;
+  std::shared_ptr<const std::vector<std::uint8_t>> verified(const std::string& entry, const std::string& sha256) const;
   void remember(const std::string& entry, const std::string& sha256,
                 std::shared_ptr<const std::vector<std::uint8_t>> bytes);
 
@@ -109,8 +108,8 @@ struct LibraryLocation {
 // LIBRARY_SYMLINK whose message names the library; its file and JSON path are
 // left empty for the caller. Shard tools call this, so they refuse what the
 // runtime refuses.
-Result<LibraryLocation> locateLibrary(const std::filesystem::path& shardRoot,
-                                      const std::filesystem::path& baseDir, const std::string& library);
+Result<LibraryLocation> locateLibrary(const std::filesystem::path& shardRoot, const std::filesystem::path& baseDir,
+                                      const std::string& library);
 
 // ARCHIVE_MISSING (file and JSON path left empty) when nothing lies at
 // `where`, ARCHIVE_INVALID when something other than a regular file does (a
@@ -141,17 +140,14 @@ void checkArchiveEntries(ArchiveCache& cache, const std::filesystem::path& path,
 // variant's settings, so every object is checked as a device of its kind loads it.
 std::vector<std::string> checkDevices(const KernelSource& source, const std::string& arch);
 
-Result<std::vector<std::uint8_t>> loadLaunchCode(const Kernel& kernel,
-                                                 const std::filesystem::path& shardRoot,
-                                                 const std::optional<std::string>& launch,
-                                                 const std::string& arch,
+Result<std::vector<std::uint8_t>> loadLaunchCode(const Kernel& kernel, const std::filesystem::path& shardRoot,
+                                                 const std::optional<std::string>& launch, const std::string& arch,
                                                  const LaunchCodeOptions& options = {});
 
 // The same by kernel id over a loaded set (KERNEL_UNKNOWN when it is not there);
 // without options.cache, the set's maxDecompressedBytes is the call's budget.
 Result<std::vector<std::uint8_t>> loadLaunchCode(const DescriptorSet& set, const std::string& kernelId,
-                                                 const std::optional<std::string>& launch,
-                                                 const std::string& arch,
+                                                 const std::optional<std::string>& launch, const std::string& arch,
                                                  const LaunchCodeOptions& options = {});
 
 }  // namespace ukdpack

@@ -21,13 +21,13 @@ namespace ukdpack {
 // the verified code for handlers that launch it themselves.
 struct LaunchRequest {
   const Kernel* kernel = nullptr;
-  std::string launch;                         // "" for a single-launch kernel
+  std::string launch;                               // "" for a single-launch kernel
   const std::vector<std::uint8_t>* code = nullptr;  // the verified code object
-  const KernelSource* source = nullptr;       // the launch's packed source
-  void* workspace = nullptr;                  // one workspace shared by every launch
+  const KernelSource* source = nullptr;             // the launch's packed source
+  void* workspace = nullptr;                        // one workspace shared by every launch
   std::size_t workspaceSize = 0;
-  void* stream = nullptr;                     // the backend's stream handle
-  const void* arguments = nullptr;            // the operation's arguments (handler-defined)
+  void* stream = nullptr;           // the backend's stream handle
+  const void* arguments = nullptr;  // the operation's arguments (handler-defined)
 };
 
 // One launch of a device plan (plan.hpp DevicePlan), as prepareLaunch() sees
@@ -95,8 +95,7 @@ class HeuristicHandler {
 // expected signature of each launch. Stubs, tests and Python handlers use it.
 class DeclaredDispatchHandler : public DispatchHandler {
  public:
-  explicit DeclaredDispatchHandler(std::vector<std::string> launches,
-                                   std::map<std::string, Signature> signatures = {},
+  explicit DeclaredDispatchHandler(std::vector<std::string> launches, std::map<std::string, Signature> signatures = {},
                                    std::size_t workspace = 0);
   std::vector<std::string> launchNames() const override { return launches_; }
   std::size_t workspaceSize(const Kernel&) const override { return workspace_; }

@@ -11,8 +11,8 @@
 #include <string>
 #include <string_view>
 #include <unordered_map>
-#include <vector>
 #include <utility>
+#include <vector>
 
 #include "ukdpack/base/diagnostics.hpp"
 #include "ukdpack/load/loader.hpp"
@@ -24,8 +24,8 @@ namespace ukdpack {
 
 // A matcher a kept kernel's pack names (a UMD's match_symbol), as registered.
 struct BoundMatcher {
-  std::string matcherId;  // the UMD's id
-  std::string symbol;     // its match_symbol
+  std::string matcherId;                        // the UMD's id
+  std::string symbol;                           // its match_symbol
   std::shared_ptr<const MatchHandler> handler;  // nullptr: none registered, the pack is served without it
 };
 
@@ -54,7 +54,7 @@ struct DroppedKernel {
   // DISPATCH_UNKNOWN, NO_DISPATCH (a warning: the pack names no dispatch),
   // LAUNCH_SET_MISMATCH; ARCH_FILTERED in filtered() only.
   std::string code;
-  std::string reason;    // the sentence after "dropping kernel ... :"
+  std::string reason;  // the sentence after "dropping kernel ... :"
 };
 
 class StateManager {
@@ -66,8 +66,8 @@ class StateManager {
   // launch code loads draw on; shared, several managers spend one budget
   // (ukdpack-validate's per-arch passes). nullptr: the manager's own, with the
   // set's maxDecompressedBytes.
-  StateManager(std::shared_ptr<const DescriptorSet> set, const Registry& registry,
-               std::string arch = "", std::shared_ptr<ArchiveCache> cache = nullptr);
+  StateManager(std::shared_ptr<const DescriptorSet> set, const Registry& registry, std::string arch = "",
+               std::shared_ptr<ArchiveCache> cache = nullptr);
 
   const DescriptorSet& descriptors() const { return *set_; }
   const std::string& arch() const { return arch_; }
@@ -99,8 +99,7 @@ class StateManager {
   // kernel's handler's expected signature; `arch` "" means the manager's arch.
   // Every decompression is charged to the manager's budget (the set's
   // maxDecompressedBytes): once spent, launches fail DECOMPRESS_BUDGET.
-  Result<std::vector<std::uint8_t>> loadLaunchCode(std::string_view kernelId,
-                                                   const std::optional<std::string>& launch,
+  Result<std::vector<std::uint8_t>> loadLaunchCode(std::string_view kernelId, const std::optional<std::string>& launch,
                                                    const std::string& arch = "") const;
 
   // loadLaunchCode of every (kernel id, launch) of `launches`, on `threads`
@@ -110,12 +109,11 @@ class StateManager {
   // once (the verified cache serves the rest), as in a loop over them. A pack
   // checks a staged shard with it.
   std::vector<std::optional<Diagnostic>> checkLaunchCodes(
-      const std::vector<std::pair<std::string, std::optional<std::string>>>& launches,
-      const std::string& arch = "", unsigned threads = 0) const;
+      const std::vector<std::pair<std::string, std::optional<std::string>>>& launches, const std::string& arch = "",
+      unsigned threads = 0) const;
 
  private:
-  Result<std::vector<std::uint8_t>> loadLaunchCode(std::string_view kernelId,
-                                                   const std::optional<std::string>& launch,
+  Result<std::vector<std::uint8_t>> loadLaunchCode(std::string_view kernelId, const std::optional<std::string>& launch,
                                                    const std::string& arch, bool keepBytes) const;
   void build(const Registry& registry);
   void drop(const Pack& pack, const PackMember& m, const std::string& symbol, const std::string& code,
@@ -151,8 +149,7 @@ std::vector<std::string> kernelArches(const Pack& pack, const Kernel& kernel);
 // launches of the first UDD naming it that declares some, else the launch set
 // of the first kernel of the first pack (load order) naming it; [] otherwise.
 // With `arch`, only kernels that run on it count (one shard's view).
-std::map<std::string, std::vector<std::string>> stubLaunchSets(const DescriptorSet& set,
-                                                               const std::string& arch = "");
+std::map<std::string, std::vector<std::string>> stubLaunchSets(const DescriptorSet& set, const std::string& arch = "");
 
 // A registry of stubs for every symbol the set names: dispatch handlers by
 // stubLaunchSets, matchers (UMD match_symbol, UED graph_match.native) and

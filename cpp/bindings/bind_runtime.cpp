@@ -479,6 +479,21 @@ void bindDescriptorSet(py::module_& m) {
           },
           "packs, less the views the packer's models do not read (root, engine_name, dispatch_symbol; per "
           "kernel arches, launches, packed, kinds, completed_metadata, base_dir, root).")
+      .def(
+          "code_launches",
+          [](const PySet& s, const std::vector<std::string>& kinds) { return codeLaunchRows(s.set, kinds); },
+          py::arg("kinds"),
+          "(pack file, kernel file, kernel JSON path, kernel id, kernel name, source JSON path, kind, the file its "
+          "file field names or None, Source view) of every launch whose kind is in `kinds`: pack by pack, each "
+          "pack's kernels in order, each kernel's launches sorted by name.")
+      .def_property_readonly(
+          "counts",
+          [](const PySet& s) {
+            std::size_t kernels = 0;
+            for (const Pack& p : s.set->packs) kernels += p.members.size();
+            return py::make_tuple(s.set->packs.size(), kernels);
+          },
+          "(packs, kernels): the packs loaded and the kernels they hold.")
       .def_property_readonly("diagnostics", [](const PySet& s) { return diagnosticList(s.set->diagnostics); })
       .def_property_readonly("roots",
                              [](const PySet& s) {

@@ -135,6 +135,33 @@ py::object kernelView(std::shared_ptr<const void> owner, const Kernel& kernel) {
   return py::cast(KernelView{std::move(owner), &kernel});
 }
 
+py::list codeLaunchRows(const std::shared_ptr<const DescriptorSet>& set, const std::vector<std::string>& kinds) {
+  const std::set<std::string, std::less<>> wanted(kinds.begin(), kinds.end());
+  py::list out;
+  for (const Pack& p : set->packs) {
+    const py::str packFile(p.file);
+    for (const PackMember& m : p.members) {
+      const Kernel& k = m.kernel;
+      py::object kernelFile, kernelPath, id, name;  // made once per kernel, when it has such a launch
+      for (const LaunchView& l : launchesOf(KernelView{set, &k})) {
+        if (wanted.find(l.source->kind) == wanted.end()) continue;
+        if (!kernelFile) {
+          kernelFile = py::str(k.file);
+          kernelPath = py::str(k.jsonPath);
+          id = py::str(k.id);
+          name = py::str(k.name);
+        }
+        SourceView source = sourceOf(l);
+        py::str sourcePath(source.jsonPath);
+        py::object file = l.source->file ? py::object(py::str(*l.source->file)) : py::object(py::none());
+        out.append(py::make_tuple(packFile, kernelFile, kernelPath, id, name, std::move(sourcePath), l.source->kind,
+                                  std::move(file), py::cast(std::move(source))));
+      }
+    }
+  }
+  return out;
+}
+
 void bindViews(py::module_& m) {
   py::class_<SourceView>(m, "Source", "One kernel source as the runtime read it (read-only).")
       .def_property_readonly("kind", [](const SourceView& s) { return s.source->kind; })

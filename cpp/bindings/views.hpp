@@ -37,4 +37,11 @@ std::optional<std::pair<std::string, std::optional<std::string>>> launchAt(const
                                                                            const std::string& file,
                                                                            const std::string& jsonPath);
 
+// One row per launch whose source's kind is in `kinds`, pack by pack in the set's
+// order, each pack's kernels in order, each kernel's launches sorted by name:
+// (pack file, kernel file, kernel JSON path, kernel id, kernel name, the
+// source's JSON path, kind, the file its file field names or None, Source view).
+// What the packer's toc-key rule reads, without a model of every kernel.
+py::list codeLaunchRows(const std::shared_ptr<const DescriptorSet>& set, const std::vector<std::string>& kinds);
+
 }  // namespace ukdpack::bindings

@@ -66,10 +66,18 @@ def _one_arch(values: Sequence[str] | None) -> str | None:
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
-    from ukdpack.authored.validate import validate
+    from ukdpack.authored import early
 
-    result = validate(_need_folder(Path(args.root), "a descriptor root folder"),
-                      args.exclude_folder)
+    root = _need_folder(Path(args.root), "a descriptor root folder")
+    # The tree's load starts now, on the runtime's threads, while the rules' modules
+    # import (load_tree takes it).
+    early.start(str(root), args.exclude_folder, True, [])
+    try:
+        from ukdpack.authored.validate import validate
+
+        result = validate(root, args.exclude_folder)
+    finally:
+        early.discard()
     if args.json:
         print_report(report(result.valid, result.problems, {
             "root": args.root,

@@ -82,9 +82,26 @@ class Tree:
     authored: bool
     files: tuple[DescriptorFile, ...]
     skipped: tuple[Skipped, ...]
-    descriptors: tuple[Descriptor, ...]
     problems: tuple[Problem, ...]
     dset: Any = field(repr=False, compare=False, default=None)  # _runtime.DescriptorSet
+
+    @functools.cached_property
+    def descriptors(self) -> tuple[Descriptor, ...]:
+        """Every descriptor's model, sorted by file: made when first asked (the rules
+        and ``validate`` read the runtime's set; a pack's plans read these)."""
+        # A large tree's models are a million objects: the collector stays off while
+        # they are made, and frozen they are left out of it (measured: a tenth of a
+        # warm pack of 10,000 kernels).
+        with collector.paused(freeze=True):
+            return _models(self.dset)
+
+    def counts(self) -> tuple[int, int]:
+        """(packs, kernels): ``Kdp`` models and ``members``, counted without making them
+        where the runtime's set gives the same (a tree without errors)."""
+        if "descriptors" in self.__dict__ or any(p.severity == "error" for p in self.problems):
+            return len(self.of_type(Kdp)), len(self.members)
+        packs, kernels = self.dset.counts
+        return int(packs), int(kernels)
 
     @functools.cached_property
     def failed_files(self) -> frozenset[str]:
@@ -157,10 +174,8 @@ def load_tree(root: Path, exclude_folders: Iterable[str] = (), *, authored: bool
     """Read every descriptor under ``root`` through the runtime's loader; every problem
     it finds, whole-set rules included (for the shards of ``arches``; None: every
     arch), is in ``Tree.problems``."""
-    # A tree lives as long as the command that read it, and a large one is a million
-    # objects: the collector would walk them while they are made and again at every full
-    # collection after (measured: a tenth of a warm pack of 10,000 kernels). It stays
-    # off while they are made, and frozen they are left out of it.
+    # A tree lives as long as the command that read it: the collector stays off while it
+    # is made, and frozen it is left out of later collections (its models likewise).
     with collector.paused(freeze=True):
         return _load(root, exclude_folders, authored, list(arches or ()))
 
@@ -173,6 +188,14 @@ def _load(root: Path, exclude_folders: Iterable[str], authored: bool, asked: lis
                                    arches=asked)
     problems = [from_runtime(d) for d in dset.diagnostics if d["code"] != _runtime.Code.SKIPPED]
     problems += [from_runtime(d) for d in _runtime.check_set_rules(dset, asked)]
+    files = tuple(DescriptorFile(rel, root / rel, dtype) for rel, dtype, _ in dset.files)
+    skipped = tuple(Skipped(rel, why) for rel, why in dset.skipped)
+    return Tree(root=root, authored=authored, files=files, skipped=skipped,
+                problems=tuple(problems), dset=dset)
+
+
+def _models(dset: Any) -> tuple[Descriptor, ...]:
+    """The models of every descriptor of a loaded set, sorted by file."""
     descriptors: list[Descriptor] = []
     for p in dset.model_packs():  # the keys the models read, no more
         kdp, standalone = kdp_from_runtime(p)
@@ -180,10 +203,7 @@ def _load(root: Path, exclude_folders: Iterable[str], authored: bool, asked: lis
         descriptors += standalone
     descriptors += generics_from_runtime(dset)
     descriptors.sort(key=lambda d: d.file)
-    files = tuple(DescriptorFile(rel, root / rel, dtype) for rel, dtype, _ in dset.files)
-    skipped = tuple(Skipped(rel, why) for rel, why in dset.skipped)
-    return Tree(root=root, authored=authored, files=files, skipped=skipped,
-                descriptors=tuple(descriptors), problems=tuple(problems), dset=dset)
+    return tuple(descriptors)
 
 
 def inline_and_standalone_ukds(tree: Tree) -> list[Ukd]:

@@ -13,14 +13,14 @@ sets, metadata, packed toc keys, reachability) is the runtime's and arrives in
 
 from __future__ import annotations
 
+from collections import Counter
 from typing import Any, Literal
 
 from ukdpack import _runtime
 from ukdpack.authored import dvc
 from ukdpack.authored.kinds import COMPILED
 from ukdpack.authored.load import Tree
-from ukdpack.authored.model import Ukd
-from ukdpack.authored.tockey import keyed
+from ukdpack.authored.tockey import keyed_view, stem_of, view_inputs
 from ukdpack.errors import Problem
 
 MissingPrebuilt = Literal["error", "warning", "skip"]
@@ -41,22 +41,33 @@ def check(tree: Tree, missing_prebuilt: MissingPrebuilt = "error") -> list[Probl
 
 
 def _toc_keys(tree: Tree) -> list[Problem]:
-    seen: dict[str, tuple[Any, Ukd]] = {}
+    # The launches come from the runtime's set, not the models: validate builds none
+    # (a tree of 100,000 kernels spends a second on them). In the models' order: packs
+    # by file, each pack's kernels in order, each kernel's launches by name.
+    rows = sorted(tree.dset.code_launches(COMPILED), key=lambda row: row[0])
+    launches = [(row, *view_inputs(row[1], row[6], row[7], row[8])) for row in rows]
+    # One key is one stem: a launch whose stem no other launch has collides with none,
+    # and its digest is left to the plans that need it (a tree of prebuilt objects with
+    # files named apart digests none here).
+    stems = [stem_of(row[6], fields, rel) for row, rel, fields in launches]
+    shared = {stem for stem, n in Counter(stems).items() if n > 1}
+    seen: dict[str, tuple[Any, str, str, str, str]] = {}
     problems = []
-    for m in tree.members:
-        ukd = m.ukd
-        for _, src in ukd.launches:
-            if src.kind not in COMPILED:
-                continue
-            key, ident = keyed(tree, ukd, src)
-            first = seen.setdefault(key, (ident, ukd))
-            if first[0] != ident:
-                problems.append(Problem(
-                    ukd.file, src.json_path,
-                    f"toc key '{key}' is also the toc key of "
-                    f"{_runtime.kernel_label(first[1].name, first[1].id)} "
-                    f"({first[1].where()}), built from other inputs (a collision of the "
-                    "48-bit digest); change either kernel's build inputs", code=_runtime.Code.TOC_KEY_COLLISION))
+    for (row, rel, fields), stem in zip(launches, stems, strict=True):
+        if stem not in shared:
+            continue
+        _, file, kernel_path, kernel_id, name, source_path, kind_name, _, _ = row
+        key, ident = keyed_view(tree, file, source_path, kind_name, rel, fields)
+        first = seen.setdefault(key, (ident, name, kernel_id, file, kernel_path))
+        if first[0] != ident:
+            _, first_name, first_id, first_file, first_path = first
+            where = first_file if first_path == "$" else f"{first_file}: {first_path}"
+            problems.append(Problem(
+                file, source_path,
+                f"toc key '{key}' is also the toc key of "
+                f"{_runtime.kernel_label(first_name, first_id)} "
+                f"({where}), built from other inputs (a collision of the "
+                "48-bit digest); change either kernel's build inputs", code=_runtime.Code.TOC_KEY_COLLISION))
     return problems
 
 

@@ -8,15 +8,17 @@ from __future__ import annotations
 
 import posixpath
 import re
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from typing import Any
 
+from ukdpack import _runtime
 from ukdpack.authored.kinds import kind, normalized_build
 from ukdpack.authored.load import Tree
-from ukdpack.authored.model import Source, Ukd
+from ukdpack.authored.model import Source, Ukd, joined
 from ukdpack.digest import canonical_json, sha256_hex
 
-__all__ = ["identity", "key_of", "keyed", "launch_toc_key", "normalized_build", "stem_of", "toc_key"]
+__all__ = ["identity", "key_of", "keyed", "keyed_view", "launch_toc_key", "normalized_build",
+           "stem_of", "toc_key", "view_inputs"]
 
 _NOT_STEM = re.compile(r"[^A-Za-z0-9_.-]")
 
@@ -63,3 +65,53 @@ def keyed(tree: Tree, ukd: Ukd, src: Source) -> tuple[str, dict[str, Any]]:
         ident = identity(src.kind, src.fields, rel)
         found = tree.toc_keys[where] = (key_of(src.kind, src.fields, rel, ident), ident)
     return found
+
+
+def view_inputs(file: str, kind_name: str, named: str | None,
+                src: _runtime.Source) -> tuple[str | None, Mapping[str, Any]]:
+    """(root-relative file or None, fields) of a launch read from the runtime's set
+    (``DescriptorSet.code_launches``) rather than a model: its kernel's ``file``, the file
+    its file field names (``named``; None when it names none) and its ``Source`` view,
+    whose fields are read only if the kind's identity or stem asks for them."""
+    fields = _ViewFields(src)
+    field_name = kind(kind_name).file_field
+    if field_name is None:
+        return None, fields
+    return joined(file, named if named is not None else str(fields[field_name])), fields
+
+
+def keyed_view(tree: Tree, file: str, json_path: str, kind_name: str, rel: str | None,
+               fields: Mapping[str, Any]) -> tuple[str, dict[str, Any]]:
+    """``keyed`` of the launch at (``file``, ``json_path``) from its ``view_inputs``;
+    kept in ``tree.toc_keys`` alike."""
+    where = (file, json_path)
+    found = tree.toc_keys.get(where)
+    if found is None:
+        ident = identity(kind_name, fields, rel)
+        found = tree.toc_keys[where] = (key_of(kind_name, fields, rel, ident), ident)
+    return found
+
+
+class _ViewFields(Mapping[str, Any]):
+    """A Source view's fields, read from the runtime when first asked (most kinds' toc
+    keys need only the file: a tree of many prebuilt objects reads none)."""
+
+    __slots__ = ("_fields", "_src")
+
+    def __init__(self, src: _runtime.Source) -> None:
+        self._src = src
+        self._fields: Mapping[str, Any] | None = None
+
+    def _read(self) -> Mapping[str, Any]:
+        if self._fields is None:
+            self._fields = self._src.fields
+        return self._fields
+
+    def __getitem__(self, name: str) -> Any:
+        return self._read()[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._read())
+
+    def __len__(self) -> int:
+        return len(self._read())

@@ -9,7 +9,6 @@ from pathlib import Path
 from ukdpack import _runtime
 from ukdpack.authored import rules
 from ukdpack.authored.load import Tree, load_tree
-from ukdpack.authored.model import Kdp
 from ukdpack.errors import Problem
 from ukdpack.words import count
 
@@ -30,9 +29,9 @@ class Validation:
         return not self.errors
 
     def summary(self) -> str:
-        kdps = self.tree.of_type(Kdp)
-        counts = (f"{count(len(self.tree.files), 'descriptor')}, {count(len(kdps), 'pack')}, "
-                  f"{count(len(self.tree.members), 'kernel')}")
+        packs, kernels = self.tree.counts()
+        counts = (f"{count(len(self.tree.files), 'descriptor')}, {count(packs, 'pack')}, "
+                  f"{count(kernels, 'kernel')}")
         if self.valid:
             return f"valid: {counts}"
         n = len(self.errors)

@@ -171,6 +171,7 @@ class Producer:
                  timeout: float = compiler.DEFAULT_JOB_TIMEOUT,
                  remote: RemoteTier | None = None, spool_dir: Path | None = None) -> None:
         self.root = root
+        self._root = str(root)
         # Prebuilt objects' archive records go to an unnamed file in ``spool_dir`` (the
         # out root, where an arch's archive can be that file or copy from it), not memory.
         self._spool_dir = spool_dir
@@ -325,7 +326,7 @@ class Producer:
 
     def _read_batch(self, chunk: Sequence[Job], spool: int) -> dict[str, _Prefetched]:
         """What the runtime's batch reader takes of the files of ``chunk``, by path."""
-        paths = list(dict.fromkeys(str(self.root / j.rel) for j in chunk if j.rel))
+        paths = list(dict.fromkeys(self._path_of(j.rel) for j in chunk if j.rel))
         out = {}
         got_all = _runtime.read_prebuilt_objects(paths, self.jobs, FRAME_LEVEL, spool)
         for path, got in zip(paths, got_all, strict=True):
@@ -336,6 +337,13 @@ class Producer:
                 FileRange(spool, made[0], made[1]), made[2])
             out[path] = (elf, sha, note, frame)
         return out
+
+    def _path_of(self, rel: str) -> str:
+        """``str(self.root / rel)`` of a job's root-relative file, made with string joins:
+        a prebuilt object's path is asked for three times per object, and ``pathlib``
+        was most of the per-object Python of a prebuilt pack (cProfile: 0.26 of 0.44 s).
+        ``rel`` is normalized (``model.joined``), so the join equals ``pathlib``'s."""
+        return os.path.join(self._root, rel)
 
     def _abandon(self, pool: ThreadPoolExecutor) -> None:
         """Stop the jobs of a pack that is ending (Ctrl-C lands in this, the main thread,
@@ -464,16 +472,17 @@ class Producer:
 
     def _prebuilt(self, job: Job) -> Product:
         assert job.rel is not None
-        path = self.root / job.rel
+        where = self._path_of(job.rel)
         what = f"prebuilt object {job.rel}"
-        found = self._prefetched.get(str(path))
+        found = self._prefetched.get(where)
         if found is not None:  # read, unwrapped and hashed by the batch reader
             elf, sha, note, frame = found
             try:
                 info = _note_info(note)
             except codeobject.CodeObjectError as e:
                 raise _fail(job, f"{what} is not a usable code object: {e}") from None
-            return self._checked(job, elf, sha, info, (str(path),), False, what, frame)
+            return self._checked(job, elf, sha, info, (where,), False, what, frame)
+        path = Path(where)
         try:
             raw = read_regular(path)
         except (FileNotFoundError, NotADirectoryError):

@@ -1,0 +1,93 @@
+"""The packer's toc-key rule as ``validate`` runs it: over the runtime's set, without a
+model of every kernel, with the keys and findings the models give."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from pack_support import write_json
+
+from ukdpack import _runtime
+from ukdpack.authored import tockey
+from ukdpack.authored.validate import validate
+
+COLLISION = _runtime.Code.TOC_KEY_COLLISION
+
+
+def _kernel(kid: str, name: str, source: str, entry: str = "k") -> dict[str, Any]:
+    return {"id": kid, "version": "1.0", "name": name, "priority": 0,
+            "metadata": {"dtype": name},
+            "kernel_source": {"kind": "hip", "source": source, "entry": entry, "build": {}}}
+
+
+def _tree(root: Path) -> Path:
+    """Two sources named k.hip in two folders (the same stem, other inputs: other toc
+    keys), a multi-launch kernel, and a standalone UKD reached from the pack."""
+    write_json(root / "eng.kmd.json", {"id": "kmd-1", "version": "1.0", "name": "md",
+                                       "fields": [{"name": "dtype", "type": "string"}]})
+    write_json(root / "eng.ued.json", {"id": "ued-1", "version": "1.0", "name": "t:e",
+                                       "metadata": "kmd-1"})
+    write_json(root / "eng.umd.json", {"id": "umd-1", "version": "1.0", "name": "m",
+                                       "scope": "graph", "match_symbol": "m"})
+    write_json(root / "one.udd.json", {"id": "udd-1", "version": "1.0", "name": "d",
+                                       "dispatch_symbol": "sym"})
+    write_json(root / "two.udd.json", {"id": "udd-2", "version": "1.1", "name": "d2",
+                                       "dispatch_symbol": "sym2",
+                                       "launches": ["produce", "consume"]})
+    for folder in ("a", "b"):
+        (root / folder).mkdir()
+        (root / folder / "k.hip").write_text('extern "C" __global__ void k() {}\n')
+    write_json(root / "b" / "s.ukd.json", _kernel("ukd-s", "s", "k.hip"))
+    write_json(root / "p.kdp.json", {
+        "id": "kdp-1", "version": "1.0", "name": "p", "arch": [], "matchers": ["umd-1"],
+        "engine": "ued-1", "dispatch": "udd-1",
+        "kernelDescriptors": [_kernel("ukd-a", "a", "a/k.hip"), "ukd-s",
+                              _kernel("ukd-c", "c", "a/k.hip", entry="k2")]})
+    multi = {"id": "ukd-m", "version": "1.1", "name": "m", "priority": 0,
+             "metadata": {"dtype": "m"},
+             "sources": {"produce": {"kind": "hip", "source": "b/k.hip", "entry": "p",
+                                     "build": {"defines": {"X": 1}}},
+                         "consume": {"kind": "hip", "source": "a/k.hip", "entry": "c",
+                                     "build": {}}}}
+    write_json(root / "q.kdp.json", {
+        "id": "kdp-2", "version": "1.0", "name": "q", "arch": [], "matchers": ["umd-1"],
+        "engine": "ued-1", "dispatch": "udd-2", "kernelDescriptors": [multi]})
+    return root
+
+
+def test_validate_makes_no_models_and_keys_as_the_models_do(tmp_path: Path) -> None:
+    result = validate(_tree(tmp_path / "t"))
+    assert result.valid, [p.line() for p in result.problems]
+    assert "descriptors" not in result.tree.__dict__  # the rules read the runtime's set
+    assert result.summary() == "valid: 8 descriptors, 2 packs, 4 kernels"
+    keys = dict(result.tree.toc_keys)
+    # The models, made now, give each launch the key and identity the rule took.
+    launches = [(m.ukd, src) for m in result.tree.members for _, src in m.ukd.launches]
+    assert len(launches) == len(keys) == 5
+    for ukd, src in launches:
+        rel = ukd.file_of(src)
+        ident = tockey.identity(src.kind, src.fields, rel)
+        assert keys[(ukd.file, src.json_path)] == (tockey.toc_key(src.kind, src.fields, rel),
+                                                   ident)
+    assert result.summary() == "valid: 8 descriptors, 2 packs, 4 kernels"  # counted anew
+
+
+def test_a_collision_names_the_first_kernel_and_where_it_is(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Every identity digests alike: launches built from other inputs now share a key.
+    monkeypatch.setattr(tockey, "sha256_hex", lambda data: "0" * 64)
+    result = validate(_tree(tmp_path / "t"))
+    found = [p for p in result.problems if p.code == COLLISION]
+    first = ("kernel 'a' (id ukd-a) (p.kdp.json: $.kernelDescriptors[0]), built from other "
+             "inputs (a collision of the 48-bit digest); change either kernel's build inputs")
+    assert [(p.file, p.path, p.severity, p.message) for p in found] == [
+        ("b/s.ukd.json", "$.kernel_source", "error",
+         f"toc key 'k_000000000000' is also the toc key of {first}"),
+        ("q.kdp.json", "$.kernelDescriptors[0].sources.produce", "error",
+         f"toc key 'k_000000000000' is also the toc key of {first}"),
+    ]
+    # Kernel 'c' and the consume launch build a/k.hip as 'a' does: the same inputs.
+    assert not result.valid
+    assert result.summary() == "invalid: 2 errors (8 descriptors, 2 packs, 4 kernels)"

@@ -290,6 +290,7 @@ class _Assembler:
             archives = _runtime.ArchiveCache()
             checking = _start_entry_check(archives, staging / ARCHIVE_FOLDER
                                           / self.archive_name, self.opts.jobs) if used else None
+            staged: threading.Thread | None = None
             try:
                 files = self._descriptor_files(launches, problems)
                 if checking is not None:
@@ -301,10 +302,13 @@ class _Assembler:
                     publish.write_file(staging, rel, data)
                 del files  # the check's own set reuses the memory of these bytes
                 collector.trim()
+                # The disk writes the staged files while the runtime check reads them;
+                # publishing then finds them clean (it fsyncs every one again).
+                staged = publish.start_fsync_tree(staging)
                 result.problems = check_shard(staging, self.arch, self.handlers,
                                               self.opts.jobs, archives)
             finally:
-                for thread in (checking, synced):
+                for thread in (checking, synced, staged):
                     if thread is not None:
                         thread.join()
             if any(p.severity == "error" for p in result.problems):

@@ -311,6 +311,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--runs", type=int, help="timed runs of each version and figure")
     p.add_argument("--output", type=Path, help="result file (default bench/results/"
                    "judge_before_after.json; --quick: judge_before_after.quick.json)")
+    p.add_argument("--before-ukdpack", type=Path,
+                   help="the baseline's ukdpack script, already installed (a venv of BASE_REF): "
+                        "used instead of building one")
     p.add_argument("--no-refresh", action="store_true",
                    help="time .venv as installed (skip reinstalling it from the working tree)")
     args = p.parse_args(argv)
@@ -331,7 +334,8 @@ def main(argv: list[str] | None = None) -> int:
     work = BENCH / ".work" / "judge"
     work.mkdir(parents=True, exist_ok=True)
 
-    before = Version("before", base, build_baseline(base), work / f"before-{base[:12]}-{kernels}")
+    before = Version("before", base, args.before_ukdpack or build_baseline(base),
+                     work / f"before-{base[:12]}-{kernels}")
     after_ukdpack = (REPO / ".venv" / "bin" / "ukdpack" if args.no_refresh
                      else refresh_after(work / "after-install.log"))
     after = Version("after", head, after_ukdpack, work / f"after-{kernels}", dirty=dirty)

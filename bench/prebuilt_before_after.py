@@ -1,7 +1,7 @@
 """Before/after of the prebuilt pack and the one-edit repack, side by side.
 
     python bench/prebuilt_before_after.py --before /path/to/baseline/.venv/bin/python \
-        [--after .venv/bin/python] [--runs 7] [--edits 5] [--skip-edit]
+        [--after .venv/bin/python] [--runs 7] [--edits 5] [--skip-edit | --skip-prebuilt]
 
 Each version is a Python environment with ukdpack installed (the baseline: any
 checkout's ``.venv``, e.g. one of the main branch). Runs alternate between the
@@ -13,9 +13,12 @@ are printed with the medians.
   by ``bench/run.py``'s prebuilt figure, or by this script when missing), beside the
   read+sha256+zstd-3 bound of ``run.py``;
 * one edit: ``make_tree.make_hip_tree`` (1,000 kernels, 40 units, gfx90a + gfx940) in
-  ``bench/.work/ab-edit``, one cold pack per version (its own cache), then ``--edits``
-  edits of one kernel's ``build.defines`` (each a value not compiled before), each
-  repacked by both versions.
+  ``bench/.work/ab-edit``, one cold pack whose cache each version gets a copy of, then
+  ``--edits`` edits of one kernel's ``build.defines`` (each a value not compiled
+  before), each repacked by both versions and its compiles (the command lines the
+  after-version ran, from its cache's records) run alone between them:
+  ``overhead_s`` is a version's median repack minus the median of those compiles
+  (``one_edit_overhead_s`` of ``run.py``).
 """
 
 from __future__ import annotations
@@ -94,29 +97,53 @@ def one_edit(work: Path, versions: dict[str, str], edits: int) -> dict[str, obje
     tree = base / "hip"
     shutil.rmtree(tree, ignore_errors=True)
     make_tree.make_hip_tree(tree, 1000, 4, 40, arches)
-    cold = {}
+    # One cold pack fills a cache, copied for each version: each then compiles only its
+    # edits (the cache layout is the same at both commits).
+    first = next(iter(versions))
+    warm = base / "cache-warm"
+    shutil.rmtree(warm, ignore_errors=True)
+    cold = _pack(versions[first], tree, base / "out-warm", warm, arches)
     for v in versions:
         out, cache = base / f"out-{v}", base / f"cache-{v}"
         shutil.rmtree(out, ignore_errors=True)
         shutil.rmtree(cache, ignore_errors=True)
-        cold[v] = _pack(versions[v], tree, out, cache, arches)
+        shutil.copytree(warm, cache)
+        _pack(versions[v], tree, out, cache, arches)  # its out root; nothing compiled
     kdp = sorted(tree.glob("engine0/single*.kdp.json"))[0]
     got: dict[str, list[tuple[float, float]]] = {v: [] for v in versions}
+    alone: list[float] = []
+    alone_cpu: list[float] = []
     for i in range(edits):
         doc = json.loads(kdp.read_text())
         doc["kernelDescriptors"][0]["kernel_source"]["build"] = {"defines": {"SCALE": i + 2}}
         kdp.write_text(json.dumps(doc, indent=1) + "\n")
         for v in _turns(i):
+            since = time.time()
             got[v].append(_pack(versions[v], tree, base / f"out-{v}", base / f"cache-{v}",
                                 arches))
-    result: dict[str, object] = {}
+            if v == "after":  # the compiles this edit needs, as the pack ran them
+                argvs = bench_run.edit_compiles(base / f"cache-{v}", since)
+        # ... and the same compiles alone, between the versions' repacks.
+        used = bench_run.children_cpu()
+        alone.append(bench_run.compiles_alone(argvs))
+        alone_cpu.append(bench_run.children_cpu() - used)
+    compiles = statistics.median(alone)
+    result: dict[str, object] = {"compiles_alone_s": round(compiles, 3),
+                                 "compiles_alone_runs_s": [round(a, 3) for a in alone],
+                                 "compiles_alone_cpu_s": round(statistics.median(alone_cpu), 3),
+                                 "compiles": len(argvs)}
     for v, r in got.items():
         s = _summary(r)
-        s["cold_s"] = round(cold[v][0], 3)
-        s["ratio_to_cold"] = round(float(s["wall_median_s"]) / cold[v][0], 4)  # type: ignore[arg-type]
+        s["cold_s"] = round(cold[0], 3)
+        s["ratio_to_cold"] = round(float(s["wall_median_s"]) / cold[0], 4)  # type: ignore[arg-type]
+        s["overhead_s"] = round(float(s["wall_median_s"]) - compiles, 3)  # type: ignore[arg-type]
+        s["overhead_cpu_s"] = round(float(s["cpu_median_s"])  # type: ignore[arg-type]
+                                    - statistics.median(alone_cpu), 3)
         result[v] = s
         print(f"one edit {v}: repack wall {s['wall_median_s']} s (runs {s['wall_s']}), CPU "
-              f"{s['cpu_median_s']} s; cold {s['cold_s']} s -> {s['ratio_to_cold']}")
+              f"{s['cpu_median_s']} s; cold {s['cold_s']} s -> {s['ratio_to_cold']}; minus "
+              f"the compiles alone ({compiles:.3f} s) -> overhead {s['overhead_s']} s "
+              f"({s['overhead_cpu_s']} s of CPU)")
     return result
 
 
@@ -127,13 +154,16 @@ def main() -> int:
     ap.add_argument("--runs", type=int, default=7)
     ap.add_argument("--edits", type=int, default=5)
     ap.add_argument("--skip-edit", action="store_true")
+    ap.add_argument("--skip-prebuilt", action="store_true")
     ap.add_argument("--output", type=Path, default=BENCH / "results" / "prebuilt_before_after.json")
     args = ap.parse_args()
     work = BENCH / ".work"
     work.mkdir(exist_ok=True)
     versions = {"before": args.before, "after": args.after}
     load = os.getloadavg()
-    doc: dict[str, object] = {"prebuilt": prebuilt(work, versions, args.runs)}
+    doc: dict[str, object] = {}
+    if not args.skip_prebuilt:
+        doc["prebuilt"] = prebuilt(work, versions, args.runs)
     if not args.skip_edit:
         doc["one_edit"] = one_edit(work, versions, args.edits)
     doc["machine"] = {"nproc": bench_run.jobs(), "load_start": [round(x, 2) for x in load],

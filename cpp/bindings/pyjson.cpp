@@ -33,6 +33,16 @@ Json convert(const py::handle& obj, int depth) {
   }
   throw py::value_error("cannot convert " + std::string(py::str(py::type::of(obj))) + " to JSON");
 }
+
+// Object keys are interned: a tree's documents repeat a few dozen names (id, name,
+// kernel_source, ...) tens of thousands of times; one str each, not one per use.
+py::object internedKey(const std::string& key) {
+  PyObject* s = PyUnicode_FromStringAndSize(key.data(), static_cast<Py_ssize_t>(key.size()));
+  if (s == nullptr) throw py::error_already_set();
+  PyUnicode_InternInPlace(&s);
+  return py::reinterpret_steal<py::object>(s);
+}
+
 }  // namespace
 
 Json toJson(const py::handle& obj, bool parseStrings) {
@@ -65,7 +75,7 @@ py::object fromJson(const Json& value) {
     }
     case Json::value_t::object: {
       py::dict out;
-      for (auto it = value.begin(); it != value.end(); ++it) out[py::str(it.key())] = fromJson(it.value());
+      for (auto it = value.begin(); it != value.end(); ++it) out[internedKey(it.key())] = fromJson(it.value());
       return std::move(out);
     }
     default:

@@ -10,7 +10,6 @@ root or file that is not there); bad input never prints a traceback. With
 from __future__ import annotations
 
 import argparse
-import difflib
 import os
 import re
 import select
@@ -632,6 +631,8 @@ class _Parser(argparse.ArgumentParser):
         if bad:
             choices = [c for a in self._actions if isinstance(a, argparse._SubParsersAction)
                        for c in a.choices]
+            import difflib  # only to word a usage error
+
             near = difflib.get_close_matches(bad.group(1), choices, n=1, cutoff=0.6)
             if near:
                 message = f"unknown command '{bad.group(1)}'; did you mean '{near[0]}'?"

@@ -24,3 +24,15 @@ def paused(*, freeze: bool = False) -> Iterator[None]:
             gc.freeze()
         if enabled:
             gc.enable()
+
+
+def trim() -> None:
+    """Hand the heap's free pages back to the system (glibc's ``malloc_trim``; elsewhere
+    nothing). Memory a thread's arena freed (the runtime's set, loaded on the loader's
+    threads) is otherwise kept for those threads, and a pack's next phases grow its peak
+    on top of it."""
+    import ctypes  # here: only a pack that has freed its large parts trims
+
+    fn = getattr(ctypes.CDLL(None), "malloc_trim", None)
+    if fn is not None:
+        fn(0)

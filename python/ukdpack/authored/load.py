@@ -109,8 +109,8 @@ class Tree:
         return frozenset(p.file for p in self.problems if p.severity == "error")
 
     @functools.cached_property
-    def toc_keys(self) -> dict[tuple[str, str], tuple[str, dict[str, Any]]]:
-        """(toc key, identity) of each launch by (file, JSON path) (``tockey.keyed`` fills it)."""
+    def toc_keys(self) -> dict[tuple[str, str], str]:
+        """The toc key of each launch by (file, JSON path) (``tockey.keyed`` fills it)."""
         return {}
 
     def of_type(self, cls: type[D]) -> list[D]:
@@ -146,7 +146,22 @@ class Tree:
         return [m for m in self.members if m.ukd.key in ids]
 
     def _contents(self, arch: str | None) -> dict[str, list[str]]:
-        return _runtime.shard_contents(self.dset, arch or "")
+        found = self._kept_contents.get(arch or "")
+        return found if found is not None else _runtime.shard_contents(self.dset, arch or "")
+
+    @functools.cached_property
+    def _kept_contents(self) -> dict[str, dict[str, list[str]]]:
+        return {}
+
+    def release_set(self, arches: Sequence[str]) -> None:
+        """Free the runtime's set once the rules and plans are done with it, keeping what
+        the shards of ``arches`` ship: a pack's later phases (its shards' descriptors and
+        their runtime check, which loads a set of its own) then reuse its memory. The
+        models are made first if nothing asked for them yet: they are read from the set."""
+        _ = self.descriptors
+        for arch in arches:
+            self._kept_contents[arch] = self._contents(arch)
+        object.__setattr__(self, "dset", None)  # frozen: this is the one late change
 
     def udd_of(self, kdp: Kdp) -> Udd | None:
         return self.lookup(kdp.dispatch, Udd)

@@ -85,10 +85,11 @@ class Ukd(Descriptor):
     launches_key: str = ""
     launches_path: str = ""
 
-    @functools.cached_property
-    def launch_names(self) -> frozenset[str]:
-        """The launch set: empty for a single-launch kernel."""
-        return frozenset(name for name, _ in self.sources)
+    @property
+    def launch_names(self) -> list[str]:
+        """The launch names, sorted: empty for a single-launch kernel. Not cached: a cached
+        value grew each kernel's instance dict (about 1 KiB a kernel with the set)."""
+        return sorted(name for name, _ in self.sources)
 
     def file_of(self, src: Source) -> str | None:
         """Root-relative path of the file ``src`` names (None for kinds without one). The
@@ -198,21 +199,28 @@ def ukd_from_runtime(k: Mapping[str, Any], inline: bool) -> Ukd:
     """A Ukd from a kernel the runtime loaded; its launches come from the runtime's
     ``Kernel`` view (the launch helpers), never from the document's keys."""
     view: _runtime.Kernel = k["view"]
+    raw = k["raw"]
+    held = raw.get(view.launches_key)
     # The single source in one call: most kernels have one, and a tree has thousands.
     one = view.single_launch_source
-    single = _source(one) if one is not None else None
+    single = _source(one, held) if one is not None else None
     sources = () if one is not None else tuple(
-        (str(ln.name), _source(ln.source)) for ln in view.launches)
+        (str(ln.name), _source(ln.source, held.get(ln.name) if isinstance(held, dict) else None))
+        for ln in view.launches)
     arch = k["arch"]
     return Ukd(file=str(k["file"]), json_path=str(k["path"]), id=k["id"], version=k["version"],
-               name=k["name"], raw=k["raw"], metadata=k["metadata"], priority=k["priority"],
+               name=k["name"], raw=raw, metadata=k["metadata"], priority=k["priority"],
                arch=tuple(arch) if arch is not None else None, kernel_source=single,
                sources=sources, inline=inline, launches_key=view.launches_key,
                launches_path=view.launches_path)
 
 
-def _source(src: _runtime.Source) -> Source:
-    return Source(src.kind, src.fields, src.json_path)
+def _source(src: _runtime.Source, authored: Any) -> Source:
+    """A source's model. Its fields are the object the UKD's ``raw`` holds there (the
+    runtime reads a source's fields from that very object): shared, not converted a
+    second time (about 9 MiB and 48,000 objects fewer at 10,000 kernels)."""
+    fields = authored if isinstance(authored, dict) else src.fields
+    return Source(src.kind, fields, src.json_path)
 
 
 def _common(d: Mapping[str, Any]) -> dict[str, Any]:

@@ -14,14 +14,16 @@ sets, metadata, packed toc keys, reachability) is the runtime's and arrives in
 from __future__ import annotations
 
 from collections import Counter
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from ukdpack import _runtime
-from ukdpack.authored import dvc
 from ukdpack.authored.kinds import COMPILED
 from ukdpack.authored.load import Tree
 from ukdpack.authored.tockey import keyed_view, stem_of, view_inputs
 from ukdpack.errors import Problem
+
+if TYPE_CHECKING:
+    from ukdpack.authored import dvc
 
 MissingPrebuilt = Literal["error", "warning", "skip"]
 
@@ -76,6 +78,8 @@ def _with_dvc_hints(tree: Tree, missing_prebuilt: MissingPrebuilt) -> list[Probl
         return list(tree.problems)  # the common case: no launch need be looked up
     sources = {(m.ukd.file, src.json_path): (m.ukd, src)
                for m in tree.members for _, src in m.ukd.launches}
+    from ukdpack.authored import dvc  # here: only a tree missing a prebuilt file needs it
+
     outputs: list[dvc.Output] | None = None
     out: list[Problem] = []
     for p in tree.problems:

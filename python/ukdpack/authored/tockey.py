@@ -53,18 +53,18 @@ def key_of(kind_name: str, fields: Mapping[str, Any], rel: str | None,
 def launch_toc_key(tree: Tree, ukd: Ukd, src: Source) -> str:
     """The toc key of one launch, computed once per tree (the rules and every arch's plan
     ask for it; it costs a canonical JSON and a digest)."""
-    return keyed(tree, ukd, src)[0]
+    found = tree.toc_keys.get((ukd.file, src.json_path))
+    return found if found is not None else keyed(tree, ukd, src)[0]
 
 
 def keyed(tree: Tree, ukd: Ukd, src: Source) -> tuple[str, dict[str, Any]]:
-    """(toc key, identity) of one launch, once per tree (kept in ``tree.toc_keys``)."""
-    where = (ukd.file, src.json_path)
-    found = tree.toc_keys.get(where)
-    if found is None:
-        rel = ukd.file_of(src)
-        ident = identity(src.kind, src.fields, rel)
-        found = tree.toc_keys[where] = (key_of(src.kind, src.fields, rel, ident), ident)
-    return found
+    """(toc key, identity) of one launch; the key is kept in ``tree.toc_keys``, the
+    identity is not (only the rules' collision check reads it: kept, 10,000 kernels'
+    identities held 5 MiB for the rest of a pack)."""
+    rel = ukd.file_of(src)
+    ident = identity(src.kind, src.fields, rel)
+    key = tree.toc_keys[(ukd.file, src.json_path)] = key_of(src.kind, src.fields, rel, ident)
+    return key, ident
 
 
 def view_inputs(file: str, kind_name: str, named: str | None,
@@ -83,13 +83,10 @@ def view_inputs(file: str, kind_name: str, named: str | None,
 def keyed_view(tree: Tree, file: str, json_path: str, kind_name: str, rel: str | None,
                fields: Mapping[str, Any]) -> tuple[str, dict[str, Any]]:
     """``keyed`` of the launch at (``file``, ``json_path``) from its ``view_inputs``;
-    kept in ``tree.toc_keys`` alike."""
-    where = (file, json_path)
-    found = tree.toc_keys.get(where)
-    if found is None:
-        ident = identity(kind_name, fields, rel)
-        found = tree.toc_keys[where] = (key_of(kind_name, fields, rel, ident), ident)
-    return found
+    the key kept in ``tree.toc_keys`` alike."""
+    ident = identity(kind_name, fields, rel)
+    key = tree.toc_keys[(file, json_path)] = key_of(kind_name, fields, rel, ident)
+    return key, ident
 
 
 class _ViewFields(Mapping[str, Any]):

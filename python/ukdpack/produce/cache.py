@@ -304,9 +304,14 @@ class CompileCache:
     def _manifest(self, base_key: str) -> list[dict[str, Any]]:
         """The manifest's entries; none when it is unreadable or fails its digest (an
         altered entry could name another valid object, which the object check can't see)."""
-        doc = _read_json(self._manifest_path(base_key))
+        try:
+            raw = self._manifest_path(base_key).read_bytes()
+            doc = json.loads(raw)
+        except (OSError, ValueError, RecursionError):
+            return []
         entries = doc.get("entries") if isinstance(doc, dict) else None
-        if not isinstance(entries, list) or doc.get("digest") != _bound(base_key, entries):
+        if not isinstance(entries, list) or (doc.get("digest") != _bound_text(base_key, raw)
+                                             and doc.get("digest") != _bound(base_key, entries)):
             return []
         return [e for e in entries if isinstance(e, dict)
                 and isinstance(e.get("deps"), dict) and isinstance(e.get("object"), str)]
@@ -445,6 +450,23 @@ def _info_digest(sha: str, info: Mapping[str, Any]) -> str:
 def _bound(key: str, content: Any) -> str:
     """The digest binding a record's content to the key it is stored under."""
     return sha256_hex(key.encode() + b"\0" + canonical_json(content))
+
+
+#: How a manifest is written: canonical JSON of {"digest", "entries"}, so the entries'
+#: canonical text is the bytes between this prefix (and a digest) and the last brace.
+_MANIFEST_HEAD = b'{"digest":"'
+_MANIFEST_ENTRIES = b'","entries":'
+
+
+def _bound_text(key: str, raw: bytes) -> str | None:
+    """``_bound`` of a manifest's entries taken over the text it was written with (no
+    second encoding of a few hundred dependency digests per lookup); None when the file
+    is not laid out as written (``_bound`` of the parsed entries then decides)."""
+    start = len(_MANIFEST_HEAD) + 64
+    if not (raw.startswith(_MANIFEST_HEAD) and raw.startswith(_MANIFEST_ENTRIES, start)
+            and raw.endswith(b"}")):
+        return None
+    return sha256_hex(key.encode() + b"\0" + raw[start + len(_MANIFEST_ENTRIES):-1])
 
 
 def _read_json(path: Path) -> Any:

@@ -29,7 +29,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from ukdpack import _runtime
-from ukdpack.authored import dvc
 from ukdpack.authored.kinds import kind, of_producer
 from ukdpack.digest import sha256_hex
 from ukdpack.errors import Problem, UkdError
@@ -486,6 +485,8 @@ class Producer:
         try:
             raw = read_regular(path)
         except (FileNotFoundError, NotADirectoryError):
+            from ukdpack.authored import dvc  # only for a missing prebuilt file
+
             hint = dvc.missing_hint(self.root, path)
             raise _fail(job, f"prebuilt object {job.rel} is not there"
                         + (f": {hint}" if hint else "")) from None

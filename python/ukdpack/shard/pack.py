@@ -230,7 +230,8 @@ class _Assembler:
         self.products, self.versions = products, versions
         self.handlers, self.reporter = handlers, reporter
         #: each kernel's sidecar provenance by (file, JSON path), shared by the arches
-        self.provenances = {} if provenances is None else provenances
+        #: (None: made anew, a pack of one arch holding none of them)
+        self.provenances = provenances
         self.arch = plan.arch
         self.archive_name = kpack.archive_name(opts.group, self.arch)
 
@@ -289,6 +290,7 @@ class _Assembler:
             archives = _runtime.ArchiveCache()
             checking = _start_entry_check(archives, staging / ARCHIVE_FOLDER
                                           / self.archive_name, self.opts.jobs) if used else None
+            staged: threading.Thread | None = None
             try:
                 files = self._descriptor_files(launches, problems)
                 if checking is not None:
@@ -298,10 +300,15 @@ class _Assembler:
                     return result
                 for rel, data in files.items():
                     publish.write_file(staging, rel, data)
+                del files  # the check's own set reuses the memory of these bytes
+                collector.trim()
+                # The disk writes the staged files while the runtime check reads them;
+                # publishing then finds them clean (it fsyncs every one again).
+                staged = publish.start_fsync_tree(staging)
                 result.problems = check_shard(staging, self.arch, self.handlers,
                                               self.opts.jobs, archives)
             finally:
-                for thread in (checking, synced):
+                for thread in (checking, synced, staged):
                     if thread is not None:
                         thread.join()
             if any(p.severity == "error" for p in result.problems):
@@ -358,14 +365,14 @@ class _Assembler:
         mine = {ln.name: launches[(key, ln.name)] for ln in own if (key, ln.name) in launches}
         library = packed.library_path(library_from, self.archive_name)
         doc = packed.packed_ukd(m.ukd.raw, self.arch, mine, library, m.ukd.launches_key,
-                                sorted(m.ukd.launch_names))
+                                m.ukd.launch_names)
         return doc, {"sha256": provenance.binding(doc), "provenance": self._provenance(m, own)}
 
     def _provenance(self, m: Member, own: Sequence[Launch]) -> dict[str, Any]:
         """The sidecar's provenance of one kernel: the same in every arch's shard (its
         launches and the compiler versions are), so made once per pack."""
         where = (m.ukd.file, m.ukd.json_path)
-        found = self.provenances.get(where)
+        found = self.provenances.get(where) if self.provenances is not None else None
         if found is not None:
             return found
         kinds = sorted({ln.source.kind for ln in own})
@@ -378,7 +385,8 @@ class _Assembler:
             prov["compiler"] = {"kind": kinds[0], "version": self.versions[kinds[0]]}
         if "provenance" in m.ukd.raw:
             prov["authored"] = m.ukd.raw["provenance"]
-        self.provenances[where] = prov
+        if self.provenances is not None:
+            self.provenances[where] = prov
         return prov
 
     def _descriptor_files(self, launches: Mapping[tuple[str, str | None], packed.PackedLaunch],
@@ -552,6 +560,8 @@ def _pack(opts: PackOptions, reporter: Reporter) -> PackReport:
         return report
 
     plans = [plan_arch(tree, arch, opts.variants.get(arch, ())) for arch in opts.arches]
+    tree.release_set(opts.arches)
+    collector.trim()
     if not any(p.members for p in plans):
         report.dormant = True
         what = f"no kernels for {', '.join(opts.arches)}"
@@ -612,7 +622,8 @@ def _produce_and_publish(opts: PackOptions, reporter: Reporter, report: PackRepo
                             + (f", {producer.failed} failed" if producer.failed else ""))
     versions = producer.versions()
     told: set[Problem] = set()  # a problem several arches share (no compiler) is told once
-    provenances: dict[tuple[str, str], dict[str, Any]] = {}
+    # Kept for the next arch only when there is one: 10,000 kernels' are about 5 MiB.
+    provenances: dict[tuple[str, str], dict[str, Any]] | None = {} if len(plans) > 1 else None
 
     for plan in plans:
         arch = plan.arch

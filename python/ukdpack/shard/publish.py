@@ -196,6 +196,19 @@ def _fsync_quietly(path: str) -> None:
         _fsync_path(path)
 
 
+def start_fsync_tree(root: Path) -> threading.Thread:
+    """``_fsync_tree`` of ``root`` on a thread of its own, started now, failures left for
+    publishing to report (it fsyncs every file again); join it before publishing."""
+    thread = threading.Thread(target=_fsync_tree_quietly, args=(root,), name="ukdpack-fsync")
+    thread.start()
+    return thread
+
+
+def _fsync_tree_quietly(root: Path) -> None:
+    with contextlib.suppress(OSError):
+        _fsync_tree(root)
+
+
 def _fsync_tree(root: Path) -> None:
     """fsync every file under ``root`` and every folder (so their names are durable),
     in one batch of concurrent calls."""

@@ -20,7 +20,7 @@ class _Started:
     def __init__(self, key: _Key) -> None:
         self.key = key
         self.dset: _runtime.DescriptorSet | None = None
-        # A daemon: a command that fails before it takes the load does not wait for it.
+        # A daemon, so that nothing but discard() waits for it.
         self.thread = threading.Thread(target=self._load, name="ukdpack-early-load",
                                        daemon=True)
         self.thread.start()
@@ -59,6 +59,10 @@ def take(root: str, exclude_folders: Sequence[str], authored: bool,
 
 def discard() -> None:
     """Forget a load not taken (the command that started it ended without it), so no
-    later load in this process takes a tree read before it."""
+    later load in this process takes a tree read before it. A load still running is
+    waited for: a process that ends while the runtime's threads read the tree is
+    aborted by their C++ teardown (a stop signal early in ``validate`` did that)."""
     global _started
-    _started = None
+    started, _started = _started, None
+    if started is not None:
+        started.thread.join()

@@ -349,6 +349,36 @@ const std::vector<std::string>& heuristicRoles() {
   return roles;
 }
 
+const std::vector<std::string>& slotHeuristicRoles() {
+  static const std::vector<std::string> roles{"sort_kernel_catalog", "predict_applicable_kernels"};
+  return roles;
+}
+
+bool isSlotName(std::string_view name) {
+  if (name.empty() || name.size() > 32 || name[0] < 'a' || name[0] > 'z') return false;
+  return std::all_of(name.begin(), name.end(),
+                     [](char c) { return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_'; });
+}
+
+std::vector<std::string> EngineSlot::knobIds() const {
+  std::vector<std::string> out;
+  out.reserve(knobs.size());
+  for (const std::string& k : knobs) out.push_back(name + "." + k);
+  return out;
+}
+
+const EngineSlot* Engine::slot(std::string_view name) const {
+  for (const EngineSlot& s : slots)
+    if (s.name == name) return &s;
+  return nullptr;
+}
+
+std::optional<std::size_t> Engine::slotIndex(std::string_view name) const {
+  for (std::size_t i = 0; i < slots.size(); ++i)
+    if (slots[i].name == name) return i;
+  return std::nullopt;
+}
+
 const MetadataField* MetadataSchema::field(const std::string& name) const {
   for (const MetadataField& f : fields)
     if (f.name == name) return &f;
@@ -390,6 +420,15 @@ std::optional<Pack> parsePackFrom(const V& kdp, Json* consume, const DescriptorC
   p.matchers = readStrings(r, "matchers", true, true, false).value_or(std::vector<std::string>{});
   p.engine = readIdOrNull(r, "engine", "UED");
   p.dispatch = readIdOrNull(r, "dispatch", "UDD");
+  if (const V* slot = r.get("slot")) {
+    if (p.version < Version{1, 1}) {
+      r.error(r.pathOf("slot"), "'slot' needs KDP version 1.1, found version " + p.version.str());
+    } else if (!slot->is_string() || !isSlotName(stringOf(*slot))) {
+      r.error(r.pathOf("slot"), "expected a slot name matching [a-z][a-z0-9_]{0,31}, found " + describeFound(*slot));
+    } else {
+      p.slot = std::string(stringOf(*slot));
+    }
+  }
   if (const V* prov = r.get("provenance")) {
     if (prov->is_object()) {
       p.provenance = builtValue(*prov);
@@ -530,7 +569,8 @@ namespace {
 // A role map: arch (or "default") -> UHD ids. sort_kernel_catalog and
 // predict_engine take one id or a non-empty list of distinct ids (one per
 // metric); predict_applicable_kernels takes exactly one id.
-void readRoleMap(ObjectReader& r, const std::string& role, Engine& e) {
+void readRoleMap(ObjectReader& r, const std::string& role, std::map<std::string, HeuristicRoleMap>& heuristics,
+                 std::map<std::string, std::string>& heuristicPaths) {
   const Json* map = r.object(role, false);
   if (map == nullptr) return;
   const std::string rolePath = r.pathOf(role);
@@ -573,9 +613,70 @@ void readRoleMap(ObjectReader& r, const std::string& role, Engine& e) {
       continue;
     }
     out[arch] = std::move(ids);
-    e.heuristicPaths[role + "/" + arch] = p;
+    heuristicPaths[role + "/" + arch] = p;
   }
-  e.heuristics[role] = std::move(out);
+  heuristics[role] = std::move(out);
+}
+
+// UED 1.1 `slots`: a non-empty ordered list of {name, knobs?, sort_kernel_catalog?,
+// predict_applicable_kernels?}, names unique. False when refused.
+bool readSlots(ObjectReader& r, Engine& e) {
+  const Json* list = r.array("slots", true);
+  if (list == nullptr) return false;
+  const std::string listPath = r.pathOf("slots");
+  if (e.version < Version{1, 1}) {
+    r.error(listPath, "'slots' needs UED version 1.1, found version " + e.version.str());
+    return false;
+  }
+  if (list->empty()) {
+    r.error(listPath, "expected at least one slot, found an empty list (an engine without slots leaves 'slots' out)");
+    return false;
+  }
+  bool ok = true;
+  std::map<std::string, std::string> seen;  // name -> path of its first slot
+  for (std::size_t i = 0; i < list->size(); ++i) {
+    const std::string path = jsonPathIndex(listPath, i);
+    ObjectReader s((*list)[i], r.file(), path, r.diags());
+    if (!s.isObject()) {
+      ok = false;
+      continue;
+    }
+    EngineSlot slot;
+    slot.jsonPath = path;
+    slot.raw = (*list)[i];
+    if (const Json* name = s.get("name")) {
+      if (name->is_string() && isSlotName(name->get_ref<const std::string&>())) {
+        slot.name = name->get<std::string>();
+      } else {
+        s.error(s.pathOf("name"), "expected a slot name matching [a-z][a-z0-9_]{0,31}, found " + describeFound(*name));
+      }
+    } else {
+      s.error(path, "missing required field 'name'");
+    }
+    slot.knobs = readStrings(s, "knobs", false, true, true).value_or(std::vector<std::string>{});
+    for (const std::string& role : slotHeuristicRoles()) readRoleMap(s, role, slot.heuristics, slot.heuristicPaths);
+    if (s.has("predict_engine")) {
+      s.get("predict_engine");
+      s.error(s.pathOf("predict_engine"),
+              "predict_engine ranks engines, not a slot's kernels: expected it at the engine's top level");
+    }
+    readProvenance(s);
+    s.finish();
+    if (s.failed()) {
+      ok = false;
+      continue;
+    }
+    const auto [it, fresh] = seen.emplace(slot.name, path);
+    if (!fresh) {
+      r.error(jsonPathKey(path, "name"),
+              "slot '" + slot.name + "' is named twice (first at " + it->second + "); slot names are unique in an engine");
+      ok = false;
+      continue;
+    }
+    e.slots.push_back(std::move(slot));
+  }
+  if (!ok) e.slots.clear();
+  return ok;
 }
 
 }  // namespace
@@ -635,7 +736,20 @@ std::optional<Engine> parseEngine(const Json& ued, const DescriptorContext& ctx,
     g.finish();
     ok = !g.failed();
   }
-  e.knobs = readStrings(r, "knobs", false, true, true).value_or(std::vector<std::string>{});
+  // Slots written on a UED 1.0 are refused by readSlots; the engine-level forms then read as before.
+  const bool slottedShape = r.has("slots") && !(e.version < Version{1, 1});
+  if (r.has("slots")) ok = readSlots(r, e) && ok;
+  if (slottedShape) {
+    // A slotted engine ranks, filters and tunes per slot: engine-wide forms would be ambiguous.
+    for (const char* key : {"knobs", "sort_kernel_catalog", "predict_applicable_kernels"}) {
+      if (!r.has(key)) continue;
+      r.get(key);
+      r.error(r.pathOf(key), std::string("a slotted engine has no engine-level '") + key +
+                                 "': move it into each slot of $.slots (knob ids are then '<slot>.<field>')");
+      ok = false;
+    }
+  }
+  if (!slottedShape) e.knobs = readStrings(r, "knobs", false, true, true).value_or(std::vector<std::string>{});
   if (const Json* notes = r.array("behavior_notes", false)) {
     const std::vector<std::string>& vocabulary = behaviorNoteVocabulary();
     std::string listed;
@@ -658,7 +772,10 @@ std::optional<Engine> parseEngine(const Json& ued, const DescriptorContext& ctx,
     }
   }
   e.numericalNotes = readStrings(r, "numerical_notes", false, false, true).value_or(std::vector<std::string>{});
-  for (const std::string& role : heuristicRoles()) readRoleMap(r, role, e);
+  for (const std::string& role : heuristicRoles()) {
+    if (!r.has(role) || (slottedShape && role != "predict_engine")) continue;
+    readRoleMap(r, role, e.heuristics, e.heuristicPaths);
+  }
   if (const Json* legacy = r.get("heuristic")) {
     const std::string id = legacy->is_string() ? legacy->get<std::string>() : std::string("X");
     r.error(r.pathOf("heuristic"),
@@ -762,9 +879,20 @@ bool readTrainedRef(const Json& value, ObjectReader& parent, const std::string& 
   if (!t.isObject()) return false;
   const auto id = t.string("id", true);
   const auto revision = readRevision(t, "revision", true);
+  std::optional<std::string> slot;
+  if (type == "ued") {
+    // UHD 1.1: the slot of that engine the model was trained for.
+    if (const Json* v = t.get("slot")) {
+      if (v->is_string() && isSlotName(v->get_ref<const std::string&>())) {
+        slot = v->get<std::string>();
+      } else {
+        t.error(t.pathOf("slot"), "expected a slot name matching [a-z][a-z0-9_]{0,31}, found " + describeFound(*v));
+      }
+    }
+  }
   t.finish();
   if (t.failed()) return false;
-  out.push_back(HeuristicDescriptor::TrainedRef{type, *id, *revision, t.pathOf("revision")});
+  out.push_back(HeuristicDescriptor::TrainedRef{type, *id, *revision, t.pathOf("revision"), slot});
   return true;
 }
 
@@ -932,6 +1060,15 @@ std::optional<HeuristicDescriptor> parseHeuristic(const Json& uhd, const Descrip
   readCommon(r, uhd, ctx, h);
   h.name = r.string("name", true).value_or("");
   readProvenance(r);
+  if (const Json* slot = r.get("slot")) {
+    if (h.version < Version{1, 1}) {
+      r.error(r.pathOf("slot"), "'slot' needs UHD version 1.1, found version " + h.version.str());
+    } else if (!slot->is_string() || !isSlotName(slot->get_ref<const std::string&>())) {
+      r.error(r.pathOf("slot"), "expected a slot name matching [a-z][a-z0-9_]{0,31}, found " + describeFound(*slot));
+    } else {
+      h.slot = slot->get<std::string>();
+    }
+  }
   if (!r.has("adapter") && (r.has("kind") || r.has("payload"))) {
     // The pre-adapter shape: one refusal instead of unknown 'kind'/'payload'
     // and a missing adapter, body and objective.
@@ -985,6 +1122,18 @@ std::optional<HeuristicDescriptor> parseHeuristic(const Json& uhd, const Descrip
                           ")");
   }
   partsOk = readTrainedAgainst(r, h.trainedAgainst) && partsOk;
+  for (const HeuristicDescriptor::TrainedRef& ref : h.trainedAgainst) {
+    if (!ref.slot) continue;
+    const std::string path = ref.path.substr(0, ref.path.rfind('.')) + ".slot";
+    if (h.version < Version{1, 1}) {
+      r.error(path, "'slot' needs UHD version 1.1, found version " + h.version.str());
+    } else if (h.slot != ref.slot) {
+      r.error(path, "trained_against names slot '" + *ref.slot + "' of its engine, but the UHD " +
+                        (h.slot ? "declares slot '" + *h.slot + "'" : std::string("declares no slot")) +
+                        ": expected \"slot\": \"" + *ref.slot + "\" at the top level, the same as trained_against's");
+      partsOk = false;
+    }
+  }
   readCategoricalEncoding(r);
   // Every body present is checked for shape; only the adapter's one is used.
   bool bodiesOk = true;

@@ -212,13 +212,13 @@ bool sameIdKey(std::string_view id, std::string_view key);
 // The versions each descriptor type's reader reads: "<major>.<minor>" up to a
 // maximum minor within one major.
 struct VersionLimits {
-  Version kdp{1, 0};
+  Version kdp{1, 1};
   Version ukd{1, 1};
   Version udd{1, 1};
-  Version ued{1, 0};
+  Version ued{1, 1};
   Version kmd{1, 0};
   Version umd{1, 0};
-  Version uhd{1, 0};
+  Version uhd{1, 1};
 
   // The limit of a type token ("kdp", "ukd", ...); kdp's for an unknown token.
   const Version& of(std::string_view type) const;
@@ -281,6 +281,8 @@ struct Pack : DescriptorInfo {
   std::vector<std::string> matchers;
   std::optional<std::string> engine;
   std::optional<std::string> dispatch;
+  // KDP 1.1: the slot of its (slotted) engine whose catalog its kernels join.
+  std::optional<std::string> slot;
   // Kernels in kernelDescriptors order. parsePack fills the inline ones; the
   // loader adds the standalone ones it resolves from `refs`.
   std::vector<PackMember> members;
@@ -297,6 +299,22 @@ struct Dispatch : DescriptorInfo {
 // One heuristic role map entry: arch (or "default") -> UHD ids.
 using HeuristicRoleMap = std::map<std::string, std::vector<std::string>>;
 
+// One slot of a slotted engine (UED 1.1): a position in the engine's run order
+// whose kernel is picked from the slot's own catalog (the kernels of every KDP
+// naming the slot), ranked by the slot's own heuristics.
+struct EngineSlot {
+  std::string name;                // [a-z][a-z0-9_]{0,31}, unique in the engine
+  std::vector<std::string> knobs;  // KMD field names; their knob ids are "<slot>.<field>"
+  // role ("sort_kernel_catalog", "predict_applicable_kernels") -> map
+  std::map<std::string, HeuristicRoleMap> heuristics;
+  std::map<std::string, std::string> heuristicPaths;  // "role/arch" -> JSON path
+  std::string jsonPath;                               // "$.slots[<i>]"
+  Json raw;                                           // the slot object as written
+
+  // "<slot>.<field>" for each knob, in order.
+  std::vector<std::string> knobIds() const;
+};
+
 // UED: engine identity, its KMD, heuristics and knobs.
 struct Engine : DescriptorInfo {
   std::string metadata;                 // KMD id
@@ -309,10 +327,23 @@ struct Engine : DescriptorInfo {
   // role ("sort_kernel_catalog", "predict_engine", "predict_applicable_kernels") -> map
   std::map<std::string, HeuristicRoleMap> heuristics;
   std::map<std::string, std::string> heuristicPaths;  // "role/arch" -> JSON path
+  // UED 1.1: the slots in run order; empty for an unslotted engine, whose knobs
+  // and kernel roles are engine-wide (a slotted engine has them per slot only).
+  std::vector<EngineSlot> slots;
+
+  bool slotted() const { return !slots.empty(); }
+  // The slot named `name`, or nullptr.
+  const EngineSlot* slot(std::string_view name) const;
+  // The index of slot `name` in run order, or nullopt.
+  std::optional<std::size_t> slotIndex(std::string_view name) const;
 };
 
 // The heuristic roles of a UED, in schema order.
 const std::vector<std::string>& heuristicRoles();
+// The roles a slot of a slotted UED carries (predict_engine stays engine-wide).
+const std::vector<std::string>& slotHeuristicRoles();
+// Whether a slot name has the shape [a-z][a-z0-9_]{0,31}.
+bool isSlotName(std::string_view name);
 
 // The `behavior_notes` a UED may list (a closed vocabulary).
 const std::vector<std::string>& behaviorNoteVocabulary();
@@ -357,8 +388,12 @@ struct HeuristicDescriptor : DescriptorInfo {
     std::string id;
     std::string revision;
     std::string path;
+    std::optional<std::string> slot;  // the ued ref's `slot` (UHD 1.1)
   };
   std::vector<TrainedRef> trainedAgainst;
+  // UHD 1.1: the slot of a slotted engine it ranks or filters kernels for; a UHD
+  // named in a slot's role map declares that slot.
+  std::optional<std::string> slot;
 };
 
 // The lowercase 64-hex digest a body `hash` states, when it is a sha256 in

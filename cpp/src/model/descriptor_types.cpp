@@ -668,8 +668,8 @@ bool readSlots(ObjectReader& r, Engine& e) {
     }
     const auto [it, fresh] = seen.emplace(slot.name, path);
     if (!fresh) {
-      r.error(jsonPathKey(path, "name"),
-              "slot '" + slot.name + "' is named twice (first at " + it->second + "); slot names are unique in an engine");
+      r.error(jsonPathKey(path, "name"), "slot '" + slot.name + "' is named twice (first at " + it->second +
+                                             "); slot names are unique in an engine");
       ok = false;
       continue;
     }

@@ -263,9 +263,14 @@ ShardContents shardContents(const DescriptorSet& set, const std::string& arch) {
     if (const Engine* e = set.engineOf(p)) {
       reached.insert(idKey(e->id));
       reached.insert(idKey(e->metadata));
-      for (const auto& [role, table] : e->heuristics)
-        for (const auto& [a, ids] : table)
-          for (const std::string& id : ids) reached.insert(idKey(id));
+      const auto reach = [&](const std::map<std::string, HeuristicRoleMap>& heuristics) {
+        for (const auto& [role, table] : heuristics)
+          for (const auto& [a, ids] : table)
+            for (const std::string& id : ids) reached.insert(idKey(id));
+      };
+      reach(e->heuristics);
+      // A slotted engine ships every slot's heuristics with any of its kernels.
+      for (const EngineSlot& slot : e->slots) reach(slot.heuristics);
     }
   }
   auto scan = [&](const auto& items) {

@@ -224,3 +224,122 @@ def test_plan_overhead_figure(backend: _runtime.DeviceBackend, shard: Path,
     results = Path(os.environ.get("UKDPACK_DEVICE_RESULTS", REPO / "tests" / "device"))
     results.mkdir(parents=True, exist_ok=True)
     (results / "plan_overhead.json").write_text(json.dumps(figure, indent=2) + "\n")
+
+
+# --------------------------------------------------------------------------- slots
+# The slotted engine "test:slots" (tree/slots.ued.json): prep, main (two candidates,
+# "reverse" ranked first), finish (two launches), over one workspace of 2N floats.
+TAG_SLOTS = 5
+
+
+def expected_slots(main: str = "reverse") -> list[float]:
+    """Every value is exact in float32; each step reads what the one before wrote."""
+    first = [IN[i] * 2 + i for i in range(N)]
+    if main == "reverse":
+        second = [first[N - 1 - i] * 0.5 + 3 for i in range(N)]
+    else:
+        second = [first[i] * 0.25 + 1 for i in range(N)]
+    first = [second[i] + TAG_SLOTS for i in range(N)]
+    return [first[N - 1 - i] * 2 for i in range(N)]
+
+
+class SlotHandler:
+    """One handler per slot's dispatch symbol; `need` is the workspace it asks for."""
+
+    def __init__(self, launches: dict[str, Any], need: int) -> None:
+        self.launches = launches
+        self.need = need
+
+    def launch_names(self) -> list[str]:
+        return [name for name in self.launches if name]
+
+    def workspace_size(self, kernel: dict[str, Any]) -> int:
+        return self.need
+
+    def launch(self, name: str | None, workspace: _runtime.DeviceBuffer,
+               args: dict[str, _runtime.DeviceBuffer]) -> tuple[Any, ...]:
+        grid, block = ((N + 255) // 256, 1, 1), (256, 1, 1)
+        return grid, block, 0, self.launches[name or ""](workspace, args)
+
+
+def _slot_handlers() -> dict[str, Any]:
+    n = struct.pack("<I", N)
+    return {
+        # prep asks for the half it writes; the program gives every slot the largest need.
+        "device_slot_prep_dispatch": SlotHandler(
+            {"": lambda ws, a: [a["in"], ws, n]}, N * 4),
+        "device_slot_main_dispatch": SlotHandler({"": lambda ws, a: [ws, n]}, 2 * N * 4),
+        "device_slot_finish_dispatch": SlotHandler(
+            {"shift": lambda ws, a: [ws, n, struct.pack("<I", TAG_SLOTS)],
+             "store": lambda ws, a: [ws, a["out"], n]}, 2 * N * 4),
+    }
+
+
+def _slot_manager(shard: Path) -> _runtime.StateManager:
+    dset = _runtime.load_shard(str(shard))
+    handlers: dict[str, Any] = {"device_split_dispatch": SplitHandler(),
+                                "device_scale_dispatch": ScaleHandler()}
+    handlers.update(_slot_handlers())
+    return _runtime.StateManager(
+        dset, handlers=handlers,
+        matchers={"device_test_match": lambda kernel, problem:
+                  kernel["metadata"]["op"] == problem["op"]},
+        arch=dset.packs[0]["arch"][0])
+
+
+def _slots_engine(sm: _runtime.StateManager) -> dict[str, Any]:
+    (engine,) = [e for e in sm.slotted_engines() if e["name"] == "test:slots"]
+    return engine
+
+
+def _kernel_id(shard: Path, name: str) -> str:
+    dset = _runtime.load_shard(str(shard))
+    (kid,) = [k["id"] for p in dset.packs for k in p["kernels"] if k["name"] == name]
+    return str(kid)
+
+
+def test_slotted_engine_default_picks_run_in_slot_order(backend: _runtime.DeviceBackend,
+                                                        shard: Path) -> None:
+    sm = _slot_manager(shard)
+    engine = _slots_engine(sm)
+    assert [s["name"] for s in engine["slots"]] == ["prep", "main", "finish"]
+    assert [len(s["kept"]) for s in engine["slots"]] == [1, 2, 1]
+    program = sm.slot_program(engine["id"], {})
+    assert [p["slot"] for p in program.picks] == ["prep", "main", "finish"]
+    assert [p["name"] for p in program.picks] == ["slot_prep.f32", "slot_main.reverse",
+                                                   "slot_finish.f32"]
+    device = sm.plan_slots(program, backend)
+    assert device.workspace_size == 2 * N * 4  # the largest need of the picks
+    workspace = backend.alloc(2 * N * 4)
+    workspace.upload(NAN * (2 * N))
+    bufs = _buffers(backend)
+    device.run(bufs, workspace)
+    assert floats(bufs["out"].download()) == expected_slots("reverse")
+    bufs = _buffers(backend)
+    device.run(bufs)  # the program's own workspace
+    assert floats(bufs["out"].download()) == expected_slots("reverse")
+
+
+def test_slotted_engine_chosen_pick(backend: _runtime.DeviceBackend, shard: Path) -> None:
+    sm = _slot_manager(shard)
+    engine = _slots_engine(sm)
+    forward = _kernel_id(shard, "slot_main.forward")
+    program = sm.slot_program(engine["id"], {}, picks={"main": forward})
+    assert [p["name"] for p in program.picks] == ["slot_prep.f32", "slot_main.forward",
+                                                   "slot_finish.f32"]
+    bufs = _buffers(backend)
+    sm.plan_slots(program, backend).run(bufs)
+    assert floats(bufs["out"].download()) == expected_slots("forward")
+    assert expected_slots("forward") != expected_slots("reverse")
+
+
+def test_pick_from_another_slot_is_refused_before_anything_launches(
+        backend: _runtime.DeviceBackend, shard: Path) -> None:
+    sm = _slot_manager(shard)
+    engine = _slots_engine(sm)
+    prep = _kernel_id(shard, "slot_prep.f32")
+    bufs = _buffers(backend)
+    with pytest.raises(Exception) as refused:
+        sm.plan_slots(sm.slot_program(engine["id"], {}, picks={"main": prep}), backend).run(bufs)
+    assert "SLOT_PICK" in str(refused.value) and "'prep'" in str(refused.value)
+    assert bufs["out"].download() == NAN * N  # nothing ran

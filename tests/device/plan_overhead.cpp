@@ -19,12 +19,20 @@
 //                  {"struct": [{"f32": 1.0}, {"f32": 0.5}, {"u32": 3}]}]}],
 //    "read": ["out"]}                                            // printed as hex after the runs
 // A single-launch kernel has one launch with "name": "" (or none).
+//
+// With --engine ID (a slotted engine) instead of --kernel, it measures the engine's
+// device slot program (default picks, or --pick SLOT=KERNEL_ID) against the same
+// functions launched raw, in slot order, with one synchronize. The layout then gives
+// one handler per dispatch symbol, each as above, and the buffers they share:
+//   {"buffers": {...}, "handlers": {"sym_prep": {"workspace_bytes": 8192, "launches": [...]},
+//                                   "sym_main": {...}}, "read": ["out"]}
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <functional>
 #include <iostream>
 #include <map>
 #include <memory>
@@ -38,7 +46,9 @@
 #include "ukdpack/device/execution.hpp"
 #include "ukdpack/load/loader.hpp"
 #include "ukdpack/plan/plan.hpp"
+#include "ukdpack/plan/slot_plan.hpp"
 #include "ukdpack/select/registry.hpp"
+#include "ukdpack/select/slots.hpp"
 #include "ukdpack/select/state_manager.hpp"
 
 namespace {
@@ -270,13 +280,14 @@ std::string hex(const std::vector<std::uint8_t>& bytes) {
 }
 
 struct Options {
-  std::string shard, kernel, layout, backend = "cuda";
+  std::string shard, kernel, engine, layout, backend = "cuda";
+  std::map<std::string, std::string> picks;  // slot -> kernel id (--pick)
   int iterations = 1000, warmup = 50, device = 0;
 };
 
 const char* kUsage =
-    "usage: ukdpack_plan_overhead --shard DIR --kernel ID --layout FILE.json [--iterations N] [--warmup N] "
-    "[--device N] [--backend cuda|hip]";
+    "usage: ukdpack_plan_overhead --shard DIR (--kernel ID | --engine ID [--pick SLOT=ID]...) --layout FILE.json "
+    "[--iterations N] [--warmup N] [--device N] [--backend cuda|hip]";
 
 Options parseOptions(int argc, char** argv) {
   Options o;
@@ -299,6 +310,13 @@ Options parseOptions(int argc, char** argv) {
       o.shard = v;
     } else if (a == "--kernel") {
       o.kernel = v;
+    } else if (a == "--engine") {
+      o.engine = v;
+    } else if (a == "--pick") {
+      const std::size_t eq = v.find('=');
+      if (eq == std::string::npos || eq == 0 || eq + 1 == v.size())
+        fail("--pick takes SLOT=KERNEL_ID, found '" + v + "'", 2);
+      o.picks[v.substr(0, eq)] = v.substr(eq + 1);
     } else if (a == "--layout") {
       o.layout = v;
     } else if (a == "--backend") {
@@ -313,33 +331,96 @@ Options parseOptions(int argc, char** argv) {
       fail(std::string(kUsage) + "\nunknown option " + a, 2);
     }
   }
-  if (o.shard.empty() || o.kernel.empty() || o.layout.empty())
-    fail(std::string(kUsage) + "\n--shard, --kernel and --layout are required", 2);
+  if (o.shard.empty() || o.kernel.empty() == o.engine.empty() || o.layout.empty())
+    fail(std::string(kUsage) + "\n--shard, --layout and one of --kernel and --engine are required", 2);
+  if (!o.picks.empty() && o.engine.empty()) fail("--pick needs --engine", 2);
   if (o.iterations < 1 || o.warmup < 0) fail("--iterations must be at least 1 and --warmup not negative", 2);
   if (o.backend != "cuda" && o.backend != "hip") fail("--backend is cuda or hip, found '" + o.backend + "'", 2);
   return o;
 }
 
-int run(const Options& o) {
-  // The device first: without one nothing else can be measured.
-  auto opened = o.backend == "cuda" ? ukdpack::openCudaBackend(o.device) : ukdpack::openHipBackend(o.device);
-  if (!opened) fail("no " + o.backend + " device to measure on: " + describe(opened.error()));
-  const std::shared_ptr<ukdpack::DeviceBackend> backend = std::move(opened).value();
+using Clock = std::chrono::steady_clock;
 
-  std::ifstream in(o.layout);
-  if (!in) fail("cannot read the layout " + o.layout, 2);
-  const Json doc = Json::parse(in, nullptr, false, true);
-  if (doc.is_discarded() || !doc.is_object()) fail("the layout " + o.layout + " is not a JSON object", 2);
-  Buffers buffers = makeBuffers(doc.value("buffers", Json()), backend);
-  const Layout layout = parseLayout(doc, buffers);
+// Medians of `planned` and `raw`, run alternately (so drift in clocks or load falls
+// on both alike) after `warmup` rounds of each.
+Json measure(const Options& o, const std::function<void()>& planned, const std::function<void()>& raw) {
+  auto timed = [](const std::function<void()>& f) {
+    const auto t0 = Clock::now();
+    f();
+    return std::chrono::duration<double, std::micro>(Clock::now() - t0).count();
+  };
+  for (int i = 0; i < o.warmup; ++i) {
+    planned();
+    raw();
+  }
+  std::vector<double> planUs, rawUs;
+  for (int i = 0; i < o.iterations; ++i) {
+    planUs.push_back(timed(planned));
+    rawUs.push_back(timed(raw));
+  }
+  const double planMedian = median(planUs);
+  const double rawMedian = median(rawUs);
+  return {{"iterations", o.iterations},
+          {"warmup", o.warmup},
+          {"plan_median_us", planMedian},
+          {"raw_median_us", rawMedian},
+          {"ratio", rawMedian > 0 ? planMedian / rawMedian : 0.0},
+          {"plan_p90_us", percentile(planUs, 0.9)},
+          {"raw_p90_us", percentile(rawUs, 0.9)}};
+}
 
-  ukdpack::DescriptorSet set = ukdpack::loadShard(o.shard);
+Json outputsOf(const std::vector<std::string>& read, const Buffers& buffers) {
+  Json outputs = Json::object();
+  for (const std::string& name : read) {
+    const auto it = buffers.byName.find(name);
+    if (it == buffers.byName.end()) fail("layout: \"read\" names no buffer '" + name + "'", 2);
+    std::vector<std::uint8_t> bytes(it->second.size());
+    take(it->second.download(bytes.data(), bytes.size()));
+    outputs[name] = hex(bytes);
+  }
+  return outputs;
+}
+
+ukdpack::DescriptorSet loadOrFail(const std::string& shard) {
+  ukdpack::DescriptorSet set = ukdpack::loadShard(shard);
   if (!set.ok()) {
     std::string all;
     for (const Diagnostic& d : set.diagnostics)
       if (d.severity == ukdpack::Severity::Error) all += "\n  " + describe(d);
-    fail("the shard " + o.shard + " does not load:" + all);
+    fail("the shard " + shard + " does not load:" + all);
   }
+  return set;
+}
+
+// The raw launches of one plan: its functions with the layout's arguments over `workspace`.
+struct RawLaunch {
+  ukdpack::FunctionHandle function;
+  const LaunchLayout* layout = nullptr;
+  ukdpack::KernelArgs args;
+};
+
+void addRawLaunches(const ukdpack::DevicePlan& plan, const Layout& layout, ukdpack::DevicePtr workspace,
+                    std::vector<RawLaunch>& out) {
+  for (const ukdpack::PlanLaunch& launch : plan.launches()) {
+    const auto it = std::find_if(layout.launches.begin(), layout.launches.end(),
+                                 [&](const LaunchLayout& l) { return l.name == launch.name; });
+    if (it == layout.launches.end())
+      fail("layout: no launch '" + launch.name + "' for " + plan.definition().kernel->name, 2);
+    RawLaunch raw{launch.function, &*it, {}};
+    fillArgs(*it, workspace, raw.args);
+    out.push_back(std::move(raw));
+  }
+}
+
+void launchRaw(const std::shared_ptr<ukdpack::DeviceBackend>& backend, const std::vector<RawLaunch>& launches) {
+  for (const RawLaunch& l : launches) take(backend->launch(l.function, l.layout->geometry, l.args));
+  take(backend->synchronize());
+}
+
+int runKernel(const Options& o, const std::shared_ptr<ukdpack::DeviceBackend>& backend, const Json& doc) {
+  Buffers buffers = makeBuffers(doc.value("buffers", Json()), backend);
+  const Layout layout = parseLayout(doc, buffers);
+  ukdpack::DescriptorSet set = loadOrFail(o.shard);
   const ukdpack::Pack* pack = nullptr;
   if (set.findKernel(o.kernel, &pack) == nullptr) fail("the shard " + o.shard + " has no kernel '" + o.kernel + "'");
   const ukdpack::Dispatch* dispatch = set.dispatchOf(*pack);
@@ -354,49 +435,8 @@ int run(const Options& o) {
 
   // One workspace for both measurements, so they differ only in how they launch.
   ukdpack::DeviceBuffer workspace = take(ukdpack::DeviceBuffer::allocate(backend, plan.workspaceSize()));
-  std::vector<ukdpack::KernelArgs> rawArgs(plan.launches().size());
-  std::vector<const LaunchLayout*> rawLayouts;
-  for (std::size_t i = 0; i < plan.launches().size(); ++i) {
-    const auto it = std::find_if(layout.launches.begin(), layout.launches.end(),
-                                 [&](const LaunchLayout& l) { return l.name == plan.launches()[i].name; });
-    rawLayouts.push_back(&*it);  // the plan's launches are the handler's, which are the layout's
-    fillArgs(*it, workspace.ptr(), rawArgs[i]);
-  }
-  auto planRun = [&] { take(plan.run(workspace.ptr(), workspace.size(), nullptr)); };
-  auto rawRun = [&] {
-    for (std::size_t i = 0; i < rawArgs.size(); ++i) {
-      take(backend->launch(plan.launches()[i].function, rawLayouts[i]->geometry, rawArgs[i]));
-    }
-    take(backend->synchronize());
-  };
-
-  using Clock = std::chrono::steady_clock;
-  auto timed = [](const auto& f) {
-    const auto t0 = Clock::now();
-    f();
-    return std::chrono::duration<double, std::micro>(Clock::now() - t0).count();
-  };
-  for (int i = 0; i < o.warmup; ++i) {
-    planRun();
-    rawRun();
-  }
-  // Alternating, so drift in clocks or load falls on both alike.
-  std::vector<double> planUs, rawUs;
-  for (int i = 0; i < o.iterations; ++i) {
-    planUs.push_back(timed(planRun));
-    rawUs.push_back(timed(rawRun));
-  }
-
-  Json outputs = Json::object();
-  for (const std::string& name : layout.read) {
-    const auto it = buffers.byName.find(name);
-    if (it == buffers.byName.end()) fail("layout: \"read\" names no buffer '" + name + "'", 2);
-    std::vector<std::uint8_t> bytes(it->second.size());
-    take(it->second.download(bytes.data(), bytes.size()));
-    outputs[name] = hex(bytes);
-  }
-  const double planMedian = median(planUs);
-  const double rawMedian = median(rawUs);
+  std::vector<RawLaunch> raw;
+  addRawLaunches(plan, layout, workspace.ptr(), raw);
   Json line = {{"kernel_id", plan.definition().kernel->id},
                {"kernel", plan.definition().kernel->name},
                {"backend", backend->name()},
@@ -404,17 +444,70 @@ int run(const Options& o) {
                {"device", backend->device()},
                {"launches", plan.launchNames()},
                {"modules", plan.moduleCount()},
-               {"workspace_bytes", plan.workspaceSize()},
-               {"iterations", o.iterations},
-               {"warmup", o.warmup},
-               {"plan_median_us", planMedian},
-               {"raw_median_us", rawMedian},
-               {"ratio", rawMedian > 0 ? planMedian / rawMedian : 0.0},
-               {"plan_p90_us", percentile(planUs, 0.9)},
-               {"raw_p90_us", percentile(rawUs, 0.9)},
-               {"outputs", outputs}};
+               {"workspace_bytes", plan.workspaceSize()}};
+  line.update(measure(
+      o, [&] { take(plan.run(workspace.ptr(), workspace.size(), nullptr)); }, [&] { launchRaw(backend, raw); }));
+  line["outputs"] = outputsOf(layout.read, buffers);
   std::cout << line.dump() << std::endl;
   return 0;
+}
+
+int runEngine(const Options& o, const std::shared_ptr<ukdpack::DeviceBackend>& backend, const Json& doc) {
+  Buffers buffers = makeBuffers(doc.value("buffers", Json()), backend);
+  if (!doc.contains("handlers") || !doc["handlers"].is_object() || doc["handlers"].empty())
+    fail("layout: --engine needs \"handlers\": {dispatch symbol: {\"workspace_bytes\", \"launches\"}}", 2);
+  std::map<std::string, Layout> layouts;
+  for (const auto& [symbol, handler] : doc["handlers"].items()) layouts.emplace(symbol, parseLayout(handler, buffers));
+  std::vector<std::string> read;
+  for (const Json& r : doc.value("read", Json::array())) read.push_back(r.get<std::string>());
+
+  ukdpack::DescriptorSet set = loadOrFail(o.shard);
+  ukdpack::Registry registry;
+  for (const auto& [symbol, layout] : layouts)
+    take(registry.addDispatch(symbol, std::make_shared<LayoutHandler>(layout)));
+  const auto matcher = std::make_shared<ukdpack::MatchHandler>();
+  for (const ukdpack::MatcherDescriptor& m : set.matchers) registry.addMatcher(m.matchSymbol, matcher);
+  const ukdpack::StateManager manager(std::move(set), registry, backend->arch());
+  const ukdpack::SlotProgram program = take(ukdpack::makeSlotProgram(manager, o.engine, Json::object(), o.picks));
+  ukdpack::DeviceSlotProgram device = take(ukdpack::DeviceSlotProgram::create(manager, program, backend));
+
+  ukdpack::DeviceBuffer workspace = take(ukdpack::DeviceBuffer::allocate(backend, device.workspaceSize()));
+  std::vector<RawLaunch> raw;
+  Json slots = Json::array();
+  for (std::size_t i = 0; i < device.plans().size(); ++i) {
+    const ukdpack::DevicePlan& plan = device.plans()[i];
+    const auto layout = layouts.find(plan.definition().dispatchSymbol);
+    if (layout == layouts.end())
+      fail("layout: no handler for dispatch symbol '" + plan.definition().dispatchSymbol + "'", 2);
+    addRawLaunches(plan, layout->second, workspace.ptr(), raw);
+    slots.push_back({{"slot", device.slots()[i]},
+                     {"kernel_id", plan.definition().kernel->id},
+                     {"kernel", plan.definition().kernel->name},
+                     {"launches", plan.launchNames()},
+                     {"modules", plan.moduleCount()}});
+  }
+  Json line = {{"engine_id", device.engine().id}, {"engine", device.engine().name},
+               {"backend", backend->name()},      {"arch", backend->arch()},
+               {"device", backend->device()},     {"slots", slots},
+               {"launch_count", raw.size()},      {"workspace_bytes", device.workspaceSize()}};
+  line.update(measure(
+      o, [&] { take(device.run(workspace.ptr(), workspace.size(), nullptr)); }, [&] { launchRaw(backend, raw); }));
+  line["outputs"] = outputsOf(read, buffers);
+  std::cout << line.dump() << std::endl;
+  return 0;
+}
+
+int run(const Options& o) {
+  // The device first: without one nothing else can be measured.
+  auto opened = o.backend == "cuda" ? ukdpack::openCudaBackend(o.device) : ukdpack::openHipBackend(o.device);
+  if (!opened) fail("no " + o.backend + " device to measure on: " + describe(opened.error()));
+  const std::shared_ptr<ukdpack::DeviceBackend> backend = std::move(opened).value();
+
+  std::ifstream in(o.layout);
+  if (!in) fail("cannot read the layout " + o.layout, 2);
+  const Json doc = Json::parse(in, nullptr, false, true);
+  if (doc.is_discarded() || !doc.is_object()) fail("the layout " + o.layout + " is not a JSON object", 2);
+  return o.engine.empty() ? runKernel(o, backend, doc) : runEngine(o, backend, doc);
 }
 
 }  // namespace

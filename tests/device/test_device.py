@@ -343,3 +343,44 @@ def test_pick_from_another_slot_is_refused_before_anything_launches(
         sm.plan_slots(sm.slot_program(engine["id"], {}, picks={"main": prep}), backend).run(bufs)
     assert "SLOT_PICK" in str(refused.value) and "'prep'" in str(refused.value)
     assert bufs["out"].download() == NAN * N  # nothing ran
+
+
+def test_slot_program_overhead_figure(backend: _runtime.DeviceBackend, shard: Path,
+                                      tmp_path: Path) -> None:
+    """The device slot program's overhead over the same four functions launched raw in
+    slot order with one synchronize (median of 1,000 runs each; goal <= 1.05): a figure,
+    recorded, not a pass/fail threshold."""
+    tool = _overhead_tool()
+    assert tool is not None, "build ukdpack_plan_overhead (UKDPACK_BUILD_TESTS=ON)"
+    sm = _slot_manager(shard)
+    engine = _slots_engine(sm)
+    grid, block = [(N + 255) // 256], [256]
+
+    def handler(need: int, launches: list[tuple[str, list[Any]]]) -> dict[str, Any]:
+        return {"workspace_bytes": need,
+                "launches": [{"name": name, "grid": grid, "block": block, "shared": 0,
+                              "params": params} for name, params in launches]}
+
+    layout = {"buffers": {"in": {"size": N * 4, "f32": IN}, "out": N * 4},
+              "handlers": {
+                  "device_slot_prep_dispatch": handler(
+                      N * 4, [("", [{"buffer": "in"}, "workspace", {"u32": N}])]),
+                  "device_slot_main_dispatch": handler(2 * N * 4, [("", ["workspace", {"u32": N}])]),
+                  "device_slot_finish_dispatch": handler(
+                      2 * N * 4, [("shift", ["workspace", {"u32": N}, {"u32": TAG_SLOTS}]),
+                                  ("store", ["workspace", {"buffer": "out"}, {"u32": N}])])},
+              "read": ["out"]}
+    (tmp_path / "layout.json").write_text(json.dumps(layout))
+    r = subprocess.run([str(tool), "--shard", str(shard), "--engine", engine["id"], "--layout",
+                        str(tmp_path / "layout.json"), "--iterations", "1000"],
+                       capture_output=True, text=True, check=False)
+    assert r.returncode == 0, r.stderr
+    figure = json.loads(r.stdout.strip().splitlines()[-1])
+    assert [s["slot"] for s in figure["slots"]] == ["prep", "main", "finish"]
+    assert figure["launch_count"] == 4 and figure["workspace_bytes"] == 2 * N * 4
+    assert floats(bytes.fromhex(figure["outputs"]["out"])) == expected_slots("reverse")
+    print(f"slot program overhead: program {figure['plan_median_us']:.1f} us, raw "
+          f"{figure['raw_median_us']:.1f} us -> {figure['ratio']:.3f} (goal <= 1.05)")
+    results = Path(os.environ.get("UKDPACK_DEVICE_RESULTS", REPO / "tests" / "device"))
+    results.mkdir(parents=True, exist_ok=True)
+    (results / "slot_overhead.json").write_text(json.dumps(figure, indent=2) + "\n")

@@ -44,4 +44,11 @@ std::optional<std::pair<std::string, std::optional<std::string>>> launchAt(const
 // What the packer's toc-key rule reads, without a model of every kernel.
 py::list codeLaunchRows(const std::shared_ptr<const DescriptorSet>& set, const std::vector<std::string>& kinds);
 
+// An engine's slots in run order, one dict each (name, knobs, knob_ids, heuristics
+// role -> arch -> UHD ids, json_path): how Python reads UED 1.1 `slots`. Empty for an
+// unslotted engine.
+py::list slotViews(const Engine& engine);
+// A slot name, or None (KDP 1.1 `slot`, UHD 1.1 `slot`).
+py::object slotOrNone(const std::optional<std::string>& slot);
+
 }  // namespace ukdpack::bindings

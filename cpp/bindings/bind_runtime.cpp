@@ -537,13 +537,7 @@ void bindDescriptorSet(py::module_& m) {
                                  py::dict item = infoDict(*s.set, e);
                                  item["metadata"] = e.metadata;
                                  item["knobs"] = e.knobs;
-                                 py::dict roles;
-                                 for (const auto& [role, table] : e.heuristics) {
-                                   py::dict byArch;
-                                   for (const auto& [arch, ids] : table) byArch[py::str(arch)] = ids;
-                                   roles[py::str(role)] = byArch;
-                                 }
-                                 item["heuristics"] = roles;
+                                 item["heuristics"] = roleMapsDict(e.heuristics);
                                  item["slots"] = slotViews(e);
                                  out.append(item);
                                }

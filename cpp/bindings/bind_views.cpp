@@ -162,6 +162,16 @@ py::list codeLaunchRows(const std::shared_ptr<const DescriptorSet>& set, const s
   return out;
 }
 
+py::dict roleMapsDict(const std::map<std::string, HeuristicRoleMap>& roles) {
+  py::dict out;
+  for (const auto& [role, table] : roles) {
+    py::dict byArch;
+    for (const auto& [arch, ids] : table) byArch[py::str(arch)] = ids;
+    out[py::str(role)] = byArch;
+  }
+  return out;
+}
+
 py::list slotViews(const Engine& engine) {
   py::list out;
   for (const EngineSlot& slot : engine.slots) {
@@ -169,13 +179,7 @@ py::list slotViews(const Engine& engine) {
     item["name"] = slot.name;
     item["knobs"] = slot.knobs;
     item["knob_ids"] = slot.knobIds();
-    py::dict roles;
-    for (const auto& [role, table] : slot.heuristics) {
-      py::dict byArch;
-      for (const auto& [arch, ids] : table) byArch[py::str(arch)] = ids;
-      roles[py::str(role)] = byArch;
-    }
-    item["heuristics"] = roles;
+    item["heuristics"] = roleMapsDict(slot.heuristics);
     item["json_path"] = slot.jsonPath;
     out.append(item);
   }

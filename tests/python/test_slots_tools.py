@@ -133,31 +133,33 @@ def reordered(tmp_path_factory: pytest.TempPathFactory, slotted: tuple[Path, Pat
     return _pack(tree, base / "out", cache)
 
 
+def _slot_diff(a: Path, b: Path) -> tuple[list[str], list[dict[str, Any]]]:
+    """The lines of ``diff A B`` (which finds a difference: exit 1) and its ``--json``
+    slot changes."""
+    r = ukdpack("diff", str(a), str(b))
+    assert r.returncode == 1, r.stderr
+    return r.stdout.splitlines(), _json("diff", str(a), str(b))["slots"]
+
+
 def test_diff_reports_a_slot_renamed_added_and_a_pack_moved(
         slotted: tuple[Path, Path], changed: Path) -> None:
-    r = ukdpack("diff", str(slotted[1]), str(changed))
-    assert r.returncode == 1
-    lines = r.stdout.splitlines()
+    lines, slots = _slot_diff(slotted[1], changed)
     assert "renamed slot 'reduce' of engine 't:slotted' to 'combine'" in lines
     assert "added slot 'post' to engine 't:slotted' (position 4)" in lines
     assert "moved pack 'main_alt' of engine 't:slotted' from slot 'main' to slot 'prep'" in lines
     # A pack in a renamed slot did not move; the kept slots keep their order.
     assert not any("pack 'reduce'" in ln or "reordered" in ln for ln in lines)
-    doc = _json("diff", str(slotted[1]), str(changed))
-    assert sorted((s["change"], s["slot"], s["pack"], s["a"], s["b"]) for s in doc["slots"]) == [
+    assert sorted((s["change"], s["slot"], s["pack"], s["a"], s["b"]) for s in slots) == [
         ("added", "post", None, None, 4), ("moved", "prep", "main_alt", "main", "prep"),
         ("renamed", "combine", None, "reduce", "combine")]
 
 
 def test_diff_reports_a_slot_removed_and_the_slots_reordered(
         slotted: tuple[Path, Path], reordered: Path) -> None:
-    r = ukdpack("diff", str(slotted[1]), str(reordered))
-    assert r.returncode == 1
-    lines = r.stdout.splitlines()
+    lines, slots = _slot_diff(slotted[1], reordered)
     assert "removed slot 'reduce' from engine 't:slotted' (was at position 3)" in lines
     assert "reordered the slots of engine 't:slotted': prep, main, reduce -> main, prep" in lines
-    doc = _json("diff", str(slotted[1]), str(reordered))
-    assert [s["change"] for s in doc["slots"]] == ["removed", "reordered"]
+    assert [s["change"] for s in slots] == ["removed", "reordered"]
 
 
 def test_diff_of_a_slotted_shard_with_itself_is_equal(slotted: tuple[Path, Path]) -> None:

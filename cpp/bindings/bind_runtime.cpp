@@ -101,6 +101,7 @@ py::dict packDict(const std::shared_ptr<const DescriptorSet>& owner, const Pack&
   out["matchers"] = p.matchers;
   out["engine"] = p.engine ? py::object(py::str(*p.engine)) : py::object(py::none());
   out["dispatch"] = p.dispatch ? py::object(py::str(*p.dispatch)) : py::object(py::none());
+  out["slot"] = slotOrNone(p.slot);
   if (!lean) {
     const Engine* engine = set.engineOf(p);
     out["engine_name"] = engine ? py::object(py::str(engine->name)) : py::object(py::none());
@@ -536,13 +537,8 @@ void bindDescriptorSet(py::module_& m) {
                                  py::dict item = infoDict(*s.set, e);
                                  item["metadata"] = e.metadata;
                                  item["knobs"] = e.knobs;
-                                 py::dict roles;
-                                 for (const auto& [role, table] : e.heuristics) {
-                                   py::dict byArch;
-                                   for (const auto& [arch, ids] : table) byArch[py::str(arch)] = ids;
-                                   roles[py::str(role)] = byArch;
-                                 }
-                                 item["heuristics"] = roles;
+                                 item["heuristics"] = roleMapsDict(e.heuristics);
+                                 item["slots"] = slotViews(e);
                                  out.append(item);
                                }
                                return out;
@@ -587,6 +583,7 @@ void bindDescriptorSet(py::module_& m) {
                                      h.artifact ? py::object(py::str(*h.artifact)) : py::object(py::none());
                                  // custom_library's library ships beside the UHD as an artifact does.
                                  item["library"] = h.library ? py::object(py::str(*h.library)) : py::object(py::none());
+                                 item["slot"] = slotOrNone(h.slot);
                                  out.append(item);
                                }
                                return out;

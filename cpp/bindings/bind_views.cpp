@@ -162,6 +162,34 @@ py::list codeLaunchRows(const std::shared_ptr<const DescriptorSet>& set, const s
   return out;
 }
 
+py::dict roleMapsDict(const std::map<std::string, HeuristicRoleMap>& roles) {
+  py::dict out;
+  for (const auto& [role, table] : roles) {
+    py::dict byArch;
+    for (const auto& [arch, ids] : table) byArch[py::str(arch)] = ids;
+    out[py::str(role)] = byArch;
+  }
+  return out;
+}
+
+py::list slotViews(const Engine& engine) {
+  py::list out;
+  for (const EngineSlot& slot : engine.slots) {
+    py::dict item;
+    item["name"] = slot.name;
+    item["knobs"] = slot.knobs;
+    item["knob_ids"] = slot.knobIds();
+    item["heuristics"] = roleMapsDict(slot.heuristics);
+    item["json_path"] = slot.jsonPath;
+    out.append(item);
+  }
+  return out;
+}
+
+py::object slotOrNone(const std::optional<std::string>& slot) {
+  return slot ? py::object(py::str(*slot)) : py::object(py::none());
+}
+
 void bindViews(py::module_& m) {
   py::class_<SourceView>(m, "Source", "One kernel source as the runtime read it (read-only).")
       .def_property_readonly("kind", [](const SourceView& s) { return s.source->kind; })

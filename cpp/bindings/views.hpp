@@ -6,6 +6,7 @@
 
 #include <pybind11/pybind11.h>
 
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -43,5 +44,15 @@ std::optional<std::pair<std::string, std::optional<std::string>>> launchAt(const
 // source's JSON path, kind, the file its file field names or None, Source view).
 // What the packer's toc-key rule reads, without a model of every kernel.
 py::list codeLaunchRows(const std::shared_ptr<const DescriptorSet>& set, const std::vector<std::string>& kinds);
+
+// Role maps (role -> arch or "default" -> UHD ids) as nested dicts: an engine's
+// heuristics, or a slot's.
+py::dict roleMapsDict(const std::map<std::string, HeuristicRoleMap>& roles);
+// An engine's slots in run order, one dict each (name, knobs, knob_ids, heuristics
+// role -> arch -> UHD ids, json_path): how Python reads UED 1.1 `slots`. Empty for an
+// unslotted engine.
+py::list slotViews(const Engine& engine);
+// A slot name, or None (KDP 1.1 `slot`, UHD 1.1 `slot`).
+py::object slotOrNone(const std::optional<std::string>& slot);
 
 }  // namespace ukdpack::bindings

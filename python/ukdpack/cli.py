@@ -271,9 +271,12 @@ def cmd_verify(args: argparse.Namespace) -> int:
                     args.exclude_folder, _one_arch(args.arch))
     if args.json:
         print_report(report(result.ok, result.problems, {
-            "shard": args.shard, "source_root": args.source_root, "arch": result.shard.arch}))
+            "shard": args.shard, "source_root": args.source_root, "arch": result.shard.arch,
+            "slots": [sl.as_dict() for sl in result.slots]}))
     else:
         _print_problem_lines([p.line() for p in result.problems])
+        for sl in result.slots:
+            print(f"ukdpack: {args.shard}: {sl.line()}")
         print(f"ukdpack: {args.shard}: {result.summary()}")
     return 0 if result.ok else 1
 

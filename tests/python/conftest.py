@@ -26,6 +26,8 @@ HEAVY = frozenset({
     "test_dvc::test_validate_warns_and_pack_fails_only_the_arches_missing_objects",
     "test_hostile_generate_dvc::test_the_advice_after_verify_repairs_a_damaged_output",
     "test_migrate::test_a_legacy_example_tree_migrates_to_one_that_packs_and_loads",
+    # Compiles the example for three arches no other quick test packs.
+    "test_golden_pack::test_the_example_packs_byte_for_byte_as_before_on_every_other_arch",
     # Two servers, a dozen compiles; the dead-server and 5xx tests stay in --quick.
     "test_remote_cache::test_a_second_machine_packs_with_no_compile",
     "test_remote_cache::test_a_changed_header_misses_and_adds_an_entry",

@@ -152,6 +152,15 @@ BASE: dict[str, Any] = {
 }
 
 
+def _slotted(doc: dict[str, Any]) -> dict[str, Any]:
+    """``doc`` (BASE) made slotted: slots first and second (knob second.op), pack one in
+    first, pack two in second."""
+    doc["engine"]["slots"] = [{"name": "first"}, {"name": "second", "knobs": ["op"]}]
+    doc["packs"][0]["slot"] = "first"
+    doc["packs"][1]["slot"] = "second"
+    return doc
+
+
 def _run(tmp_path: Path, doc: Any, *extra: str) -> tuple[Any, Path]:
     out = tmp_path / "out"
     out.mkdir(exist_ok=True)
@@ -180,6 +189,60 @@ def test_a_small_config_expands_params_and_launches(tmp_path: Path) -> None:
     assert read_json(out / "multi.udd.json")["version"] == "1.1"
     assert read_json(out / "single.udd.json")["version"] == "1.0"
     assert (out / "config.yaml").exists() is False
+
+
+def _ids(out: Path) -> dict[str, str]:
+    """Every id of a generated folder, by file and kernel name."""
+    ids = {}
+    for f in sorted(out.glob("*.json")):
+        doc = read_json(f)
+        ids[f.name] = doc["id"]
+        ids.update({f"{f.name}/{k['name']}": k["id"] for k in doc.get("kernelDescriptors", [])})
+    return ids
+
+
+def test_a_slotted_engine_keeps_its_ids_when_a_slot_and_a_kernel_are_added(
+        tmp_path: Path) -> None:
+    doc = _slotted(copy.deepcopy(BASE))
+    r, out = _run(tmp_path, doc)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "valid: " in r.stdout  # the generated slotted tree validates
+    ued = read_json(out / "engine.ued.json")
+    assert ued["version"] == "1.1" and "knobs" not in ued
+    assert ued["slots"] == [{"name": "first"}, {"name": "second", "knobs": ["op"]}]
+    one, two = read_json(out / "one.kdp.json"), read_json(out / "two.kdp.json")
+    assert (one["version"], one["slot"], two["slot"]) == ("1.1", "first", "second")
+    text = (out / "one.kdp.json").read_text()
+    assert text.index('"dispatch"') < text.index('"slot"') < text.index('"kernelDescriptors"')
+    before = _ids(out)
+    # A slot before the others, its pack and kernel; a kernel more in slot first.
+    doc["engine"]["slots"].insert(0, {"name": "zeroth"})
+    doc["packs"].append({"name": "zero", "dispatch": "single", "slot": "zeroth"})
+    doc["variants"].append({"pack": "zero", "name": "z", "metadata": {"op": "z"},
+                            "kind": "hip", "source": "k.hip", "entry": "z"})
+    doc["variants"][0]["params"]["v"].append(3)
+    r, out = _run(tmp_path, doc)
+    assert r.returncode == 0, r.stdout + r.stderr
+    after = _ids(out)
+    assert {k: after[k] for k in before} == before
+    assert sorted(set(after) - set(before)) == ["one.kdp.json/k.3", "zero.kdp.json",
+                                                 "zero.kdp.json/z"]
+    assert [s["name"] for s in read_json(out / "engine.ued.json")["slots"]] == [
+        "zeroth", "first", "second"]
+
+
+def test_a_slot_s_heuristics_pass_through_in_the_slot_key_order(tmp_path: Path) -> None:
+    doc = _slotted(copy.deepcopy(BASE))
+    doc["engine"]["slots"][1] = {"sort_kernel_catalog": {"default": "a-uhd-id"},
+                                 "knobs": ["op"], "name": "second"}
+    r, out = _run(tmp_path, doc, "--no-validate")  # the UHD is written by hand elsewhere
+    assert r.returncode == 0, r.stdout + r.stderr
+    text = (out / "engine.ued.json").read_text()
+    second = text[text.index('"second"') - 40:]
+    assert second.index('"name"') < second.index('"knobs"') < second.index(
+        '"sort_kernel_catalog"')
+    assert read_json(out / "engine.ued.json")["slots"][1]["sort_kernel_catalog"] == {
+        "default": "a-uhd-id"}
 
 
 def test_builder_launches_take_role_and_hsaco_sets_expand_per_arch(tmp_path: Path) -> None:
@@ -319,6 +382,18 @@ REFUSALS: list[tuple[str, Mutation, str, str]] = [
      "$.packs[2]", "pack 'three' has no kernels: no variant set names it"),
     ("kpack-kind", lambda d: _variant(d, 0).update(kind="kpack"), "$.variants[0].kind",
      "kind 'kpack' is the packed form written by the packer"),
+    ("slot-unknown", lambda d: _slotted(d)["packs"][0].update(slot="nope"), "$.packs[0].slot",
+     "'nope' names no slot of $.engine.slots; expected one of first, second"),
+    ("slot-on-an-unslotted-engine", lambda d: d["packs"][0].update(slot="first"),
+     "$.packs[0].slot", "names no slot of $.engine.slots; expected one of (none"),
+    ("slot-missing", lambda d: _slotted(d)["packs"][1].pop("slot"), "$.packs[1]",
+     "pack 'two' names no slot, but the engine has slots"),
+    ("slot-knob-not-a-field", lambda d: _slotted(d)["engine"]["slots"][1].update(
+        knobs=["nope"]), "$.engine.slots[1].knobs[0]", "knob 'nope' is no field of the KMD"),
+    ("slot-bad-name", lambda d: _slotted(d)["engine"]["slots"][0].update(name="First"),
+     "$.engine.slots[0].name", "expected a slot name"),
+    ("slotted-engine-knobs", lambda d: _slotted(d)["engine"].update(knobs=["op"]),
+     "$.engine.knobs", "a slotted engine has no engine-level 'knobs'"),
 ]
 
 

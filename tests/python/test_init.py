@@ -4,6 +4,7 @@ holds anything, or a bad name, is refused with nothing written."""
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -215,8 +216,8 @@ def test_the_template_ships_with_the_package() -> None:
     source = REPO / "python" / "ukdpack" / "init" / "template"
     expected = sorted(str(p.relative_to(source)) for p in source.rglob("*") if p.is_file()
                       and "__pycache__" not in p.parts)
-    assert sorted(scaffold.render("a:b")) == expected
-    assert len(expected) == 10
+    assert sorted(scaffold.render("a:b", slots=True)) == expected
+    assert len(expected) == 11
 
 
 def test_init_prints_commands_that_run_as_typed(tmp_path: Path) -> None:
@@ -236,3 +237,52 @@ def test_init_prints_commands_that_run_as_typed(tmp_path: Path) -> None:
                        check=False)
     assert v.returncode == 0, v.stderr
     assert lines[2].split()[0] == str(script.parent / "ukdpack-validate")
+
+
+def test_init_slots_writes_a_slotted_engine_that_validates_and_packs(tmp_path: Path) -> None:
+    """Three slots in run order, each KDP naming its slot; slot finish has two candidates
+    and slot reduce the two-launch kernel. It validates, packs and every slot ships."""
+    root = tmp_path / "kernels"
+    r = _ukdpack("init", root, "--slots")
+    assert r.returncode == 0, r.stderr
+    assert "three slots run in order: prep (scale), reduce (twostage" in r.stdout
+    files = sorted(str(p.relative_to(root)) for p in root.rglob("*") if p.is_file())
+    assert files == sorted(scaffold.render("a:b", slots=True))
+    assert "finish.kdp.json" in files and "finish.kdp.json" not in scaffold.render("a:b")
+    assert all("${" not in (root / rel).read_text() for rel in files)
+    assert len(_ids(root)) == len(scaffold.ID_KEYS) + len(scaffold.SLOT_ID_KEYS)
+    ued = read_json(root / "engine.ued.json")
+    assert ued["version"] == "1.1" and "knobs" not in ued
+    assert ued["slots"] == [{"name": "prep"}, {"name": "reduce"},
+                            {"name": "finish", "knobs": ["block"]}]
+    slots = {stem: read_json(root / f"{stem}.kdp.json") for stem in ("scale", "twostage",
+                                                                      "finish")}
+    assert {k: (d["version"], d["slot"]) for k, d in slots.items()} == {
+        "scale": ("1.1", "prep"), "twostage": ("1.1", "reduce"), "finish": ("1.1", "finish")}
+    assert len(slots["finish"]["kernelDescriptors"]) == 2
+
+    v = _ukdpack("validate", root)
+    assert v.returncode == 0, v.stdout + v.stderr
+    assert "error" not in v.stderr and "warning" not in v.stderr, v.stderr
+    out = tmp_path / "out"
+    p = run_pack(root, out, [ARCH], "--handlers", str(root / "handlers.json"),
+                 cache=tmp_path / "cache")
+    assert p.returncode == 0, p.stderr
+    shard = out / ARCH
+    assert read_json(shard / "engine.ued.json")["slots"] == ued["slots"]
+    assert read_json(shard / "finish.kdp.json")["slot"] == "finish"
+    i = _ukdpack("inspect", shard, "--json")
+    (engine,) = json.loads(i.stdout)["engines"]
+    assert [(s["name"], len(s["kernels"])) for s in engine["slots"]] == [
+        ("prep", 1), ("reduce", 1), ("finish", 2)]
+
+
+def test_init_without_slots_writes_the_unslotted_tree_as_before() -> None:
+    """The slot placeholders leave the unslotted files as they were: UED and KDP 1.0,
+    no slot key, no finish pack."""
+    files = scaffold.render("a:b")
+    assert "finish.kdp.json" not in files
+    for rel in ("engine.ued.json", "scale.kdp.json", "twostage.kdp.json"):
+        top = re.search(r'"version": "([0-9.]+)"', files[rel])  # the file's own, first
+        assert top is not None and top.group(1) == "1.0", rel
+        assert "slot" not in files[rel], rel

@@ -22,6 +22,7 @@ from ukdpack.authored.model import (
     Descriptor,
     Kdp,
     Kmd,
+    Slot,
     Udd,
     Ued,
     Ukd,
@@ -63,6 +64,17 @@ class Member:
 
     kdp: Kdp
     ukd: Ukd
+
+
+@dataclass(frozen=True)
+class SlotCatalog:
+    """One slot of a slotted engine and what fills it in a tree: the KDPs naming it and
+    their kernels (the slot's catalog, in file order)."""
+
+    slot: Slot
+    index: int  # its position in the engine's run order, from 0
+    kdps: tuple[Kdp, ...]
+    members: tuple[Member, ...]
 
 
 @dataclass(frozen=True)
@@ -171,6 +183,22 @@ class Tree:
 
     def kmd_of(self, ued: Ued) -> Kmd | None:
         return self.lookup(ued.metadata, Kmd)
+
+    def kdps_of(self, ued: Ued) -> list[Kdp]:
+        """The KDPs of an engine, in file order."""
+        return [k for k in self.of_type(Kdp) if id_key(k.engine or "") == ued.key]
+
+    def slot_catalogs(self, ued: Ued) -> list[SlotCatalog]:
+        """Each slot of a slotted engine in run order with the KDPs naming it and their
+        kernels (empty for an unslotted engine)."""
+        kdps = self.kdps_of(ued)
+        out = []
+        for i, slot in enumerate(ued.slots):
+            mine = tuple(k for k in kdps if k.slot == slot.name)
+            keys = {k.key for k in mine}
+            out.append(SlotCatalog(slot, i, mine,
+                                   tuple(m for m in self.members if m.kdp.key in keys)))
+        return out
 
     def shipped(self, arch: str | None) -> Shipped:
         """What the shard of ``arch`` ships (None: any shard)."""

@@ -127,6 +127,8 @@ class Kdp(Descriptor):
     engine: str | None = None
     dispatch: str | None = None
     kernels: tuple[KernelRef, ...] = ()
+    #: KDP 1.1: the slot of its (slotted) engine whose catalog its kernels join.
+    slot: str | None = None
 
 
 @dataclass(frozen=True)
@@ -135,13 +137,37 @@ class Udd(Descriptor):
     launches: tuple[str, ...] | None = None
 
 
+#: role -> (arch or "default" -> UHD ids): a UED's (or a slot's) heuristic role maps.
+RoleMaps = Mapping[str, Mapping[str, tuple[str, ...]]]
+
+
+@dataclass(frozen=True)
+class Slot:
+    """One slot of a slotted engine (UED 1.1 ``slots``), as the runtime parsed it: a
+    position in the engine's run order whose kernel is picked from its own catalog."""
+
+    name: str
+    json_path: str  # "$.slots[i]" in the UED
+    knobs: tuple[str, ...] = ()  # KMD field names
+    knob_ids: tuple[str, ...] = ()  # "<slot>.<field>", the runtime's spelling
+    heuristics: RoleMaps = field(compare=False, default_factory=dict)
+
+
 @dataclass(frozen=True)
 class Ued(Descriptor):
     metadata: str = ""  # KMD id
     knobs: tuple[str, ...] = ()
-    # role -> (arch or "default" -> UHD ids)
-    heuristics: Mapping[str, Mapping[str, tuple[str, ...]]] = field(compare=False,
-                                                                    default_factory=dict)
+    heuristics: RoleMaps = field(compare=False, default_factory=dict)
+    #: UED 1.1: the slots in run order; empty for an unslotted engine.
+    slots: tuple[Slot, ...] = ()
+
+    @property
+    def slotted(self) -> bool:
+        return bool(self.slots)
+
+    def slot(self, name: str | None) -> Slot | None:
+        """The slot named ``name``, or None."""
+        return next((s for s in self.slots if s.name == name), None)
 
 
 @dataclass(frozen=True)
@@ -168,6 +194,7 @@ class Uhd(Descriptor):
     adapter: str = ""
     artifact: str | None = None  # file shipped beside the UHD (tree_data, table)
     library: str | None = None   # custom_library's library, shipped the same way
+    slot: str | None = None      # UHD 1.1: the slot of a slotted engine it serves
 
     @property
     def shipped(self) -> str | None:
@@ -240,7 +267,7 @@ def kdp_from_runtime(p: Mapping[str, Any]) -> tuple[Kdp, list[Ukd]]:
             standalone.append(ukd)
             refs.append(KernelRef(str(k["ref_path"]), ref=str(k["ref"])))
     kdp = Kdp(**_common(p), arch=tuple(p["arch"]), matchers=tuple(p["matchers"]),
-              engine=p["engine"], dispatch=p["dispatch"], kernels=tuple(refs))
+              engine=p["engine"], dispatch=p["dispatch"], kernels=tuple(refs), slot=p["slot"])
     return kdp, standalone
 
 
@@ -252,10 +279,10 @@ def generics_from_runtime(dset: Any) -> list[Descriptor]:
         out.append(Udd(**_common(d), dispatch_symbol=d["dispatch_symbol"],
                        launches=tuple(launches) if launches is not None else None))
     for e in dset.engines:
-        heuristics = {role: {arch: tuple(ids) for arch, ids in table.items()}
-                      for role, table in e["heuristics"].items()}
+        slots = tuple(Slot(s["name"], s["json_path"], tuple(s["knobs"]), tuple(s["knob_ids"]),
+                           _role_maps(s["heuristics"])) for s in e["slots"])
         out.append(Ued(**_common(e), metadata=e["metadata"], knobs=tuple(e["knobs"]),
-                       heuristics=heuristics))
+                       heuristics=_role_maps(e["heuristics"]), slots=slots))
     for m in dset.metadata_schemas:
         fields = tuple(KmdField(f["name"], f["type"], f.get("default_value"),
                                 "default_value" in f) for f in m["fields"])
@@ -264,5 +291,10 @@ def generics_from_runtime(dset: Any) -> list[Descriptor]:
         out.append(Umd(**_common(u), scope=u["scope"], match_symbol=u["match_symbol"]))
     for h in dset.heuristics:
         out.append(Uhd(**_common(h), adapter=h["adapter"], artifact=h["artifact"],
-                       library=h["library"]))
+                       library=h["library"], slot=h["slot"]))
     return out
+
+
+def _role_maps(roles: Mapping[str, Mapping[str, Any]]) -> RoleMaps:
+    return {role: {arch: tuple(ids) for arch, ids in table.items()}
+            for role, table in roles.items()}

@@ -52,7 +52,7 @@ REQUIRED_FIELDS: dict[str, tuple[str, ...]] = {
 LABELS = ("role",)
 _TOP_KEYS = ("version", "namespace", "kmd", "engine", "matchers", "dispatches", "packs",
              "variants")
-_PACK_KEYS = ("name", "dispatch", "matchers", "arch")
+_PACK_KEYS = ("name", "dispatch", "matchers", "arch", "slot")
 _VARIANT_KEYS = ("pack", "name", "priority", "metadata", "params", "arches", "kind",
                  "launches")
 
@@ -73,6 +73,7 @@ class Pack:
     matchers: tuple[str, ...]  # matchers' names
     arch: tuple[str, ...]
     path: str
+    slot: str | None = None  # the engine's slot its kernels fill (a slotted engine)
 
 
 @dataclass(frozen=True)
@@ -427,10 +428,14 @@ class _Reader:
         matchers = self.names(obj.get("matchers", []), jsonpath.key(path, "matchers"),
                               "matchers")
         arch = self.arches(obj.get("arch", []), jsonpath.key(path, "arch"))
+        slot = None
+        if "slot" in obj:
+            slot = self.string(obj["slot"], jsonpath.key(path, "slot"),
+                               expect="the name of a slot of the engine")
         if name is None or ("dispatch" in obj and obj["dispatch"] is not None
-                            and dispatch is None):
+                            and dispatch is None) or ("slot" in obj and slot is None):
             return None
-        return Pack(name, dispatch, matchers, arch, path)
+        return Pack(name, dispatch, matchers, arch, path, slot)
 
     # -- variant sets ------------------------------------------------------------
 
@@ -618,8 +623,10 @@ def _source_keys(kind: Any) -> tuple[str, ...]:
 
 def version_of(dtype: str, body: Mapping[str, Any]) -> str:
     """The ``version`` generate writes for a generic descriptor of ``dtype`` with ``body``:
-    the lowest that holds its fields (a UDD with ``launches`` is 1.1)."""
-    return "1.1" if dtype == "udd" and "launches" in body else "1.0"
+    the lowest that holds its fields (a UDD with ``launches``, a UED with ``slots`` is
+    1.1)."""
+    newer = {"udd": "launches", "ued": "slots"}.get(dtype)
+    return "1.1" if newer is not None and newer in body else "1.0"
 
 
 def _unique(reader: _Reader, items: Sequence[Generic | Pack], what: str) -> None:
@@ -686,17 +693,29 @@ def _references(r: _Reader, kmd: Generic | None, engine: Generic | None,
                 matchers: Sequence[Generic], dispatches: Sequence[Generic],
                 packs: Sequence[Pack], variants: Sequence[VariantSet], named: set[Any]) -> None:
     """Names that refer to other sections resolve; arches fit their pack's."""
+    # The runtime's parser checked the engine's shape: slots is a list of slots with names.
+    slots = [sl.get("name") for sl in engine.body.get("slots", [])] if engine else []
     if kmd is not None and engine is not None:
         fields = [f.get("name") for f in kmd.body.get("fields", [])]
-        for i, knob in enumerate(engine.body.get("knobs", [])):
+        knobs = [(f"$.engine.knobs[{i}]", k) for i, k in enumerate(engine.body.get("knobs", []))]
+        knobs += [(f"$.engine.slots[{i}].knobs[{j}]", k)
+                  for i, sl in enumerate(engine.body.get("slots", []))
+                  for j, k in enumerate(sl.get("knobs", []))]
+        for where, knob in knobs:
             if knob not in fields:
-                r.fail(f"$.engine.knobs[{i}]", f"knob '{knob}' is no field of the KMD; "
+                r.fail(where, f"knob '{knob}' is no field of the KMD; "
                        f"expected one of {', '.join(map(str, fields)) or '(none)'}")
     matcher_names = {m.name for m in matchers}
     dispatch_names = {d.name for d in dispatches}
     by_name = {p.name: p for p in packs}
     used: set[str] = set()
     for p in packs:
+        if engine is not None and p.slot is not None and p.slot not in slots:
+            r.fail(jsonpath.key(p.path, "slot"), f"'{p.slot}' names no slot of $.engine.slots; "
+                   f"expected one of {', '.join(map(str, slots)) or '(none: the engine has no slots; leave slot out)'}")
+        elif engine is not None and p.slot is None and slots:
+            r.fail(p.path, f"pack '{p.name}' names no slot, but the engine has slots; add "
+                   f"'slot: <one of {', '.join(map(str, slots))}>'")
         if p.dispatch is not None and p.dispatch not in dispatch_names:
             r.fail(jsonpath.key(p.path, "dispatch"), f"'{p.dispatch}' names no dispatch of "
                    f"$.dispatches; expected one of {', '.join(sorted(dispatch_names)) or '(none)'}"

@@ -55,8 +55,9 @@ KEY_ORDER: dict[str, tuple[str, ...]] = {
     "kmd": ("id", "version", "name", "revision", "fields"),
     "kmd_field": ("name", "type", "default_value", "description"),
     "ued": ("id", "version", "name", "metadata", "revision", "sdk_version", "graph_match",
-            "knobs", "sort_kernel_catalog", "predict_engine", "predict_applicable_kernels",
-            "behavior_notes", "numerical_notes", "provenance"),
+            "knobs", "slots", "sort_kernel_catalog", "predict_engine",
+            "predict_applicable_kernels", "behavior_notes", "numerical_notes", "provenance"),
+    "ued_slot": ("name", "knobs", "sort_kernel_catalog", "predict_applicable_kernels"),
     "umd": ("id", "version", "name", "revision", "scope", "match_symbol"),
     "udd": ("id", "version", "name", "dispatch_symbol", "launches"),
 }
@@ -195,6 +196,8 @@ class _Expander:
     def ued(self, kmd_id: str) -> tuple[str, dict[str, Any]]:
         g = self.config.engine
         body = {**g.body, "metadata": kmd_id}
+        if "slots" in body:
+            body["slots"] = [_ordered(sl, KEY_ORDER["ued_slot"]) for sl in body["slots"]]
         local = g.name.rpartition(":")[2]
         return self.generic("ued", g, body, stem=local)
 
@@ -487,11 +490,15 @@ def expand(config: Config, source: str | None = None) -> Generated:
                 kernels[s.pack].append(ukd)
 
     for p in config.packs:
-        doc = {"id": x.id("kdp", p.name), "version": "1.0", "name": p.name,
-               "arch": list(p.arch), "matchers": [matcher_ids[m] for m in p.matchers],
-               "engine": ued["id"],
-               "dispatch": dispatch_ids[p.dispatch] if p.dispatch is not None else None,
-               "kernelDescriptors": kernels[p.name]}
+        # A pack's id is made from its name alone: moving it to another slot, or adding
+        # slots, keeps every id.
+        doc = {"id": x.id("kdp", p.name), "version": "1.0" if p.slot is None else "1.1",
+               "name": p.name, "arch": list(p.arch),
+               "matchers": [matcher_ids[m] for m in p.matchers], "engine": ued["id"],
+               "dispatch": dispatch_ids[p.dispatch] if p.dispatch is not None else None}
+        if p.slot is not None:
+            doc["slot"] = p.slot
+        doc["kernelDescriptors"] = kernels[p.name]
         add(f"{_stem(p.name)}.kdp.json", doc, p.path)
     if x.problems:
         raise UkdError(list(x.problems.values()))

@@ -27,12 +27,17 @@ def cmd_init(args: argparse.Namespace) -> int:
     if args.dir == "":
         raise UsageError("DIR '': expected a folder to create (an unset variable?); "
                          "nothing was written")
-    made = write(Path(args.dir), args.name)
+    made = write(Path(args.dir), args.name, args.slots)
     root = _shell_word(args.dir)
     handlers = _shell_word(str(made.handlers))
+    if args.slots:
+        what = ("three slots run in order: prep (scale), reduce (twostage, two launches: "
+                "partial, combine) and finish (two candidates, knob finish.block)")
+    else:
+        what = ("a single-launch kernel (scale) and a two-launch kernel (twostage: partial, "
+                "combine) from one translation unit")
     print(f"ukdpack: wrote {quote_name(args.dir)}: engine '{made.engine_name}', {len(made.files)} files: "
-          "a single-launch kernel (scale) and a two-launch kernel (twostage: partial, "
-          "combine) from one translation unit, and the handler manifest handlers.json")
+          f"{what}, and the handler manifest handlers.json")
     # As they run from here: the command this was run with, not a bare name PATH lacks.
     me, validator = ukdpack_command(), validator_command()
     print("next:\n"
@@ -53,4 +58,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     p.add_argument("--name", default=DEFAULT_NAME, metavar="NS:LOCAL",
                    help=f"the engine name, 'namespace:local' (default {DEFAULT_NAME}); "
                         "dispatch and match symbols are made from it")
+    p.add_argument("--slots", action="store_true",
+                   help="start a slotted engine: three slots run in order (prep, reduce, "
+                        "finish), each picking its kernel from its own packs")
     p.set_defaults(handler=cmd_init)

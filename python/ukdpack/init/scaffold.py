@@ -6,11 +6,16 @@ descriptor (ids must be unique among every tree a library loads, so two trees ma
 by ``init`` never share one). The tree is written into a hidden folder beside ``DIR``
 and renamed into place (into an existing empty ``DIR``, entry by entry), so a failure
 or an interrupt leaves no half-written ``DIR``.
+
+``--slots`` fills the same templates as a slotted engine (UED and KDP 1.1): slots
+``prep`` (scale), ``reduce`` (the two-launch twostage) and ``finish`` (two candidates,
+knob ``finish.block``), in that run order; ``finish.kdp.json`` is written only then.
 """
 
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import re
 import shutil
@@ -31,6 +36,13 @@ from ukdpack.schema import load_schema
 #: Descriptors given an id each; the template names them ``${id_<key>}``.
 ID_KEYS = ("ued", "kmd", "umd", "scale_udd", "twostage_udd", "scale_kdp", "twostage_kdp",
            "scale_ukd", "twostage_ukd")
+#: The ids only ``--slots`` writes (``finish.kdp.json``).
+SLOT_ID_KEYS = ("finish_kdp", "finish_wide_ukd", "finish_narrow_ukd")
+#: The slots ``--slots`` writes, in run order: (name, knobs, the template pack filling it).
+SLOTS: tuple[tuple[str, tuple[str, ...], str], ...] = (
+    ("prep", (), "scale"), ("reduce", (), "twostage"), ("finish", ("block",), "finish"))
+#: Template files written only with ``--slots``.
+SLOT_ONLY = frozenset({"finish.kdp.json"})
 
 
 @dataclass(frozen=True)
@@ -102,29 +114,42 @@ def _walk(node: Traversable, rel: str = "") -> Iterator[tuple[str, Traversable]]
             yield path, child
 
 
-def values(name: str) -> dict[str, str]:
-    """The placeholder values for engine ``name``, with fresh ids."""
+def _slots_member(slots: bool) -> str:
+    """The UED's ``slots`` member as the template writes it (after ``sdk_version``)."""
+    if not slots:
+        return ""
+    docs = [{"name": n, **({"knobs": list(k)} if k else {})} for n, k, _ in SLOTS]
+    text = json.dumps(docs, indent=2).replace("\n", "\n  ")
+    return f',\n  "slots": {text}'
+
+
+def values(name: str, slots: bool = False) -> dict[str, str]:
+    """The placeholder values for engine ``name``, with fresh ids; a slotted engine's
+    with ``slots``."""
     local = name.split(":", 1)[1]
-    out = {"engine_name": name, "local": local, "prefix": symbol_prefix(name)}
-    out.update({f"id_{k}": str(uuid.uuid4()) for k in ID_KEYS})
+    out = {"engine_name": name, "local": local, "prefix": symbol_prefix(name),
+           "ued_version": "1.1" if slots else "1.0", "kdp_version": "1.1" if slots else "1.0",
+           "slots": _slots_member(slots)}
+    out.update({f"slot_{pack}": f'  "slot": "{n}",\n' if slots else "" for n, _, pack in SLOTS})
+    out.update({f"id_{k}": str(uuid.uuid4()) for k in (*ID_KEYS, *SLOT_ID_KEYS)})
     return out
 
 
-def render(name: str) -> dict[str, str]:
+def render(name: str, slots: bool = False) -> dict[str, str]:
     """Every file of the starter tree by relative path, placeholders filled in."""
-    filled = values(name)
+    filled = values(name, slots)
     return {rel: string.Template(f.read_text(encoding="utf-8")).substitute(filled)
-            for rel, f in _walk(_template())}
+            for rel, f in _walk(_template()) if slots or rel not in SLOT_ONLY}
 
 
-def write(folder: Path, name: str = DEFAULT_NAME) -> Scaffold:
+def write(folder: Path, name: str = DEFAULT_NAME, slots: bool = False) -> Scaffold:
     """Write the starter tree to ``folder`` (absent or empty); UsageError, with nothing
     written, for a bad name or a folder that holds something; UkdError when writing fails
     (then too nothing is left: the staging folder, what was moved and the parents made are
-    removed)."""
+    removed). ``slots``: a slotted engine (three slots)."""
     check_name(name)
     check_dir(folder)
-    files = render(name)
+    files = render(name, slots)
     target = Path(os.path.abspath(folder))  # "." and ".." resolved, links kept
     parent = target.parent
     made = [p for p in (parent, *parent.parents) if not p.exists()]

@@ -6,6 +6,10 @@ name, never by position: reordering ``sources`` keys changes nothing. A kernel
 changes when any field it ships with changes (name, priority, metadata, arch, its
 pack...) or any launch is added, removed or changed (kind, toc key, symbol,
 sha256, signature, library).
+
+A slotted engine's slots are compared by name: a slot added, removed, renamed (a slot
+of A missing from B and one of B missing from A filled by the same packs), the slots
+reordered, and a pack moved from one slot to another (through a rename, not moved).
 """
 
 from __future__ import annotations
@@ -17,13 +21,14 @@ from pathlib import Path
 from typing import Any, Literal
 
 from ukdpack.authored.load import Member
-from ukdpack.authored.model import Descriptor, Ukd
+from ukdpack.authored.model import Descriptor, Ued, Ukd
 from ukdpack.errors import Problem, errors_only
 from ukdpack.reports import problem_doc, report
 from ukdpack.tools.shard import Shard, ShardLaunch, describe_signature, load_shard
 from ukdpack.words import count
 
 Status = Literal["added", "removed", "changed"]
+SlotChange = Literal["added", "removed", "renamed", "reordered", "moved"]
 #: Launch fields compared, in the order changes are listed.
 LAUNCH_FIELDS = ("kind", "toc_key", "symbol", "sha256", "signature", "library")
 _TYPE_NAMES = {"Kdp": "KDP", "Ukd": "UKD", "Udd": "UDD", "Ued": "UED", "Kmd": "KMD",
@@ -117,12 +122,43 @@ class DescriptorDiff:
 
 
 @dataclass(frozen=True)
+class SlotDiff:
+    """A change of a slotted engine's slots: ``a`` and ``b`` are the slot's position
+    (added, removed), its names (renamed), the slot order (reordered) or the pack's
+    slots (moved) in A and in B."""
+
+    engine: str
+    change: SlotChange
+    slot: str | None  # the slot's name (in B, else in A); None for reordered
+    a: Any = None
+    b: Any = None
+    pack: str | None = None  # the pack that moved
+
+    def line(self) -> str:
+        e = f"engine '{self.engine}'"
+        if self.change == "added":
+            return f"added slot '{self.slot}' to {e} (position {self.b})"
+        if self.change == "removed":
+            return f"removed slot '{self.slot}' from {e} (was at position {self.a})"
+        if self.change == "renamed":
+            return f"renamed slot '{self.a}' of {e} to '{self.b}'"
+        if self.change == "reordered":
+            return f"reordered the slots of {e}: {', '.join(self.a)} -> {', '.join(self.b)}"
+        return f"moved pack '{self.pack}' of {e} from slot '{self.a}' to slot '{self.b}'"
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"engine": self.engine, "change": self.change, "slot": self.slot,
+                "pack": self.pack, "a": self.a, "b": self.b}
+
+
+@dataclass(frozen=True)
 class ShardDiff:
     a: Shard
     b: Shard
     kernels: tuple[KernelDiff, ...]
     descriptors: tuple[DescriptorDiff, ...]
     problems: tuple[Problem, ...]
+    slots: tuple[SlotDiff, ...] = ()
 
     def count(self, status: Status) -> int:
         return sum(1 for k in self.kernels if k.status == status)
@@ -134,7 +170,7 @@ class ShardDiff:
 
     @property
     def equal(self) -> bool:
-        return not self.kernels and not self.descriptors
+        return not self.kernels and not self.descriptors and not self.slots
 
     def summary(self) -> str:
         return (f"{count(self.count('added'), 'kernel')} added, {self.count('removed')} removed, "
@@ -143,6 +179,7 @@ class ShardDiff:
 
     def lines(self) -> list[str]:
         out = [ln for k in self.kernels for ln in k.lines()]
+        out += [s.line() for s in self.slots]
         out += [d.line() for d in self.descriptors]
         return out
 
@@ -159,6 +196,7 @@ class ShardDiff:
             "kernels": {s: [k.as_dict() for k in self.kernels if k.status == s]
                         for s in ("added", "removed", "changed")},
             "launches_changed": self.launches_changed,
+            "slots": [s.as_dict() for s in self.slots],
             "descriptors": [d.as_dict() for d in self.descriptors]})
         doc["problems"] = [{**problem_doc(p), "shard": "a" if i < len(self.a.problems) else "b"}
                            for i, p in enumerate(self.problems)]
@@ -232,6 +270,47 @@ def _others(sa: Shard, sb: Shard) -> list[DescriptorDiff]:
     return out
 
 
+def _engine_slots(ued_a: Ued, ued_b: Ued, sa: Shard, sb: Shard) -> list[SlotDiff]:
+    """How the slots of one engine differ from A to B."""
+    name = ued_b.name
+    ca, cb = sa.tree.slot_catalogs(ued_a), sb.tree.slot_catalogs(ued_b)
+    names_a, names_b = [c.slot.name for c in ca], [c.slot.name for c in cb]
+    # A slot of A -> its name in B: kept by name, else renamed (the same packs fill it).
+    to_b = {n: n for n in names_a if n in names_b}
+    packs_b = {c.slot.name: {k.key for k in c.kdps} for c in cb if c.slot.name not in to_b}
+    out: list[SlotDiff] = []
+    for c in ca:
+        if c.slot.name in to_b:
+            continue
+        packs = {k.key for k in c.kdps}
+        twin = next((n for n, p in packs_b.items() if packs and p == packs
+                     and n not in to_b.values()), None)
+        if twin is not None:
+            to_b[c.slot.name] = twin
+            out.append(SlotDiff(name, "renamed", twin, c.slot.name, twin))
+    out += [SlotDiff(name, "removed", c.slot.name, a=c.index + 1) for c in ca
+            if c.slot.name not in to_b]
+    out += [SlotDiff(name, "added", c.slot.name, b=c.index + 1) for c in cb
+            if c.slot.name not in to_b.values()]
+    kept_a = [to_b[n] for n in names_a if n in to_b]
+    if kept_a != [n for n in names_b if n in kept_a]:
+        out.append(SlotDiff(name, "reordered", None, names_a, names_b))
+    slot_b = {k.key: c.slot.name for c in cb for k in c.kdps}
+    for c in ca:
+        for k in c.kdps:
+            now = slot_b.get(k.key)
+            if now is not None and now != to_b.get(c.slot.name):
+                out.append(SlotDiff(name, "moved", now, c.slot.name, now, pack=k.name))
+    return out
+
+
+def _slots(sa: Shard, sb: Shard) -> list[SlotDiff]:
+    """The slot changes of every engine both shards hold."""
+    engines_b = {u.key: u for u in sb.tree.of_type(Ued)}
+    return [d for ua in sa.tree.of_type(Ued) if (ub := engines_b.get(ua.key)) is not None
+            for d in _engine_slots(ua, ub, sa, sb)]
+
+
 def diff(path_a: Path, path_b: Path) -> ShardDiff:
     """What changed from the shard at ``path_a`` to the one at ``path_b``."""
     sa, sb = load_shard(path_a), load_shard(path_b)
@@ -243,5 +322,5 @@ def diff(path_a: Path, path_b: Path) -> ShardDiff:
         if found is not None:
             kernels.append(found)
     return ShardDiff(sa, sb, tuple(kernels), tuple(_others(sa, sb)),
-                     sa.problems + sb.problems)
+                     sa.problems + sb.problems, tuple(_slots(sa, sb)))
 

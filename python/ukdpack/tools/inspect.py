@@ -1,7 +1,8 @@
 """``ukdpack inspect SHARD``: what a packed shard holds, for people (a table) and
 machines (``--json``).
 
-Engines, packs, kernels with their launches (toc key, symbol, sha256, signature)
+Engines (a slotted engine's slots in run order, each with its knobs, packs and
+kernels), packs, kernels with their launches (toc key, symbol, sha256, signature)
 and the code objects of the archives with their sizes, as the shard's descriptors
 and the runtime's kpack reader say.
 """
@@ -15,6 +16,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from ukdpack import jsonpath
+from ukdpack.authored.load import SlotCatalog
 from ukdpack.authored.model import Kdp, Kmd, Udd, Ued
 from ukdpack.errors import Problem, errors_only
 from ukdpack.reports import print_report, report
@@ -68,11 +70,19 @@ def _pack(shard: Shard, kdp: Kdp) -> dict[str, Any]:
             "launches": [_launch(shard, shard.launches_of(m.ukd)[name])
                          for name, _ in m.ukd.launches]})
     return {"id": kdp.id, "name": kdp.name, "file": kdp.file, "arch": list(kdp.arch),
-            "engine": ued.name if ued else kdp.engine,
+            "engine": ued.name if ued else kdp.engine, "slot": kdp.slot,
             "dispatch_symbol": udd.dispatch_symbol if udd else None,
             "dispatch_launches": list(udd.launches) if udd and udd.launches is not None
             else None,
             "kernels": kernels}
+
+
+def _slot(c: SlotCatalog) -> dict[str, Any]:
+    """A slot of a slotted engine: its knob ids, the packs filling it and their kernels."""
+    return {"name": c.slot.name, "knobs": list(c.slot.knob_ids),
+            "packs": [k.name for k in c.kdps],
+            "kernels": [{"id": m.ukd.id, "name": m.ukd.name, "pack": m.kdp.name}
+                        for m in c.members]}
 
 
 def _archives(shard: Shard) -> tuple[list[dict[str, Any]], list[Problem]]:
@@ -134,7 +144,8 @@ def inspect(shard_path: Path, arch: str | None = None) -> Inspection:
         engines.append({"id": ued.id, "name": ued.name, "file": ued.file,
                         "metadata": kmd.name if isinstance(kmd, Kmd) else ued.metadata,
                         "knobs": list(ued.knobs),
-                        "packs": [k.name for k in kdps if t.ued_of(k) is ued]})
+                        "packs": [k.name for k in kdps if t.ued_of(k) is ued],
+                        "slots": [_slot(c) for c in t.slot_catalogs(ued)]})
     archives, found = _archives(shard)
     problems = shard.with_runtime(list(shard.problems) + found)
     doc = {
@@ -210,11 +221,23 @@ def print_tables(ins: Inspection, out: TextIO) -> None:
                         ", ".join(e["packs"]), e["file"])
     console.print(engines)
 
+    for e in doc["engines"]:
+        if not e["slots"]:
+            continue
+        slots = new_table(f"slots of engine {e['name']}, in run order")
+        for col in ("#", "slot", "knobs", "packs", "kernels"):
+            slots.add_column(col, justify="right" if col == "#" else "left")
+        for i, sl in enumerate(e["slots"], 1):
+            row(slots, str(i), sl["name"], ", ".join(sl["knobs"]), ", ".join(sl["packs"]),
+                ", ".join(k["name"] for k in sl["kernels"]) or "(none)")
+        console.print(slots)
+
     for p in packs:
         dispatch = p["dispatch_symbol"] or "(no dispatch)"
         if p["dispatch_launches"] is not None:
             dispatch += " {" + ", ".join(p["dispatch_launches"]) + "}"
-        table = new_table(f"pack {p['name']} ({p['file']}): engine {p['engine'] or '-'}, "
+        slot = f", slot {p['slot']}" if p["slot"] is not None else ""
+        table = new_table(f"pack {p['name']} ({p['file']}): engine {p['engine'] or '-'}{slot}, "
                           f"dispatch {dispatch}")
         for col in ("kernel", "prio", "metadata", "launch", "toc key", "symbol", "bytes",
                     "signature"):

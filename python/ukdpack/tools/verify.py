@@ -17,6 +17,10 @@ The provenance sidecar beside each file holding packed kernels is read here (the
 reader of sidecars in the package): it must be there, be gzip of JSON, hold one entry
 per kernel of its file and no other, each with the binding digest of the packed
 kernel it was written for (``provenance.binding``).
+
+Each slot of a slotted engine in the shard is listed with its kernels (``slots``), in
+run order: what a reader checks a slot's catalog by. A kernel in the wrong slot shows
+as its pack's ``slot`` differing from the root's.
 """
 
 from __future__ import annotations
@@ -33,7 +37,7 @@ from typing import Any
 from ukdpack import _runtime, jsonpath
 from ukdpack.authored.kinds import kind
 from ukdpack.authored.load import Member, Tree, load_tree
-from ukdpack.authored.model import GENERIC_TYPES, Descriptor, Kdp, Uhd, id_key
+from ukdpack.authored.model import GENERIC_TYPES, Descriptor, Kdp, Ued, Uhd, id_key
 from ukdpack.authored.validate import check_tree
 from ukdpack.errors import Problem, Severity, UkdError, errors_only
 from ukdpack.files import NotRegularFileError, read_regular
@@ -64,6 +68,32 @@ def _show(value: Any) -> str:
 
 
 @dataclass(frozen=True)
+class SlotKernels:
+    """One slot of a slotted engine of the shard and the kernels filling it."""
+
+    engine: str
+    slot: str
+    position: int  # in the engine's run order, from 1
+    kernels: tuple[tuple[str, str, str], ...]  # (id, name, pack), in file order
+
+    def line(self) -> str:
+        names = ", ".join(n for _, n, _ in self.kernels) or "(none)"
+        return f"engine '{self.engine}' slot {self.position} '{self.slot}': {names}"
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"engine": self.engine, "slot": self.slot, "position": self.position,
+                "kernels": [{"id": i, "name": n, "pack": p} for i, n, p in self.kernels]}
+
+
+def shard_slots(shard: Shard) -> tuple[SlotKernels, ...]:
+    """Every slot of every slotted engine of the shard, engines in file order."""
+    t = shard.tree
+    return tuple(SlotKernels(ued.name, c.slot.name, c.index + 1,
+                             tuple((m.ukd.id, m.ukd.name, m.kdp.name) for m in c.members))
+                 for ued in t.of_type(Ued) for c in t.slot_catalogs(ued))
+
+
+@dataclass(frozen=True)
 class Verification:
     """The verdict on one shard: every mismatch, notes included."""
 
@@ -72,6 +102,7 @@ class Verification:
     problems: tuple[Problem, ...]
     kernels: int
     launches: int
+    slots: tuple[SlotKernels, ...] = ()
 
     @property
     def ok(self) -> bool:
@@ -464,5 +495,5 @@ def verify(shard_path: Path, source_root: Path, exclude_folders: Sequence[str] =
     problems = (shard.with_runtime(shard.problems, checker.problems, every_launch=True)
                 + sidecar_problems(shard))
     return Verification(shard, source_root, tuple(problems), len(plan.members),
-                        len(plan.launches))
+                        len(plan.launches), shard_slots(shard))
 

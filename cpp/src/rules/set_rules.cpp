@@ -263,9 +263,13 @@ ShardContents shardContents(const DescriptorSet& set, const std::string& arch) {
     if (const Engine* e = set.engineOf(p)) {
       reached.insert(idKey(e->id));
       reached.insert(idKey(e->metadata));
-      for (const auto& [role, table] : e->heuristics)
-        for (const auto& [a, ids] : table)
-          for (const std::string& id : ids) reached.insert(idKey(id));
+      const auto reach = [&](const std::map<std::string, HeuristicRoleMap>& heuristics) {
+        for (const auto& [role, table] : heuristics)
+          for (const auto& [a, ids] : table)
+            for (const std::string& id : ids) reached.insert(idKey(id));
+      };
+      reach(e->heuristics);
+      for (const EngineSlot& s : e->slots) reach(s.heuristics);  // a slot's UHDs ship with its engine
     }
   }
   auto scan = [&](const auto& items) {

@@ -47,6 +47,14 @@ Json slotKdp(const std::string& id, const std::string& slot, const Json& kernels
   return p;
 }
 
+// One KDP per slot of writeSlotted's engine, each of one kernel for every arch; the
+// last names `dqSlot`.
+void writeOneKernelPerSlot(const TempTree& t, const std::string& dqSlot = "dq") {
+  t.write("prep.kdp.json", slotKdp("kdp-prep", "prep", Json::array({ukdtest::single("ukd-p", "p")})));
+  t.write("dkdv.kdp.json", slotKdp("kdp-dkdv", "dkdv", Json::array({ukdtest::single("ukd-k", "k")})));
+  t.write("dq.kdp.json", slotKdp("kdp-dq", dqSlot, Json::array({ukdtest::single("ukd-q", "q")})));
+}
+
 LoaderOptions authored(std::vector<std::string> arches = {}) {
   LoaderOptions o;
   o.authored = true;
@@ -141,9 +149,7 @@ TEST(Slots, TheLoaderJudgesEmptySlotsOnTheArchesPackedAndOnAuthoredTreesOnly) {
 TEST(Slots, AKdpRefusedForItsSlotLeavesTheEmptySlotRuleToTheFix) {
   TempTree t;
   writeSlotted(t);
-  t.write("prep.kdp.json", slotKdp("kdp-prep", "prep", Json::array({ukdtest::single("ukd-p", "p")})));
-  t.write("dkdv.kdp.json", slotKdp("kdp-dkdv", "dkdv", Json::array({ukdtest::single("ukd-k", "k")})));
-  t.write("dq.kdp.json", slotKdp("kdp-dq", "dqq", Json::array({ukdtest::single("ukd-q", "q")})));
+  writeOneKernelPerSlot(t, "dqq");
   const DescriptorSet set = ukdpack::loadShard(t.root(), authored());
   EXPECT_NE(findDiag(set.diagnostics, "SLOT_UNKNOWN", "did you mean 'dq'?"), nullptr) << dump(set.diagnostics);
   EXPECT_EQ(findDiag(set.diagnostics, "SLOT_EMPTY"), nullptr) << dump(set.diagnostics);
@@ -154,9 +160,7 @@ TEST(Slots, AKdpRefusedForItsSlotLeavesTheEmptySlotRuleToTheFix) {
 TEST(Slots, ASlotsHeuristicsShipWithItsEngine) {
   TempTree t;
   writeSlotted(t);
-  t.write("prep.kdp.json", slotKdp("kdp-prep", "prep", Json::array({ukdtest::single("ukd-p", "p")})));
-  t.write("dkdv.kdp.json", slotKdp("kdp-dkdv", "dkdv", Json::array({ukdtest::single("ukd-k", "k")})));
-  t.write("dq.kdp.json", slotKdp("kdp-dq", "dq", Json::array({ukdtest::single("ukd-q", "q")})));
+  writeOneKernelPerSlot(t);
   const DescriptorSet set = ukdpack::loadShard(t.root(), authored());
   ASSERT_TRUE(set.ok()) << dump(set.diagnostics);
   const ukdpack::ShardContents c = ukdpack::shardContents(set, "gfx90a");

@@ -26,7 +26,7 @@ from ukdpack.cli import main
 
 CORPUS = Path(__file__).resolve().parents[1] / "corpus"
 TREES = ("ok_minimal", "ok_all_types", "ok_multi_launch_udd", "ok_standalone_ukd",
-         "ok_hsaco_bare")
+         "ok_hsaco_bare", "slot_ok")
 SHARDS = ("shard_ok", "shard_ok_multi_launch")
 # Derandomized so a run is reproducible; the example budget keeps both under a minute.
 SETTINGS = settings(max_examples=150, deadline=None, derandomize=True,

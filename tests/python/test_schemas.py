@@ -180,6 +180,40 @@ def test_fast_and_wording_validators_agree_on_the_corpus() -> None:
     assert seen > 300
 
 
+SLOT_CASES = sorted(p.parent.name for p in (REPO / "tests" / "corpus").glob("slot_*/expect.json"))
+#: Slot cases whose refusal no JSON Schema states, with why.
+BEYOND_SCHEMA = {
+    "slot_name_repeated": "a name unique across list items: a schema compares whole items only",
+}
+
+
+@pytest.mark.parametrize("case", SLOT_CASES)
+def test_schemas_and_the_runtime_parser_agree_on_the_slot_cases(case: str) -> None:
+    """Each descriptor of a slot case: the shipped schema refuses it exactly where the
+    runtime's parser does (its SCHEMA errors), at the same paths with the same words."""
+    tree = REPO / "tests" / "corpus" / case / "tree"
+    dset = _runtime.load_shard(str(tree), authored=True)
+    runtime: dict[str, list[tuple[str, str]]] = {}
+    for d in dset.diagnostics:
+        if d["severity"] == "error" and d["code"] == _runtime.Code.SCHEMA:
+            runtime.setdefault(d["file"], []).append((d["path"], d["message"]))
+    seen = 0
+    for rel, dtype, _ in dset.files:
+        doc, _, why = _runtime.read_json_file(str(tree / rel))
+        assert why is None, (case, rel, why)
+        want = sorted(runtime.get(rel, []))
+        if case in BEYOND_SCHEMA and want:
+            assert is_valid(doc, dtype), (case, rel)
+            continue
+        # The schema words a refusal as the parser does, up to the parser's own tail.
+        got = check(doc, dtype)
+        assert [p for p, _ in got] == [p for p, _ in want], (case, rel, got, want)
+        for (_, schema_says), (_, parser_says) in zip(got, want, strict=True):
+            assert parser_says.startswith(schema_says.split(" (")[0]), (case, rel, schema_says, parser_says)
+        seen += 1
+    assert seen
+
+
 def test_pack_leaves_dollar_schema_out_and_the_shard_tools_agree(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
     """`$schema` is authored-only: no packed descriptor carries it, and verify, which
@@ -228,6 +262,9 @@ def _dist(requirement: str) -> str:
 
 def test_read_versions_are_the_loaders_limits() -> None:
     assert _runtime.read_versions("ukd") == ["1.0", "1.1"]
-    assert _runtime.read_versions("kdp") == ["1.0"]
+    assert _runtime.read_versions("kdp") == ["1.0", "1.1"]
+    assert _runtime.read_versions("ued") == ["1.0", "1.1"]
+    assert _runtime.read_versions("uhd") == ["1.0", "1.1"]
+    assert _runtime.read_versions("kmd") == ["1.0"]
     with pytest.raises(ValueError, match="unknown descriptor type 'xyz'"):
         _runtime.read_versions("xyz")

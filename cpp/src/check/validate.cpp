@@ -45,7 +45,8 @@ std::optional<std::pair<std::string, std::string>> droppedEngine(const Diagnosti
 // Engine verdicts for metadata collisions. The loader reports each colliding
 // kernel once, at its metadata (METADATA_NOT_UNIQUE, wording pinned by the
 // corpus); the kernel it collides with is the earlier one of the same engine
-// with the same completed metadata, found here again so both ids are named.
+// (and slot, of a slotted engine) with the same completed metadata, found here
+// again so both ids are named.
 std::map<std::string, EngineVerdict> collisionVerdicts(const DescriptorSet& set,
                                                        const std::vector<Diagnostic>& diagnostics) {
   std::map<std::string, EngineVerdict> out;               // engine id key -> verdict
@@ -58,14 +59,16 @@ std::map<std::string, EngineVerdict> collisionVerdicts(const DescriptorSet& set,
   };
   std::map<std::string, const Engine*> enginesById;
   for (const Engine& e : set.engines) enginesById.emplace(idKey(e.id), &e);
-  std::map<std::string, std::vector<Seen>> byTuple;  // engine key \n metadata text
+  std::map<std::string, std::vector<Seen>> byTuple;  // engine key \n slot \n metadata text
   for (const Pack& p : set.packs) {
     if (!p.engine) continue;
     const auto found = enginesById.find(idKey(*p.engine));
     if (found == enginesById.end()) continue;
     const Engine* engine = found->second;
     for (const PackMember& m : p.members) {
-      std::vector<Seen>& seen = byTuple[idKey(engine->id) + "\n" + canonicalMetadataText(m.completedMetadata)];
+      const std::string slot = engine->slotted() ? p.slot.value_or("") : std::string();
+      std::vector<Seen>& seen =
+          byTuple[idKey(engine->id) + "\n" + slot + "\n" + canonicalMetadataText(m.completedMetadata)];
       if (flagged.count({m.kernel.file, jsonPathKey(m.kernel.jsonPath, "metadata")}) != 0 && !seen.empty()) {
         EngineVerdict& v = out[idKey(engine->id)];
         v.id = engine->id;

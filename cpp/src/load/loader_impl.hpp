@@ -115,8 +115,17 @@ class Loader {
   // `failed` (when given) is set when the reference names a descriptor refused with an error.
   RefFound lookup(const std::string& ref, const std::string& want, const std::string& ownerFile,
                   const std::string& path, std::string* why = nullptr, bool* failed = nullptr);
-  void checkRoleMetrics(const Engine& e, bool& refused);
+  void checkRoleMetrics(const Engine& e, const EngineSlot* slot, bool& refused);
+  void checkKnobs(const Engine& e, const MetadataSchema& kmd, const std::vector<std::string>& knobs,
+                  const std::string& listPath, const EngineSlot* slot, bool& refused);
+  void resolveRoleMaps(const Engine& e, const EngineSlot* slot, std::vector<std::string>& unloaded, bool& refused);
   void checkTrainedAgainst();
+  // The slot rules (slots.cpp).
+  void checkPackSlot(const Pack& p, bool& refused);
+  void checkHeuristicSlot(const Engine& e, const EngineSlot* slot, const std::string& role,
+                          const HeuristicDescriptor& h, const std::string& path, bool& refused);
+  void checkTrainedSlots();
+  void checkSlotsFilled();
   DescriptorInfo* info(const Slot& s);
   void markUnloaded(const DescriptorInfo& d, std::string why) {
     unloaded_[idKey(d.id)] = Unloaded{d.file, std::move(why), true};
@@ -141,6 +150,8 @@ class Loader {
   // Packs refused for a failed reference: left out of the set, yet their kernels that
   // resolve are judged (metadata, launch sets) so one run reports every problem.
   std::set<std::size_t> judgedOnly_;
+  // Engines with a pack refused for its slot: which of their slots are empty waits for that fix.
+  std::set<std::string> slotRefused_;  // engine id keys
   // The root being read, its links resolved once for every path its kernels name
   // (empty: it did not resolve, and each check resolves it again).
   fs::path realRoot_;

@@ -1,7 +1,8 @@
 // Assembling the set once every file is read: ids unique across types,
 // references resolved (engines, packs, their standalone kernels), shipped
 // artifacts, role metrics, trained-against revisions, metadata unique per
-// engine and arch; what is refused is left out.
+// engine (per slot of a slotted one) and arch; what is refused is left out.
+// The slot rules are in slots.cpp.
 #include <algorithm>
 #include <cctype>
 #include <iterator>
@@ -159,14 +160,18 @@ void Loader::checkArtifacts() {
 
 // A scoring role names one UHD per metric for each arch key (the runtime cannot
 // choose between two of one metric, and two without a metric count as one); every
-// predict_engine UHD declares its metric, the units engines are compared in.
-void Loader::checkRoleMetrics(const Engine& e, bool& refused) {
+// predict_engine UHD declares its metric, the units engines are compared in. The
+// roles of the engine, or of one of its slots (`slot`).
+void Loader::checkRoleMetrics(const Engine& e, const EngineSlot* slot, bool& refused) {
+  const auto& heuristics = slot != nullptr ? slot->heuristics : e.heuristics;
+  const auto& paths = slot != nullptr ? slot->heuristicPaths : e.heuristicPaths;
+  const Json& raw = slot != nullptr ? slot->raw : e.raw;
   for (const std::string role : {"sort_kernel_catalog", "predict_engine"}) {
-    const auto table = e.heuristics.find(role);
-    if (table == e.heuristics.end()) continue;
+    const auto table = heuristics.find(role);
+    if (table == heuristics.end()) continue;
     for (const auto& [arch, ids] : table->second) {
-      const std::string base = e.heuristicPaths.at(role + "/" + arch);
-      const bool list = e.raw.at(role).at(arch).is_array();
+      const std::string base = paths.at(role + "/" + arch);
+      const bool list = raw.at(role).at(arch).is_array();
       std::map<std::string, const HeuristicDescriptor*> byMetric;  // "" stands for no metric
       for (std::size_t j = 0; j < ids.size(); ++j) {
         const HeuristicDescriptor* h = kept(set_.heuristics, "uhd", ids[j]);
@@ -229,52 +234,77 @@ void Loader::checkTrainedAgainst() {
   }
 }
 
+// Knobs name fields of the engine's KMD: the engine's (`listPath` "$.knobs") or a slot's.
+void Loader::checkKnobs(const Engine& e, const MetadataSchema& kmd, const std::vector<std::string>& knobs,
+                        const std::string& listPath, const EngineSlot* slot, bool& refused) {
+  std::string names;
+  for (const MetadataField& f : kmd.fields) names += (names.empty() ? "'" : ", '") + f.name + "'";
+  for (std::size_t k = 0; k < knobs.size(); ++k) {
+    if (kmd.field(knobs[k]) != nullptr) continue;
+    const std::string of = slot != nullptr ? " of slot '" + slot->name + "'" : std::string();
+    set_.diagnostics.push_back(makeError(codes::UNRESOLVED_REF, e.file, jsonPathIndex(listPath, k),
+                                         "knob '" + knobs[k] + "'" + of + " is no field of KMD '" + kmd.name + "' (" +
+                                             kmd.file + "); expected one of " +
+                                             (names.empty() ? std::string("(none)") : names)));
+    refused = true;
+  }
+}
+
+// The role maps of the engine, or of one of its slots (`slot`): each id a UHD,
+// no static_order UHD ranking engines, each UHD of the slot it serves.
+void Loader::resolveRoleMaps(const Engine& e, const EngineSlot* slot, std::vector<std::string>& unloaded,
+                             bool& refused) {
+  const auto& heuristics = slot != nullptr ? slot->heuristics : e.heuristics;
+  const auto& paths = slot != nullptr ? slot->heuristicPaths : e.heuristicPaths;
+  const Json& raw = slot != nullptr ? slot->raw : e.raw;
+  for (const auto& [role, table] : heuristics) {
+    for (const auto& [arch, ids] : table) {
+      const std::string base = paths.at(role + "/" + arch);
+      const bool list = raw.at(role).at(arch).is_array();
+      for (std::size_t j = 0; j < ids.size(); ++j) {
+        const std::string path = list ? jsonPathIndex(base, j) : base;
+        std::string why;
+        const RefFound r = lookup(ids[j], "uhd", e.file, path, &why);
+        if (r == RefFound::Refused) refused = true;
+        if (r == RefFound::Unloaded) unloaded.push_back(why);
+        if (r != RefFound::Ok) continue;
+        const HeuristicDescriptor& h = set_.heuristics[index_.at(idKey(ids[j])).index];
+        checkHeuristicSlot(e, slot, role, h, path, refused);
+        if (role != "predict_engine" || h.adapter != "static_order") continue;
+        // A static order ranks kernels by priority; it has no score to rank engines by.
+        set_.diagnostics.push_back(makeError(codes::UNRESOLVED_REF, e.file, path,
+                                             "predict_engine cannot use UHD '" + h.name + "' (" + h.file +
+                                                 "): its adapter '" + h.adapter +
+                                                 "' ranks kernels by priority and scores no engine; expected a UHD of "
+                                                 "adapter 'native', 'tree_data', 'table' or 'custom_library'"));
+        refused = true;
+      }
+    }
+  }
+}
+
 void Loader::resolveEngines() {
   for (std::size_t i = 0; i < set_.engines.size(); ++i) {
     if (removed_.count({"ued", i}) != 0) continue;
     Engine& e = set_.engines[i];
     bool refused = false;
     std::vector<std::string> unloaded;
-    auto ref = [&](const std::string& id, const std::string& want, const std::string& path) {
-      std::string why;
-      const RefFound r = lookup(id, want, e.file, path, &why);
-      if (r == RefFound::Refused) refused = true;
-      if (r == RefFound::Unloaded) unloaded.push_back(why);
-      return r == RefFound::Ok;
-    };
-    if (ref(e.metadata, "kmd", "$.metadata")) {
+    std::string why;
+    const RefFound kmdFound = lookup(e.metadata, "kmd", e.file, "$.metadata", &why);
+    if (kmdFound == RefFound::Refused) refused = true;
+    if (kmdFound == RefFound::Unloaded) unloaded.push_back(why);
+    if (kmdFound == RefFound::Ok) {
       const MetadataSchema& kmd = set_.metadataSchemas[index_.at(idKey(e.metadata)).index];
-      std::string names;
-      for (const MetadataField& f : kmd.fields) names += (names.empty() ? "'" : ", '") + f.name + "'";
-      for (std::size_t k = 0; k < e.knobs.size(); ++k) {
-        if (kmd.field(e.knobs[k]) != nullptr) continue;
-        set_.diagnostics.push_back(makeError(codes::UNRESOLVED_REF, e.file, jsonPathIndex("$.knobs", k),
-                                             "knob '" + e.knobs[k] + "' is no field of KMD '" + kmd.name + "' (" +
-                                                 kmd.file + "); expected one of " +
-                                                 (names.empty() ? std::string("(none)") : names)));
-        refused = true;
-      }
+      checkKnobs(e, kmd, e.knobs, "$.knobs", nullptr, refused);
+      for (const EngineSlot& slot : e.slots)
+        checkKnobs(e, kmd, slot.knobs, jsonPathKey(slot.jsonPath, "knobs"), &slot, refused);
     }
-    for (const auto& [role, table] : e.heuristics) {
-      for (const auto& [arch, ids] : table) {
-        const std::string base = e.heuristicPaths[role + "/" + arch];
-        const bool list = e.raw.at(role).at(arch).is_array();
-        for (std::size_t j = 0; j < ids.size(); ++j) {
-          const std::string path = list ? jsonPathIndex(base, j) : base;
-          if (!ref(ids[j], "uhd", path) || role != "predict_engine") continue;
-          // A static order ranks kernels by priority; it has no score to rank engines by.
-          const HeuristicDescriptor& h = set_.heuristics[index_.at(idKey(ids[j])).index];
-          if (h.adapter != "static_order") continue;
-          set_.diagnostics.push_back(
-              makeError(codes::UNRESOLVED_REF, e.file, path,
-                        "predict_engine cannot use UHD '" + h.name + "' (" + h.file + "): its adapter '" + h.adapter +
-                            "' ranks kernels by priority and scores no engine; expected a UHD of "
-                            "adapter 'native', 'tree_data', 'table' or 'custom_library'"));
-          refused = true;
-        }
-      }
+    resolveRoleMaps(e, nullptr, unloaded, refused);
+    checkRoleMetrics(e, nullptr, refused);
+    for (const EngineSlot& slot : e.slots) {
+      resolveRoleMaps(e, &slot, unloaded, refused);
+      checkRoleMetrics(e, &slot, refused);
     }
-    checkRoleMetrics(e, refused);
     if (refused || !unloaded.empty()) {
       if (!refused) {
         set_.diagnostics.push_back(
@@ -302,6 +332,7 @@ void Loader::resolvePacks() {
     for (std::size_t m = 0; m < p.matchers.size(); ++m) ref(p.matchers[m], "umd", jsonPathIndex("$.matchers", m));
     if (p.engine) ref(*p.engine, "ued", "$.engine");
     if (p.dispatch) ref(*p.dispatch, "udd", "$.dispatch");
+    checkPackSlot(p, refused);
     std::vector<PackMember> resolved;
     for (const KernelRef& kr : p.refs) {
       std::string why;
@@ -381,7 +412,8 @@ void Loader::resolvePacks() {
 }
 
 // The completed metadata is unique among kernels one engine serves on one
-// arch: two kernels collide where their arch sets meet.
+// arch, per slot of a slotted engine (each slot is a catalog of its own, picked
+// from on its own): two kernels collide where their arch sets meet.
 void Loader::checkMetadataUnique() {
   // Per kernel only a map lookup: arch sets and wording are built on a collision.
   struct Seen {
@@ -394,32 +426,42 @@ void Loader::checkMetadataUnique() {
     }
     return std::set<std::string>(p.arch.begin(), p.arch.end());  // empty: every arch
   };
-  // Per engine, metadata text -> the kernels seen with it (nearly always one,
-  // held without a vector of its own), each map sized once for its kernels.
+  // Per catalog (an engine, or one slot of it), metadata text -> the kernels seen
+  // with it (nearly always one, held without a vector of its own), each map sized
+  // once for its kernels.
   struct Group {
     std::size_t count = 0;
     Seen first{};
     std::vector<Seen> more;
   };
-  std::vector<std::pair<Pack*, const Engine*>> served;
-  std::unordered_map<const Engine*, std::size_t> kernels;
+  using Catalog = std::pair<const Engine*, std::size_t>;  // an engine and its slot (0 when unslotted)
+  std::vector<std::pair<Pack*, Catalog>> served;
+  std::map<Catalog, std::size_t> kernels;
   for (std::size_t i = 0; i < set_.packs.size(); ++i) {
     Pack& p = set_.packs[i];
     if ((removed_.count({"kdp", i}) != 0 && judgedOnly_.count(i) == 0) || !p.engine) continue;
     const Engine* engine = kept(set_.engines, "ued", *p.engine);
     if (engine == nullptr) continue;
-    served.emplace_back(&p, engine);
-    kernels[engine] += p.members.size();
+    std::size_t slot = 0;
+    if (engine->slotted()) {
+      // A pack naming no slot of its engine is refused already (SLOT_MISSING, SLOT_UNKNOWN).
+      const auto at = p.slot ? engine->slotIndex(*p.slot) : std::nullopt;
+      if (!at) continue;
+      slot = *at;
+    }
+    served.emplace_back(&p, Catalog{engine, slot});
+    kernels[Catalog{engine, slot}] += p.members.size();
   }
-  std::unordered_map<const Engine*, std::unordered_map<std::string, Group>> byEngine;
-  for (const auto& [engine, n] : kernels) byEngine[engine].reserve(n);  // no rehash visiting every node
-  for (const auto& [packPtr, engine] : served) {
+  std::map<Catalog, std::unordered_map<std::string, Group>> byCatalog;
+  for (const auto& [catalog, n] : kernels) byCatalog[catalog].reserve(n);  // no rehash visiting every node
+  for (const auto& [packPtr, catalog] : served) {
     Pack& p = *packPtr;
-    std::unordered_map<std::string, Group>& groups = byEngine[engine];
+    const Engine* engine = catalog.first;
+    std::unordered_map<std::string, Group>& groups = byCatalog[catalog];
     for (PackMember& m : p.members) {
-      const auto slot = groups.try_emplace(canonicalMetadataText(m.completedMetadata)).first;
-      const std::string& text = slot->first;
-      Group& group = slot->second;
+      const auto entry = groups.try_emplace(canonicalMetadataText(m.completedMetadata)).first;
+      const std::string& text = entry->first;
+      Group& group = entry->second;
       bool clash = false;
       for (std::size_t k = 0; k < group.count; ++k) {
         const Seen& s = k == 0 ? group.first : group.more[k - 1];
@@ -449,8 +491,9 @@ void Loader::checkMetadataUnique() {
         set_.diagnostics.push_back(
             makeError(codes::METADATA_NOT_UNIQUE, m.kernel.file, jsonPathKey(m.kernel.jsonPath, "metadata"),
                       "completed metadata " + text + " of " + kernelLabel(m.kernel) + " equals that of " +
-                          kernelLabel(other) + " (" + where + ") under engine '" + engine->name + "'" + onText +
-                          "; the engine cannot tell them apart"));
+                          kernelLabel(other) + " (" + where + ") under engine '" + engine->name + "'" +
+                          (engine->slotted() ? " (slot '" + engine->slots[catalog.second].name + "')" : "") + onText +
+                          "; the " + (engine->slotted() ? "slot" : "engine") + " cannot tell them apart"));
         clash = true;
         break;
       }
@@ -494,9 +537,11 @@ void Loader::compact() {
 void Loader::resolve() {
   uniqueIds();
   checkArtifacts();
+  checkTrainedSlots();
   resolveEngines();
   checkTrainedAgainst();
   resolvePacks();
+  checkSlotsFilled();
   checkMetadataUnique();
   compact();
 }

@@ -34,7 +34,8 @@ bool inShard(const Pack& pack, const Kernel& kernel, const std::string& arch);
 
 // What the shard of `arch` ships: the packs with a kernel on it, those kernels,
 // and the generic descriptors those packs reach (KDP -> matchers, engine,
-// dispatch; UED -> KMD and UHDs), each in load order. An empty arch: any shard.
+// dispatch; UED -> KMD and UHDs, its slots' included), each in load order. An
+// empty arch: any shard.
 struct ShardContents {
   std::vector<const Pack*> packs;
   std::vector<const PackMember*> kernels;  // the kernels of those packs in the shard

@@ -24,13 +24,14 @@ ARCH = "gfx90a"
 
 
 def pack_example(tmp_path_factory: pytest.TempPathFactory, name: str,
-                 arches: Sequence[str] = (ARCH,)) -> tuple[Path, Path]:
+                 arches: Sequence[str] = (ARCH,), *extra: str) -> tuple[Path, Path]:
     """The example tree copied and packed: (tree, out root). The compile cache is shared
-    by every module of the session (it is content-addressed), so each compile runs once."""
+    by every module of the session (it is content-addressed), so each compile runs once.
+    ``extra`` goes to pack (``--exclude-folder X``)."""
     base = tmp_path_factory.mktemp(name)
     cache = tmp_path_factory.getbasetemp() / "shard-tools-cache"
     tree = copy_example(base / "tree")
-    r = run_pack(tree, base / "out", arches, cache=cache)
+    r = run_pack(tree, base / "out", arches, *extra, cache=cache)
     assert r.returncode == 0, r.stderr
     return tree, base / "out"
 

@@ -357,6 +357,7 @@ class Code:
     ERROR: ClassVar[str]
     HANDLER_FAILED: ClassVar[str]
     HASH_UNCHECKED: ClassVar[str]
+    HEURISTIC_FAILED: ClassVar[str]
     HEURISTIC_UNKNOWN: ClassVar[str]
     INTERNAL: ClassVar[str]
     JSON: ClassVar[str]

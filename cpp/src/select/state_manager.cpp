@@ -69,12 +69,16 @@ StateManager::StateManager(std::shared_ptr<const DescriptorSet> set, const Regis
     std::size_t index;
   };
   std::vector<Rank> order(kept_.size());
+  std::size_t ranks = 0;
   for (std::size_t i = 0; i < kept_.size(); ++i) {
+    // A slotted engine's kernels run only in its slot programs.
+    if (kept_[i].engine != nullptr && kept_[i].engine->slotted()) continue;
     std::uint64_t prefix = 0;
     for (std::size_t b = 0; b < 8; ++b)
       prefix = (prefix << 8) | (b < keys[i].size() ? static_cast<unsigned char>(keys[i][b]) : 0U);
-    order[i] = Rank{kept_[i].kernel->priority, prefix, i};
+    order[ranks++] = Rank{kept_[i].kernel->priority, prefix, i};
   }
+  order.resize(ranks);
   std::sort(order.begin(), order.end(), [&](const Rank& a, const Rank& b) {
     if (a.priority != b.priority) return a.priority > b.priority;
     if (a.prefix != b.prefix) return a.prefix < b.prefix;
@@ -192,6 +196,7 @@ void StateManager::build(const Registry& registry) {
       }
     }
   }
+  buildSlots(registry, warnOnce);
 }
 
 const KernelDefinition* StateManager::find(std::string_view kernelId) const {
@@ -199,27 +204,29 @@ const KernelDefinition* StateManager::find(std::string_view kernelId) const {
   return it == keptByKey_.end() ? nullptr : &kept_[it->second];
 }
 
+Result<bool> matchersAccept(const KernelDefinition& d, const Json& problem) {
+  for (const BoundMatcher& m : d.matchers) {
+    if (!m.handler) continue;
+    auto verdict = m.handler->matches(*d.kernel, problem);
+    if (!verdict) {
+      Diagnostic e = verdict.error();
+      if (e.code.empty()) e.code = codes::MATCHER_FAILED;
+      e.message = "matcher '" + m.symbol + "' failed for " + kernelLabel(*d.kernel) + " of pack '" + d.pack->name +
+                  "': " + e.message;
+      return Result<bool>::failure(std::move(e));
+    }
+    if (!verdict.value()) return Result<bool>::success(false);
+  }
+  return Result<bool>::success(true);
+}
+
 Result<const KernelDefinition*> StateManager::select(const Json& problem) const {
   using R = Result<const KernelDefinition*>;
   for (const std::size_t index : ranked_) {
     const KernelDefinition* d = &kept_[index];
-    bool accepted = true;
-    for (const BoundMatcher& m : d->matchers) {
-      if (!m.handler) continue;
-      auto verdict = m.handler->matches(*d->kernel, problem);
-      if (!verdict) {
-        Diagnostic e = verdict.error();
-        if (e.code.empty()) e.code = codes::MATCHER_FAILED;
-        e.message = "matcher '" + m.symbol + "' failed for " + kernelLabel(*d->kernel) + " of pack '" + d->pack->name +
-                    "': " + e.message;
-        return R::failure(std::move(e));
-      }
-      if (!verdict.value()) {
-        accepted = false;
-        break;
-      }
-    }
-    if (accepted) return R::success(d);
+    auto accepted = matchersAccept(*d, problem);
+    if (!accepted) return R::failure(accepted.error());
+    if (accepted.value()) return R::success(d);
   }
   return R::success(nullptr);
 }

@@ -161,9 +161,9 @@ class StateManager {
   Result<std::vector<std::uint8_t>> loadLaunchCode(std::string_view kernelId, const std::optional<std::string>& launch,
                                                    const std::string& arch, bool keepBytes) const;
   void build(const Registry& registry);
-  void buildSlots(const Registry& registry, const std::function<void(const std::string&, const std::string&,
-                                                                    const std::string&, const std::string&,
-                                                                    const std::string&)>& warnOnce);
+  void buildSlots(const Registry& registry,
+                  const std::function<void(const std::string&, const std::string&, const std::string&,
+                                           const std::string&, const std::string&)>& warnOnce);
   void drop(const Pack& pack, const PackMember& m, const std::string& symbol, const std::string& code,
             const std::string& reason);
 

@@ -44,9 +44,7 @@ std::string engineLabel(const Engine& e) { return "engine '" + e.name + "'"; }
 
 // --------------------------------------------------------------------------- catalogs
 
-void StateManager::buildSlots(const Registry& registry,
-                              const std::function<void(const std::string&, const std::string&, const std::string&,
-                                                       const std::string&, const std::string&)>& warnOnce) {
+void StateManager::buildSlots(const Registry& registry, const WarnOnce& warnOnce) {
   const bool anySlots =
       std::any_of(set_->engines.begin(), set_->engines.end(), [](const Engine& e) { return e.slotted(); }) ||
       std::any_of(set_->packs.begin(), set_->packs.end(), [](const Pack& p) { return p.slot; });
@@ -87,17 +85,7 @@ void StateManager::buildSlots(const Registry& registry,
         c.applicabilityHandler = registry.heuristic(*c.applicabilityHeuristic->symbol);
       }
       // Heuristics are looked up, not required: a missing one is a warning, as an engine's.
-      for (const auto& [role, table] : s.heuristics) {
-        for (const auto& [arch, ids] : table) {
-          for (const std::string& id : ids) {
-            const HeuristicDescriptor* uhd = set_->findHeuristic(id);
-            if (uhd == nullptr || !uhd->symbol || registry.heuristic(*uhd->symbol)) continue;
-            warnOnce(codes::HEURISTIC_UNKNOWN, *uhd->symbol, uhd->file, "$." + uhd->adapter + ".symbol",
-                     "no heuristic is registered for symbol '" + *uhd->symbol + "' (UHD '" + uhd->name + "', " + role +
-                         " of slot '" + s.name + "' of engine '" + e.name + "')");
-          }
-        }
-      }
+      warnUnregistered(s.heuristics, registry, "slot '" + s.name + "' of engine '" + e.name + "'", warnOnce);
       se.slots.push_back(std::move(c));
     }
     slotted_.push_back(std::move(se));

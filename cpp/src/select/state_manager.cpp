@@ -183,20 +183,25 @@ void StateManager::build(const Registry& registry) {
                  "no matcher is registered for graph match symbol '" + *engine->graphMatchSymbol + "' of engine '" +
                      engine->name + "'");
       }
-      for (const auto& [role, table] : engine->heuristics) {
-        for (const auto& [arch, ids] : table) {
-          for (const std::string& id : ids) {
-            const HeuristicDescriptor* uhd = set_->findHeuristic(id);
-            if (uhd == nullptr || !uhd->symbol || registry.heuristic(*uhd->symbol)) continue;
-            warnOnce(codes::HEURISTIC_UNKNOWN, *uhd->symbol, uhd->file, "$." + uhd->adapter + ".symbol",
-                     "no heuristic is registered for symbol '" + *uhd->symbol + "' (UHD '" + uhd->name + "', " + role +
-                         " of engine '" + engine->name + "')");
-          }
-        }
-      }
+      warnUnregistered(engine->heuristics, registry, "engine '" + engine->name + "'", warnOnce);
     }
   }
   buildSlots(registry, warnOnce);
+}
+
+void StateManager::warnUnregistered(const std::map<std::string, HeuristicRoleMap>& heuristics, const Registry& registry,
+                                    const std::string& whose, const WarnOnce& warnOnce) const {
+  for (const auto& [role, table] : heuristics) {
+    for (const auto& [arch, ids] : table) {
+      for (const std::string& id : ids) {
+        const HeuristicDescriptor* uhd = set_->findHeuristic(id);
+        if (uhd == nullptr || !uhd->symbol || registry.heuristic(*uhd->symbol)) continue;
+        warnOnce(codes::HEURISTIC_UNKNOWN, *uhd->symbol, uhd->file, "$." + uhd->adapter + ".symbol",
+                 "no heuristic is registered for symbol '" + *uhd->symbol + "' (UHD '" + uhd->name + "', " + role +
+                     " of " + whose + ")");
+      }
+    }
+  }
 }
 
 const KernelDefinition* StateManager::find(std::string_view kernelId) const {

@@ -160,10 +160,15 @@ class StateManager {
  private:
   Result<std::vector<std::uint8_t>> loadLaunchCode(std::string_view kernelId, const std::optional<std::string>& launch,
                                                    const std::string& arch, bool keepBytes) const;
+  // A warning (code, symbol, file, JSON path, message), given once per code and symbol.
+  using WarnOnce = std::function<void(const std::string&, const std::string&, const std::string&, const std::string&,
+                                      const std::string&)>;
   void build(const Registry& registry);
-  void buildSlots(const Registry& registry,
-                  const std::function<void(const std::string&, const std::string&, const std::string&,
-                                           const std::string&, const std::string&)>& warnOnce);
+  void buildSlots(const Registry& registry, const WarnOnce& warnOnce);
+  // HEURISTIC_UNKNOWN for each UHD of `heuristics` whose symbol nobody registered; `whose`
+  // words the owner ("engine 'x'", "slot 's' of engine 'x'").
+  void warnUnregistered(const std::map<std::string, HeuristicRoleMap>& heuristics, const Registry& registry,
+                        const std::string& whose, const WarnOnce& warnOnce) const;
   void drop(const Pack& pack, const PackMember& m, const std::string& symbol, const std::string& code,
             const std::string& reason);
 

@@ -51,25 +51,35 @@ void StateManager::buildSlots(const Registry& registry, const WarnOnce& warnOnce
   if (!anySlots) return;  // an unslotted set: nothing here changes what the manager keeps
   const std::string archText = arch_.empty() ? std::string("any arch") : bareArch(arch_);
 
-  // The slotted engines that ship for the arch: some kernel of theirs runs on it.
-  std::unordered_map<const Engine*, std::size_t> engineIndex;
-  std::unordered_map<std::string, const Pack*> packById;  // packs of slotted engines, by id key
-  for (const Pack& p : set_->packs) {
-    const Engine* e = set_->engineOf(p);
-    if (e == nullptr || !e->slotted()) continue;
-    packById.emplace(idKey(p.id), &p);
-    if (engineIndex.count(e) != 0) continue;
-    const bool ships = std::any_of(p.members.begin(), p.members.end(),
-                                   [&](const PackMember& m) { return kernelRunsOn(p, m.kernel, arch_); });
-    if (!ships) continue;
-    engineIndex.emplace(e, 0);
+  // The slotted engines that ship for the arch: some kernel of theirs runs on it,
+  // kept or dropped. Engines are found by their place in the set (no lookups by id).
+  const auto placeOf = [&](const Engine* e) { return static_cast<std::size_t>(e - set_->engines.data()); };
+  std::vector<std::size_t> engineIndex(set_->engines.size(), kNoSlot);  // place -> index into slotted_
+  const Engine* lastShipping = nullptr;
+  for (const KernelDefinition& d : kept_) {
+    if (d.engine == lastShipping || d.engine == nullptr || !d.engine->slotted()) continue;
+    lastShipping = d.engine;
+    engineIndex[placeOf(d.engine)] = 0;
   }
+  // The (rare) dropped kernels' packs, by id key, for their engines and slots.
+  std::unordered_map<std::string, const Pack*> packById;
+  for (const DroppedKernel& d : dropped_) {
+    std::string key = idKey(d.packId);
+    if (packById.count(key) != 0) continue;
+    const Pack* p = set_->findPack(d.packId);
+    packById.emplace(std::move(key), p);
+    const Engine* e = p != nullptr ? set_->engineOf(*p) : nullptr;
+    if (e != nullptr && e->slotted()) engineIndex[placeOf(e)] = 0;
+  }
+  slotted_.reserve(static_cast<std::size_t>(
+      std::count_if(engineIndex.begin(), engineIndex.end(), [](std::size_t i) { return i != kNoSlot; })));
   for (const Engine& e : set_->engines) {
-    const auto it = engineIndex.find(&e);
-    if (it == engineIndex.end()) continue;
-    it->second = slotted_.size();
+    std::size_t& index = engineIndex[placeOf(&e)];
+    if (index == kNoSlot) continue;
+    index = slotted_.size();
     SlottedEngine se;
     se.engine = &e;
+    se.slots.reserve(e.slots.size());
     for (std::size_t i = 0; i < e.slots.size(); ++i) {
       const EngineSlot& s = e.slots[i];
       SlotCatalog c;
@@ -85,58 +95,73 @@ void StateManager::buildSlots(const Registry& registry, const WarnOnce& warnOnce
         c.applicabilityHandler = registry.heuristic(*c.applicabilityHeuristic->symbol);
       }
       // Heuristics are looked up, not required: a missing one is a warning, as an engine's.
-      warnUnregistered(s.heuristics, registry, "slot '" + s.name + "' of engine '" + e.name + "'", warnOnce);
+      if (!s.heuristics.empty()) {
+        warnUnregistered(s.heuristics, registry, "slot '" + s.name + "' of engine '" + e.name + "'", warnOnce);
+      }
       se.slots.push_back(std::move(c));
     }
     slotted_.push_back(std::move(se));
   }
 
-  // Each kept kernel's slot; a kernel whose pack's slot does not fit its engine is dropped.
-  std::vector<std::size_t> slotOf(kept_.size(), kNoSlot);
+  // Each kept kernel's slot catalog, judged once per pack (kept_ holds a pack's
+  // kernels together); a kernel whose pack's slot does not fit its engine is dropped.
+  std::vector<SlotCatalog*> catalog(kept_.size(), nullptr);
+  std::vector<std::size_t> engineOfKept(kept_.size(), kNoSlot);
+  std::vector<std::vector<std::size_t>> counts(slotted_.size());
+  for (std::size_t e = 0; e < slotted_.size(); ++e) counts[e].assign(slotted_[e].slots.size(), 0);
   std::vector<bool> gone(kept_.size(), false);
+  const Pack* lastPack = nullptr;
+  SlotCatalog* lastCatalog = nullptr;
+  std::size_t lastEngine = kNoSlot;
+  std::string dropCode, dropReason;
   for (std::size_t i = 0; i < kept_.size(); ++i) {
     const KernelDefinition& d = kept_[i];
-    const Pack& p = *d.pack;
-    const Engine* e = d.engine;
-    if (e == nullptr || !e->slotted()) {
-      if (!p.slot) continue;
-      drop(p, *d.member, d.dispatchSymbol, codes::SLOT_UNEXPECTED,
-           "its pack names slot '" + *p.slot + "', but " +
-               (e == nullptr ? std::string("names no engine") : engineLabel(*e) + " has no slots"));
-      gone[i] = true;
-      continue;
+    if (d.pack != lastPack) {
+      lastPack = d.pack;
+      const Pack& p = *d.pack;
+      const Engine* e = d.engine;
+      lastCatalog = nullptr;
+      lastEngine = kNoSlot;
+      dropCode.clear();
+      if (e == nullptr || !e->slotted()) {
+        if (p.slot) {
+          dropCode = codes::SLOT_UNEXPECTED;
+          dropReason = "its pack names slot '" + *p.slot + "', but " +
+                       (e == nullptr ? std::string("names no engine") : engineLabel(*e) + " has no slots");
+        }
+      } else if (const std::optional<std::size_t> slot = p.slot ? e->slotIndex(*p.slot) : std::nullopt) {
+        lastEngine = engineIndex[placeOf(e)];  // set: a kept kernel of it runs on the arch
+        lastCatalog = &slotted_[lastEngine].slots[*slot];
+      } else {
+        dropCode = p.slot ? codes::SLOT_UNKNOWN : codes::SLOT_MISSING;
+        dropReason = (p.slot ? "its pack names slot '" + *p.slot + "', which " + engineLabel(*e) + " does not have"
+                             : "its pack names no slot, but " + engineLabel(*e) + " runs slots") +
+                     " (its slots: " + quotedList(slotNames(*e)) + ")";
+      }
     }
-    const std::optional<std::size_t> slot = p.slot ? e->slotIndex(*p.slot) : std::nullopt;
-    if (!slot) {
-      drop(p, *d.member, d.dispatchSymbol, p.slot ? codes::SLOT_UNKNOWN : codes::SLOT_MISSING,
-           (p.slot ? "its pack names slot '" + *p.slot + "', which " + engineLabel(*e) + " does not have"
-                   : "its pack names no slot, but " + engineLabel(*e) + " runs slots") +
-               " (its slots: " + quotedList(slotNames(*e)) + ")");
+    if (!dropCode.empty()) {
+      drop(*d.pack, *d.member, d.dispatchSymbol, dropCode, dropReason);
       gone[i] = true;
-      continue;
+    } else if (lastCatalog != nullptr) {
+      catalog[i] = lastCatalog;
+      engineOfKept[i] = lastEngine;
+      ++counts[lastEngine][lastCatalog->index];
     }
-    slotOf[i] = *slot;
   }
 
   // What was dropped joins its slot's catalog (in drop order: load order, then the slot rules).
   auto catalogOf = [&](const std::string& packId) -> SlotCatalog* {
-    const auto p = packById.find(idKey(packId));
-    if (p == packById.end() || !p->second->slot) return nullptr;
+    std::string key = idKey(packId);
+    auto p = packById.find(key);
+    if (p == packById.end()) p = packById.emplace(std::move(key), set_->findPack(packId)).first;
+    if (p->second == nullptr || !p->second->slot) return nullptr;
     const Engine* e = set_->engineOf(*p->second);
-    const auto at = engineIndex.find(e);
-    const auto slot = e->slotIndex(*p->second->slot);
-    if (at == engineIndex.end() || !slot) return nullptr;
-    return &slotted_[at->second].slots[*slot];
+    const auto slot = e != nullptr ? e->slotIndex(*p->second->slot) : std::nullopt;
+    if (!slot || engineIndex[placeOf(e)] == kNoSlot) return nullptr;
+    return &slotted_[engineIndex[placeOf(e)]].slots[*slot];
   };
 
   // A slot without a kept kernel drops its engine for the arch: every slot must run.
-  std::vector<std::vector<std::size_t>> counts(slotted_.size());
-  for (std::size_t e = 0; e < slotted_.size(); ++e) counts[e].assign(slotted_[e].slots.size(), 0);
-  for (std::size_t i = 0; i < kept_.size(); ++i) {
-    if (gone[i] || slotOf[i] == kNoSlot) continue;
-    const auto at = engineIndex.find(kept_[i].engine);
-    if (at != engineIndex.end()) ++counts[at->second][slotOf[i]];
-  }
   std::vector<bool> engineGone(slotted_.size(), false);
   for (std::size_t e = 0; e < slotted_.size(); ++e) {
     SlottedEngine& se = slotted_[e];
@@ -153,7 +178,10 @@ void StateManager::buildSlots(const Registry& registry, const WarnOnce& warnOnce
                                       " there " + (droppedHere == 1 ? "was" : "were") + " dropped"
                                 : "none of its kernels runs on " + archText;
     }
-    if (empty.empty()) continue;
+    if (empty.empty()) {
+      for (std::size_t c = 0; c < se.slots.size(); ++c) se.slots[c].kept.reserve(counts[e][c]);
+      continue;
+    }
     engineGone[e] = true;
     const std::string slots = (empty.size() == 1 ? "slot " : "slots ") + quotedList(empty);
     se.droppedReason = engineLabel(*se.engine) + " is dropped for " + archText + ": its " + slots +
@@ -161,40 +189,31 @@ void StateManager::buildSlots(const Registry& registry, const WarnOnce& warnOnce
                        "), and every slot must run";
   }
   for (std::size_t i = 0; i < kept_.size(); ++i) {
-    if (gone[i] || slotOf[i] == kNoSlot) continue;
-    const auto at = engineIndex.find(kept_[i].engine);
-    if (at == engineIndex.end() || !engineGone[at->second]) continue;
+    if (catalog[i] == nullptr || !engineGone[engineOfKept[i]]) continue;
     drop(*kept_[i].pack, *kept_[i].member, kept_[i].dispatchSymbol, codes::SLOT_EMPTY,
-         *slotted_[at->second].droppedReason);
+         *slotted_[engineOfKept[i]].droppedReason);
     gone[i] = true;
+    catalog[i] = nullptr;
   }
   for (const DroppedKernel& d : dropped_) {
     if (SlotCatalog* c = catalogOf(d.packId)) c->dropped.push_back(d);
   }
 
-  // kept_ is final from here on: the catalogs point into it.
-  std::vector<KernelDefinition> survivors;
-  std::vector<std::size_t> survivorSlot;
-  survivors.reserve(kept_.size());
-  for (std::size_t i = 0; i < kept_.size(); ++i) {
-    if (gone[i]) continue;
-    survivors.push_back(std::move(kept_[i]));
-    survivorSlot.push_back(slotOf[i]);
-  }
-  kept_ = std::move(survivors);
-  for (std::size_t i = 0; i < kept_.size(); ++i) {
-    if (survivorSlot[i] == kNoSlot) continue;
-    const auto at = engineIndex.find(kept_[i].engine);
-    if (at != engineIndex.end()) slotted_[at->second].slots[survivorSlot[i]].kept.push_back(&kept_[i]);
-  }
-  for (SlottedEngine& se : slotted_) {
-    for (SlotCatalog& c : se.slots) {
-      std::stable_sort(c.kept.begin(), c.kept.end(), [](const KernelDefinition* a, const KernelDefinition* b) {
-        if (a->kernel->priority != b->kernel->priority) return a->kernel->priority > b->kernel->priority;
-        return idKey(a->kernel->id) < idKey(b->kernel->id);
-      });
+  // kept_ is final from here on: the constructor fills each catalog, in its
+  // ranking order, through catalogOfKept_.
+  if (std::find(gone.begin(), gone.end(), true) != gone.end()) {
+    std::vector<KernelDefinition> survivors;
+    std::vector<SlotCatalog*> survivorCatalog;
+    survivors.reserve(kept_.size());
+    for (std::size_t i = 0; i < kept_.size(); ++i) {
+      if (gone[i]) continue;
+      survivors.push_back(std::move(kept_[i]));
+      survivorCatalog.push_back(catalog[i]);
     }
+    kept_ = std::move(survivors);
+    catalog = std::move(survivorCatalog);
   }
+  catalogOfKept_ = std::move(catalog);
 }
 
 const SlottedEngine* StateManager::slotted(std::string_view engineId) const {

@@ -69,24 +69,34 @@ StateManager::StateManager(std::shared_ptr<const DescriptorSet> set, const Regis
     std::size_t index;
   };
   std::vector<Rank> order(kept_.size());
-  std::size_t ranks = 0;
   for (std::size_t i = 0; i < kept_.size(); ++i) {
-    // A slotted engine's kernels run only in its slot programs.
-    if (kept_[i].engine != nullptr && kept_[i].engine->slotted()) continue;
     std::uint64_t prefix = 0;
     for (std::size_t b = 0; b < 8; ++b)
       prefix = (prefix << 8) | (b < keys[i].size() ? static_cast<unsigned char>(keys[i][b]) : 0U);
-    order[ranks++] = Rank{kept_[i].kernel->priority, prefix, i};
+    order[i] = Rank{kept_[i].kernel->priority, prefix, i};
   }
-  order.resize(ranks);
   std::sort(order.begin(), order.end(), [&](const Rank& a, const Rank& b) {
     if (a.priority != b.priority) return a.priority > b.priority;
     if (a.prefix != b.prefix) return a.prefix < b.prefix;
     if (const int c = keys[a.index].compare(keys[b.index]); c != 0) return c < 0;
     return a.index < b.index;  // equal keys keep kept_'s order, as a stable sort would
   });
-  ranked_.resize(order.size());
-  for (std::size_t i = 0; i < order.size(); ++i) ranked_[i] = order[i].index;
+  if (catalogOfKept_.empty()) {
+    ranked_.resize(order.size());
+    for (std::size_t i = 0; i < order.size(); ++i) ranked_[i] = order[i].index;
+    return;
+  }
+  // A slotted engine's kernels run only in its slot programs: each goes to its
+  // slot's catalog, which so keeps the same order as select()'s.
+  ranked_.reserve(order.size());
+  for (const Rank& r : order) {
+    if (SlotCatalog* catalog = catalogOfKept_[r.index]) {
+      catalog->kept.push_back(&kept_[r.index]);
+    } else {
+      ranked_.push_back(r.index);
+    }
+  }
+  catalogOfKept_ = {};  // only the constructor uses it
 }
 
 void StateManager::drop(const Pack& pack, const PackMember& m, const std::string& symbol, const std::string& code,

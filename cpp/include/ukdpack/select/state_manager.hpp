@@ -188,6 +188,8 @@ class StateManager {
   std::vector<std::string> log_;
   std::vector<Diagnostic> diagnostics_;
   std::vector<SlottedEngine> slotted_;
+  // While the constructor runs: per kept_ index its slot's catalog (nullptr: not slotted).
+  std::vector<SlotCatalog*> catalogOfKept_;
   std::shared_ptr<ArchiveCache> cache_;
 };
 

@@ -505,8 +505,8 @@ struct PySlotProgram {
 
 py::dict slottedDict(const SlottedEngine& se) {
   py::dict out;
-  out["engine_id"] = se.engine->id;
-  out["engine_name"] = se.engine->name;
+  out["id"] = se.engine->id;
+  out["name"] = se.engine->name;
   py::list slots;
   for (const SlotCatalog& c : se.slots) {
     py::dict slot;
@@ -1080,7 +1080,7 @@ void bindStateManager(py::module_& m) {
             for (const SlottedEngine& se : s.manager->slottedEngines()) out.append(slottedDict(se));
             return out;
           },
-          "The slotted engines that ship for the arch: {engine_id, engine_name, slots: [{name, index, kept: "
+          "The slotted engines that ship for the arch: {id, name, slots: [{name, index, kept: "
           "[kernel ids, in catalog order], dropped: [{kernel_id, name, code, reason}], ranker, rank_heuristic, "
           "applicability_heuristic}], dropped_reason (None, or why a slot empty on the arch drops the engine)}.")
       .def(

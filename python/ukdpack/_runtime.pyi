@@ -228,8 +228,8 @@ class SlotCatalogDict(TypedDict):
     applicability_heuristic: str | None
 
 class SlottedEngineDict(TypedDict):
-    engine_id: str
-    engine_name: str
+    id: str
+    name: str
     slots: list[SlotCatalogDict]
     dropped_reason: str | None
 

@@ -81,7 +81,7 @@ def _picks(program: _runtime.SlotProgram) -> list[tuple[str, str, bool]]:
 def test_slotted_engines_lists_each_slots_catalog(dset: _runtime.DescriptorSet) -> None:
     sm = _runtime.StateManager(dset, handlers={"sym_one": []}, arch="gfx90a")
     (engine,) = sm.slotted_engines()
-    assert engine["engine_id"] == "ued-s" and engine["engine_name"] == "test:slotted"
+    assert engine["id"] == "ued-s" and engine["name"] == "test:slotted"
     assert engine["dropped_reason"] is None
     assert [s["name"] for s in engine["slots"]] == list(SLOTS)
     prep, main, finish = engine["slots"]

@@ -152,7 +152,7 @@ const Json kProblem = {{"n", 7}};
 
 }  // namespace
 
-TEST(Slots, CatalogsKeepEachSlotsKernelsInPriorityThenIdOrderAndSelectSkipsThem) {
+TEST(SlotRuntime, CatalogsKeepEachSlotsKernelsInPriorityThenIdOrderAndSelectSkipsThem) {
   Tree tree;
   const StateManager sm(tree.load(), registry(), "gfx90a");
   ASSERT_EQ(sm.slottedEngines().size(), 1u);
@@ -181,7 +181,7 @@ TEST(Slots, CatalogsKeepEachSlotsKernelsInPriorityThenIdOrderAndSelectSkipsThem)
   EXPECT_EQ(withoutA.select(kProblem).value(), nullptr);
 }
 
-TEST(Slots, DefaultPicksAreEachSlotsBestRankedApplicableKernel) {
+TEST(SlotRuntime, DefaultPicksAreEachSlotsBestRankedApplicableKernel) {
   Tree tree;
   const StateManager sm(tree.load(), registry(), "gfx90a");
   auto program = ukdpack::makeSlotProgram(sm, "ued-s", kProblem);
@@ -205,7 +205,7 @@ TEST(Slots, DefaultPicksAreEachSlotsBestRankedApplicableKernel) {
             "slot 'finish' of engine 'test:slotted' has no kept kernel that applies to the problem (1 kept)");
 }
 
-TEST(Slots, ChosenPicksAreCheckedAgainstTheirSlot) {
+TEST(SlotRuntime, ChosenPicksAreCheckedAgainstTheirSlot) {
   Tree tree;
   const StateManager sm(tree.load(), registry(std::make_shared<Refusing>(std::set<std::string>{"m2"})), "gfx90a");
   auto chosen = ukdpack::makeSlotProgram(sm, "ued-s", kProblem, {{"prep", "ukd-p1"}});
@@ -251,7 +251,7 @@ TEST(Slots, ChosenPicksAreCheckedAgainstTheirSlot) {
   EXPECT_EQ(ukdpack::makeSlotProgram(sm, "ued-1", kProblem).error().code, "ENGINE_NOT_SLOTTED");
 }
 
-TEST(Slots, NativeRankerAndApplicabilityArePerSlotAndPerProblem) {
+TEST(SlotRuntime, NativeRankerAndApplicabilityArePerSlotAndPerProblem) {
   const Json roles = {{"sort_kernel_catalog", {{"default", "uhd-rank"}}},
                       {"predict_applicable_kernels", {{"gfx90a", "uhd-fit"}}}};
   Tree tree({}, roles);
@@ -302,7 +302,7 @@ TEST(Slots, NativeRankerAndApplicabilityArePerSlotAndPerProblem) {
             (std::vector<std::string>{"prep=p2", "main=m1", "finish=f1"}));
 }
 
-TEST(Slots, ASlotEmptyOnTheArchDropsTheEngineForThatArch) {
+TEST(SlotRuntime, ASlotEmptyOnTheArchDropsTheEngineForThatArch) {
   Tree tree({"gfx942"});
   const StateManager other(tree.load(), registry(), "gfx942");
   EXPECT_FALSE(other.slotted("ued-s")->droppedReason);
@@ -358,7 +358,7 @@ TEST(Slots, ASlotEmptyOnTheArchDropsTheEngineForThatArch) {
   EXPECT_EQ(none.error().message, "engine 'test:slotted' ships no kernel for gfx90a");
 }
 
-TEST(Slots, SavingAPlanOfASlottedKernelIsRefused) {
+TEST(SlotRuntime, SavingAPlanOfASlottedKernelIsRefused) {
   Tree tree;
   const DescriptorSet set = tree.load();
   auto refused = ukdpack::capturePlan(set, "ukd-p1");
@@ -372,7 +372,7 @@ TEST(Slots, SavingAPlanOfASlottedKernelIsRefused) {
   EXPECT_EQ(ukdpack::capturePlan(set, "ukd-a1").error().code, "PLAN_NOT_PACKED");
 }
 
-TEST(Slots, SelectorRevisionCoversSlotNamesOrderAndMembership) {
+TEST(SlotRuntime, SelectorRevisionCoversSlotNamesOrderAndMembership) {
   Tree tree;
   const DescriptorSet set = tree.load();
   const std::string before = ukdpack::selectorRevision(set, "kdp-prep").value();

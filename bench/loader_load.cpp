@@ -16,25 +16,12 @@
 #include <string>
 #include <vector>
 
+#include "bench_timing.hpp"
 #include "ukdpack/load/loader.hpp"
 #include "ukdpack/select/state_manager.hpp"
 
-namespace {
-
-// CPU time of the whole process (every thread), in ms: a loaded machine
-// stretches wall time, not this.
-double cpuMs() {
-  timespec ts{};
-  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
-  return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
-}
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v.empty() ? 0.0 : v[v.size() / 2];
-}
-
-}  // namespace
+using ukdbench::cpuMs;
+using ukdbench::median;
 
 int main(int argc, char** argv) {
   if (argc < 2) {

@@ -33,6 +33,50 @@ PyBuffer allocate(const std::shared_ptr<DeviceBackend>& backend, std::size_t byt
   return PyBuffer{std::make_shared<DeviceBuffer>(valueOr(DeviceBuffer::allocate(backend, bytes)))};
 }
 
+// Plan.run and DeviceSlotProgram.run: over `workspace`, else the plan's own
+// (kept in `own`, made at the first run), every launch enqueued with the GIL
+// held (Python handlers prepare them), the wait without it.
+template <class P>
+void runFromPython(P& plan, py::object& own, const py::object& args, const py::object& workspace, const char* what) {
+  py::object ws = workspace;
+  if (ws.is_none()) {
+    if (!own) own = py::cast(allocate(plan.backend(), plan.workspaceSize()));
+    ws = own;
+  }
+  if (!py::isinstance<PyBuffer>(ws)) {
+    throw py::type_error(std::string(what) + ": workspace must be a DeviceBuffer, found " +
+                         std::string(py::str(py::type::of(ws))));
+  }
+  const DeviceBuffer& buffer = *ws.cast<const PyBuffer&>().buffer;
+  if (buffer.backend() != plan.backend()) {
+    throw py::value_error(std::string(what) + ": the workspace belongs to another backend than the plan's");
+  }
+  PyRunArgs run;
+  run.args = args;
+  run.workspace = ws;
+  auto launched = plan.enqueue(buffer.ptr(), buffer.size(), &run);
+  if (!launched) raiseFailure(launched.error(), run.error);
+  Result<bool> done = Result<bool>::success(true);
+  {
+    py::gil_scoped_release nogil;
+    done = plan.synchronize();
+  }
+  check(done);
+}
+
+py::dict planDict(const DevicePlan& plan) {
+  py::dict out;
+  out["kernel_id"] = plan.definition().kernel->id;
+  out["name"] = plan.definition().kernel->name;
+  out["launches"] = plan.launchNames();
+  std::vector<std::string> symbols;
+  for (const PlanLaunch& l : plan.launches()) symbols.push_back(l.symbol);
+  out["symbols"] = symbols;
+  out["workspace_size"] = plan.workspaceSize();
+  out["module_count"] = plan.moduleCount();
+  return out;
+}
+
 std::string backendRepr(const PyBackend& b) {
   return "<ukdpack " + b.backend->name() + " backend: device " + std::to_string(b.backend->device()) + ", " +
          b.backend->arch() + ">";
@@ -159,30 +203,7 @@ void bindDevice(py::module_& m) {
       .def(
           "run",
           [](PyPlan& p, const py::object& args, const py::object& workspace) {
-            py::object ws = workspace;
-            if (ws.is_none()) {
-              if (!p.workspace) p.workspace = py::cast(allocate(p.plan->backend(), p.plan->workspaceSize()));
-              ws = p.workspace;
-            }
-            if (!py::isinstance<PyBuffer>(ws)) {
-              throw py::type_error("Plan.run: workspace must be a DeviceBuffer, found " +
-                                   std::string(py::str(py::type::of(ws))));
-            }
-            const DeviceBuffer& buffer = *ws.cast<const PyBuffer&>().buffer;
-            if (buffer.backend() != p.plan->backend()) {
-              throw py::value_error("Plan.run: the workspace belongs to another backend than the plan's");
-            }
-            PyRunArgs run;
-            run.args = args;
-            run.workspace = ws;
-            auto launched = p.plan->enqueue(buffer.ptr(), buffer.size(), &run);
-            if (!launched) raiseFailure(launched.error(), run.error);
-            Result<bool> done = Result<bool>::success(true);
-            {
-              py::gil_scoped_release nogil;
-              done = p.plan->synchronize();
-            }
-            check(done);
+            runFromPython(*p.plan, p.workspace, args, workspace, "Plan.run");
           },
           py::arg("args") = py::none(), py::arg("workspace") = py::none(),
           "Runs every launch in order over one workspace (the plan's own, made at the first run, or the "
@@ -194,6 +215,47 @@ void bindDevice(py::module_& m) {
           names += (names.empty() ? "" : ", ") + (n.empty() ? "<single>" : n);
         return "<ukdpack Plan: kernel '" + p.plan->definition().kernel->name + "' [" + names + "] on " +
                p.plan->backend()->name() + " " + p.plan->arch() + ">";
+      });
+
+  py::class_<PySlotPlan>(m, "DeviceSlotProgram",
+                         "A slot program's picks planned on one backend (StateManager.plan_slots): run in slot "
+                         "order over one workspace every slot sees whole.")
+      .def_property_readonly("engine_id", [](const PySlotPlan& p) { return p.program->engine().id; })
+      .def_property_readonly("engine_name", [](const PySlotPlan& p) { return p.program->engine().name; })
+      .def_property_readonly(
+          "slots", [](const PySlotPlan& p) { return p.program->slots(); }, "Slot names in run order.")
+      .def_property_readonly(
+          "plans",
+          [](const PySlotPlan& p) {
+            py::list out;
+            for (std::size_t i = 0; i < p.program->plans().size(); ++i) {
+              py::dict d = planDict(p.program->plans()[i]);
+              d["slot"] = p.program->slots()[i];
+              out.append(d);
+            }
+            return out;
+          },
+          "Per slot in run order: {slot, kernel_id, name, launches, symbols, workspace_size, module_count}.")
+      .def_property_readonly(
+          "workspace_size", [](const PySlotPlan& p) { return p.program->workspaceSize(); },
+          "The largest workspace a pick needs: the one workspace every slot sees.")
+      .def(
+          "run",
+          [](PySlotPlan& p, const py::object& args, const py::object& workspace) {
+            runFromPython(*p.program, p.workspace, args, workspace, "DeviceSlotProgram.run");
+          },
+          py::arg("args") = py::none(), py::arg("workspace") = py::none(),
+          "Runs every pick's launches in slot order over one workspace (the program's own, made at the first "
+          "run, or the DeviceBuffer given), each pick's handler asked launch(launch, workspace, args) with the "
+          "same args, then synchronizes once. Raises RuntimeCheckError or DeviceError naming the slot.")
+      .def("__repr__", [](const PySlotPlan& p) {
+        std::string picks;
+        for (std::size_t i = 0; i < p.program->slots().size(); ++i) {
+          picks += (picks.empty() ? "" : ", ") + p.program->slots()[i] + "=" +
+                   p.program->plans()[i].definition().kernel->name;
+        }
+        return "<ukdpack DeviceSlotProgram: engine '" + p.program->engine().name + "' [" + picks + "] on " +
+               p.program->backend()->name() + ">";
       });
 }
 

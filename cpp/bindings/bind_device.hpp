@@ -11,6 +11,7 @@
 #include "ukdpack/base/diagnostics.hpp"
 #include "ukdpack/device/execution.hpp"
 #include "ukdpack/plan/plan.hpp"
+#include "ukdpack/plan/slot_plan.hpp"
 
 namespace ukdpack::bindings {
 
@@ -33,6 +34,13 @@ struct PyPlan {
   py::object owner;
   std::unique_ptr<DevicePlan> plan;
   py::object workspace;  // the plan's own DeviceBuffer, made at the first run that needs one
+};
+
+// A device slot program for Python (StateManager.plan_slots), held as PyPlan holds a plan.
+struct PySlotPlan {
+  py::object owner;
+  std::unique_ptr<DeviceSlotProgram> program;
+  py::object workspace;  // its own DeviceBuffer, made at the first run that needs one
 };
 
 // The `arguments` Plan.run passes through DevicePlan to a Python handler's

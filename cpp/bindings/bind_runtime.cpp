@@ -20,9 +20,11 @@
 #include "ukdpack/load/loader.hpp"
 #include "ukdpack/load/revision.hpp"
 #include "ukdpack/plan/plan.hpp"
+#include "ukdpack/plan/slot_plan.hpp"
 #include "ukdpack/rules/set_rules.hpp"
 #include "ukdpack/select/integrity.hpp"
 #include "ukdpack/select/registry.hpp"
+#include "ukdpack/select/slots.hpp"
 #include "ukdpack/select/state_manager.hpp"
 #include "views.hpp"
 
@@ -365,6 +367,65 @@ class PyMatchHandler : public MatchHandler {
   std::shared_ptr<PyKernelViews> views_;
 };
 
+// A heuristic given from Python: a callable ranker fn(kernels, problem) ->
+// indices best first, or an object with rank(kernels, problem) and/or
+// applicable(kernel, problem) -> bool; what it leaves out keeps the base's answer.
+class PyHeuristicHandler : public HeuristicHandler {
+ public:
+  PyHeuristicHandler(py::object obj, std::shared_ptr<PyKernelViews> views)
+      : obj_(std::move(obj)), views_(std::move(views)) {}
+  ~PyHeuristicHandler() override {
+    py::gil_scoped_acquire gil;
+    obj_ = py::object();
+  }
+  Result<std::vector<std::size_t>> rank(const std::vector<const Kernel*>& kernels, const Json& problem) const override {
+    using R = Result<std::vector<std::size_t>>;
+    py::gil_scoped_acquire gil;
+    const bool method = py::hasattr(obj_, "rank");
+    if (!method && !PyCallable_Check(obj_.ptr())) return HeuristicHandler::rank(kernels, problem);
+    try {
+      py::list views;
+      for (const Kernel* k : kernels) views.append(views_->dict(*k));
+      const py::object got = (method ? obj_.attr("rank") : obj_)(views, problemOf(problem));
+      std::vector<std::size_t> out;
+      for (const auto& item : got) {
+        if (!py::isinstance<py::int_>(item) || item.cast<std::int64_t>() < 0) {
+          return R::failure(makeError(codes::HEURISTIC_FAILED, "", "",
+                                      "it answered " + std::string(py::repr(got)) +
+                                          "; expected indices (non-negative ints) into the kernels it was given"));
+        }
+        out.push_back(item.cast<std::size_t>());
+      }
+      return R::success(std::move(out));
+    } catch (py::error_already_set& e) {
+      error = e.value();
+      return R::failure(makeError(codes::HEURISTIC_FAILED, "", "", "it raised " + exceptionText(e)));
+    }
+  }
+  Result<bool> applicable(const Kernel& kernel, const Json& problem) const override {
+    py::gil_scoped_acquire gil;
+    if (!py::hasattr(obj_, "applicable")) return Result<bool>::success(true);
+    try {
+      const py::object verdict = obj_.attr("applicable")(views_->dict(kernel), problemOf(problem));
+      const int truth = PyObject_IsTrue(verdict.ptr());
+      if (truth < 0) throw py::error_already_set();
+      return Result<bool>::success(truth == 1);
+    } catch (py::error_already_set& e) {
+      error = e.value();
+      return Result<bool>::failure(makeError(codes::HEURISTIC_FAILED, "", "", "it raised " + exceptionText(e)));
+    }
+  }
+  mutable py::object error;  // the exception it raised last, for __cause__
+
+ private:
+  // The very object the caller gave, when there is one (as a Python matcher gets it).
+  py::object problemOf(const Json& problem) const {
+    return views_->problem ? py::reinterpret_borrow<py::object>(views_->problem) : fromJson(problem);
+  }
+  py::object obj_;
+  std::shared_ptr<PyKernelViews> views_;
+};
+
 std::vector<std::string> launchNamesFrom(const py::handle& value, const std::string& symbol) {
   std::vector<std::string> names;
   for (const auto& item : value) {
@@ -400,8 +461,81 @@ std::shared_ptr<const DispatchHandler> handlerFrom(const std::string& symbol, co
 struct PyStateManager {
   std::shared_ptr<PyKernelViews> views;
   std::vector<std::shared_ptr<const PyMatchHandler>> matchers;
+  std::vector<std::shared_ptr<const PyHeuristicHandler>> heuristics;
   std::unique_ptr<StateManager> manager;
 };
+
+// The problem Python callbacks see while one call runs: the object the caller
+// gave, whatever JSON makes of it; the Python errors of the last call cleared.
+struct ProblemStash {
+  PyKernelViews& views;
+  py::handle before;
+  ProblemStash(const PyStateManager& s, py::handle problem) : views(*s.views), before(s.views->problem) {
+    views.problem = problem;
+    for (const auto& m : s.matchers) m->error = py::object();
+    for (const auto& h : s.heuristics) h->error = py::object();
+  }
+  ~ProblemStash() { views.problem = before; }
+  ProblemStash(const ProblemStash&) = delete;
+  ProblemStash& operator=(const ProblemStash&) = delete;
+};
+
+Json problemJson(const py::object& problem) {
+  try {
+    return toJson(problem);
+  } catch (const py::builtin_exception&) {
+    return nullptr;  // not JSON: only the Python callbacks, which get the object itself, can read it
+  }
+}
+
+// Raises a failure of a call that ran Python callbacks, with what they raised as the cause.
+[[noreturn]] void raiseWithCause(const PyStateManager& s, const Diagnostic& d) {
+  py::handle cause;
+  for (const auto& m : s.matchers)
+    if (m->error) cause = m->error;
+  for (const auto& h : s.heuristics)
+    if (h->error) cause = h->error;
+  raiseFailure(d, cause);
+}
+
+// A slot program for Python; `owner` (its StateManager) first, so it goes last.
+struct PySlotProgram {
+  py::object owner;
+  SlotProgram program;
+};
+
+py::dict slottedDict(const SlottedEngine& se) {
+  py::dict out;
+  out["id"] = se.engine->id;
+  out["name"] = se.engine->name;
+  py::list slots;
+  for (const SlotCatalog& c : se.slots) {
+    py::dict slot;
+    slot["name"] = c.name;
+    slot["index"] = c.index;
+    std::vector<std::string> kept;
+    for (const KernelDefinition* d : c.kept) kept.push_back(d->kernel->id);
+    slot["kept"] = kept;
+    py::list dropped;
+    for (const DroppedKernel& d : c.dropped) {
+      py::dict item;
+      item["kernel_id"] = d.kernelId;
+      item["name"] = d.kernelName;
+      item["code"] = d.code;
+      item["reason"] = d.reason;
+      dropped.append(item);
+    }
+    slot["dropped"] = dropped;
+    slot["ranker"] = c.ranker;
+    slot["rank_heuristic"] = c.rankHeuristic ? py::object(py::str(c.rankHeuristic->id)) : py::object(py::none());
+    slot["applicability_heuristic"] =
+        c.applicabilityHeuristic ? py::object(py::str(c.applicabilityHeuristic->id)) : py::object(py::none());
+    slots.append(slot);
+  }
+  out["slots"] = slots;
+  out["dropped_reason"] = se.droppedReason ? py::object(py::str(*se.droppedReason)) : py::object(py::none());
+  return out;
+}
 
 py::dict keptDict(const KernelDefinition& d, const DescriptorSet& set) {
   py::dict out;
@@ -726,7 +860,7 @@ void bindArchiveCache(py::module_& m) {
 // A state manager over a loaded set: handlers, matchers and heuristics as Python
 // gives them (see StateManager's docstring), else every symbol the set names.
 PyStateManager makeStateManager(const PySet& dset, const std::optional<py::dict>& handlers, const std::string& arch,
-                                const py::object& matchers, const std::optional<std::vector<std::string>>& heuristics,
+                                const py::object& matchers, const py::object& heuristics,
                                 std::shared_ptr<ArchiveCache> archives) {
   Registry registry;
   PyStateManager out;
@@ -760,8 +894,22 @@ PyStateManager makeStateManager(const PySet& dset, const std::optional<py::dict>
     for (const Engine& e : dset.set->engines)
       if (e.graphMatchSymbol) registry.addMatcher(*e.graphMatchSymbol, matcher);
   }
-  if (heuristics) {
-    for (const std::string& s : *heuristics) registry.addHeuristic(s, heuristic);
+  if (py::isinstance<py::dict>(heuristics)) {
+    for (const auto& item : py::reinterpret_borrow<py::dict>(heuristics)) {
+      const std::string symbol = item.first.cast<std::string>();
+      const py::object value = py::reinterpret_borrow<py::object>(item.second);
+      if (!PyCallable_Check(value.ptr()) && !py::hasattr(value, "rank") && !py::hasattr(value, "applicable")) {
+        throw py::type_error("heuristics['" + symbol +
+                             "']: expected a callable(kernels, problem) -> [indices] or an object with "
+                             "rank(kernels, problem) and/or applicable(kernel, problem)");
+      }
+      auto handler = std::make_shared<const PyHeuristicHandler>(value, out.views);
+      out.heuristics.push_back(handler);
+      auto added = registry.addHeuristic(symbol, handler);
+      if (!added) raise(added.error());
+    }
+  } else if (!heuristics.is_none()) {
+    for (const std::string& s : heuristics.cast<std::vector<std::string>>()) registry.addHeuristic(s, heuristic);
   } else {
     for (const HeuristicDescriptor& h : dset.set->heuristics)
       if (h.symbol) registry.addHeuristic(*h.symbol, heuristic);
@@ -773,6 +921,31 @@ PyStateManager makeStateManager(const PySet& dset, const std::optional<py::dict>
 
 // StateManager: selection, drops and launch code loads, with handlers and matchers from Python.
 void bindStateManager(py::module_& m) {
+  py::class_<PySlotProgram>(
+      m, "SlotProgram", "Per slot of a slotted engine, in run order, the kernel it runs (StateManager.slot_program).")
+      .def_property_readonly("engine_id", [](const PySlotProgram& p) { return p.program.engine->id; })
+      .def_property_readonly("engine_name", [](const PySlotProgram& p) { return p.program.engine->name; })
+      .def_property_readonly(
+          "picks",
+          [](const PySlotProgram& p) {
+            py::list out;
+            for (const SlotPick& pick : p.program.picks) {
+              py::dict d;
+              d["slot"] = pick.slot;
+              d["kernel_id"] = pick.definition->kernel->id;
+              d["name"] = pick.definition->kernel->name;
+              d["chosen"] = pick.chosen;
+              out.append(d);
+            }
+            return out;
+          },
+          "[{slot, kernel_id, name, chosen}] in run order; chosen: the caller's pick, not the slot's default.")
+      .def("__repr__", [](const PySlotProgram& p) {
+        std::string picks;
+        for (const SlotPick& pick : p.program.picks)
+          picks += (picks.empty() ? "" : ", ") + pick.slot + "=" + pick.definition->kernel->name;
+        return "<ukdpack SlotProgram: engine '" + p.program.engine->name + "' [" + picks + "]>";
+      });
   py::class_<PyStateManager>(m, "StateManager",
                              "Which loaded kernels the given dispatch handlers serve on a device arch.")
       .def(py::init(&makeStateManager), py::arg("dset"), py::arg("handlers") = py::none(), py::arg("arch") = "",
@@ -782,8 +955,10 @@ void bindStateManager(py::module_& m) {
            "expected_signature(launch) -> [{kind, size, offset, name?}] or None, workspace_size(kernel) -> int and "
            "launch(launch, workspace, args) -> (grid, block, shared, params)}. arch '' keeps every arch. "
            "matchers: registered symbols, or {match_symbol: callable(kernel, problem) -> bool}; heuristics: "
-           "registered symbols (default for both: every symbol the set names). archives: the ArchiveCache its "
-           "launch code loads go through (default: its own, with the set's budget).")
+           "registered symbols (default for both: every symbol the set names); heuristics may also be {symbol: "
+           "callable(kernels, problem) -> [indices, best first] or an object with rank(kernels, problem) and/or "
+           "applicable(kernel, problem) -> bool}, the native rankers and applicability checks of slots. archives: "
+           "the ArchiveCache its launch code loads go through (default: its own, with the set's budget).")
       .def("kept",
            [](const PyStateManager& s) {
              py::list out;
@@ -880,26 +1055,10 @@ void bindStateManager(py::module_& m) {
       .def(
           "select",
           [](const PyStateManager& s, const py::object& problem) -> py::object {
-            Json j;
-            try {
-              j = toJson(problem);
-            } catch (const py::builtin_exception&) {
-              j = nullptr;  // not JSON: only the Python matchers, which get the object itself, can read it
-            }
-            struct Stash {  // the problem Python matchers see, for this call only
-              PyKernelViews& v;
-              py::handle before;
-              Stash(PyKernelViews& views, py::handle p) : v(views), before(views.problem) { v.problem = p; }
-              ~Stash() { v.problem = before; }
-            } stash(*s.views, problem);
-            for (const auto& m : s.matchers) m->error = py::object();
+            const Json j = problemJson(problem);
+            const ProblemStash stash(s, problem);
             auto picked = s.manager->select(j);
-            if (!picked) {
-              py::handle cause;
-              for (const auto& m : s.matchers)
-                if (m->error) cause = m->error;
-              raiseFailure(picked.error(), cause);
-            }
+            if (!picked) raiseWithCause(s, picked.error());
             if (picked.value() == nullptr) return py::none();
             const KernelDefinition& d = *picked.value();
             py::dict out = keptDict(d, s.manager->descriptors());
@@ -909,7 +1068,52 @@ void bindStateManager(py::module_& m) {
           },
           py::arg("problem"),
           "The kept kernel for a problem: among those whose pack's matchers all accept it, the highest "
-          "priority, ties by the lower id; None when none is accepted. A kept() dict plus priority and metadata.")
+          "priority, ties by the lower id; None when none is accepted. A kept() dict plus priority and metadata. "
+          "Kernels of slotted engines are not candidates: they run only in slot programs.")
+      .def(
+          "slotted_engines",
+          [](const PyStateManager& s) {
+            py::list out;
+            for (const SlottedEngine& se : s.manager->slottedEngines()) out.append(slottedDict(se));
+            return out;
+          },
+          "The slotted engines that ship for the arch: {id, name, slots: [{name, index, kept: "
+          "[kernel ids, in catalog order], dropped: [{kernel_id, name, code, reason}], ranker, rank_heuristic, "
+          "applicability_heuristic}], dropped_reason (None, or why a slot empty on the arch drops the engine)}.")
+      .def(
+          "slot_program",
+          [](const py::object& self, const std::string& engineId, const py::object& problem,
+             const std::optional<std::map<std::string, std::string>>& picks) {
+            const PyStateManager& s = self.cast<const PyStateManager&>();
+            const Json j = problemJson(problem);
+            const ProblemStash stash(s, problem);
+            auto made = makeSlotProgram(*s.manager, engineId, j, picks.value_or(std::map<std::string, std::string>{}));
+            if (!made) raiseWithCause(s, made.error());
+            return PySlotProgram{self, std::move(made).value()};
+          },
+          py::arg("engine_id"), py::arg("problem") = py::none(), py::arg("picks") = py::none(),
+          "The slot program of a slotted engine (id or name) for a problem: per slot in run order, its best-ranked "
+          "applicable kept kernel, or the kernel `picks` ({slot: kernel_id}) chooses, checked. Raises "
+          "RuntimeCheckError (ENGINE_UNKNOWN, ENGINE_NOT_SLOTTED, SLOT_EMPTY, SLOT_UNKNOWN, SLOT_PICK, "
+          "MATCHER_FAILED, HEURISTIC_FAILED).")
+      .def(
+          "plan_slots",
+          [](const py::object& self, const PySlotProgram& program, const PyBackend& backend,
+             const std::optional<std::string>& arch) {
+            const PyStateManager& s = self.cast<const PyStateManager&>();
+            if (!program.owner.is(self)) {
+              throw py::value_error("plan_slots: the slot program was made by another StateManager");
+            }
+            auto made = DeviceSlotProgram::create(*s.manager, program.program, backend.backend, arch.value_or(""));
+            if (!made) raiseFailure(made.error());
+            PySlotPlan plan;
+            plan.owner = self;
+            plan.program = std::make_unique<DeviceSlotProgram>(std::move(made).value());
+            return plan;
+          },
+          py::arg("program"), py::arg("backend"), py::arg("arch") = py::none(),
+          "A DeviceSlotProgram: every pick planned as plan() plans a kernel (nothing is planned unless every pick "
+          "is). Raises RuntimeCheckError or DeviceError naming the slot and the kernel.")
       .def(
           "plan",
           [](const py::object& self, const std::string& kernelId, const PyBackend& backend,
@@ -965,7 +1169,7 @@ void bindLaunchCodeAndRevision(py::module_& m) {
       },
       py::arg("dset"), py::arg("kernel_id"),
       "The saved plan of a single-launch packed kernel; RuntimeCheckError (PLAN_MULTI_LAUNCH) for a kernel "
-      "with several launches.");
+      "with several launches, PLAN_SLOTTED for a kernel of a slotted engine.");
 }
 
 // ukdpack-validate's verdict and what the runtime was built with.

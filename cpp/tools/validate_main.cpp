@@ -114,6 +114,8 @@ int main(int argc, char** argv) {
         std::cerr << "ukdpack-validate: " << ukdpack::severityName(d.severity) << ": " << ukdpack::escapedText(d.str())
                   << "\n";
       }
+      for (const std::string& line : report.slotLines())
+        std::cout << "ukdpack-validate: " << ukdpack::escapedText(line) << "\n";
       std::cout << "ukdpack-validate: " << report.summary() << "\n";
     }
     // A ROOT that is not there is a command line to fix, not a finding about a tree.

@@ -206,10 +206,45 @@ class ArchiveCache:
     @property
     def decompressed_bytes(self) -> int: ...
 
+class SlotPickDict(TypedDict):
+    slot: str
+    kernel_id: str
+    name: str
+    chosen: bool
+
+class SlotDroppedDict(TypedDict):
+    kernel_id: str
+    name: str
+    code: str
+    reason: str
+
+class SlotCatalogDict(TypedDict):
+    name: str
+    index: int
+    kept: list[str]
+    dropped: list[SlotDroppedDict]
+    ranker: str
+    rank_heuristic: str | None
+    applicability_heuristic: str | None
+
+class SlottedEngineDict(TypedDict):
+    id: str
+    name: str
+    slots: list[SlotCatalogDict]
+    dropped_reason: str | None
+
+class SlotProgram:
+    @property
+    def engine_id(self) -> str: ...
+    @property
+    def engine_name(self) -> str: ...
+    @property
+    def picks(self) -> list[SlotPickDict]: ...
+
 class StateManager:
     def __init__(self, dset: DescriptorSet, handlers: Mapping[str, Any] | None = None,
                  arch: str = "", matchers: Sequence[str] | Mapping[str, MatchFn] | None = None,
-                 heuristics: Sequence[str] | None = None,
+                 heuristics: Sequence[str] | Mapping[str, RankFn | Any] | None = None,
                  archives: ArchiveCache | None = None) -> None: ...
     @property
     def arch(self) -> str: ...
@@ -228,6 +263,11 @@ class StateManager:
     def execution_plan(self, kernel_id: str) -> dict[str, Any]: ...
     def select(self, problem: Any) -> dict[str, Any] | None: ...
     def plan(self, kernel_id: str, backend: DeviceBackend, arch: str | None = None) -> Plan: ...
+    def slotted_engines(self) -> list[SlottedEngineDict]: ...
+    def slot_program(self, engine_id: str, problem: Any = None,
+                     picks: Mapping[str, str] | None = None) -> SlotProgram: ...
+    def plan_slots(self, program: SlotProgram, backend: DeviceBackend,
+                   arch: str | None = None) -> DeviceSlotProgram: ...
 
 def load_launch_code(dset: DescriptorSet, kernel_id: str, launch: str | None = None,
                      arch: str = "", archives: ArchiveCache | None = None) -> bytes: ...
@@ -244,6 +284,8 @@ def build_info() -> dict[str, Any]: ...
 # Device backends, buffers and plans that run (cpp/bindings/bind_device.cpp)
 # A Python matcher: (kernel dict as DescriptorSet.kernel() gives it, problem) -> accepted.
 MatchFn = Callable[[dict[str, Any], Any], bool]
+# A Python ranker of a slot: (kernel dicts in catalog order, problem) -> indices, best first.
+RankFn = Callable[[list[dict[str, Any]], Any], Sequence[int]]
 Dim = int | tuple[int] | tuple[int, int] | tuple[int, int, int]
 # What a dispatch handler's launch(launch, workspace, args) returns:
 # (grid, block, dynamic shared bytes, params), each param its raw bytes or a
@@ -294,6 +336,19 @@ class Plan:
     def module_count(self) -> int: ...
     @property
     def arch(self) -> str: ...
+    def run(self, args: Any = None, workspace: DeviceBuffer | None = None) -> None: ...
+
+class DeviceSlotProgram:
+    @property
+    def engine_id(self) -> str: ...
+    @property
+    def engine_name(self) -> str: ...
+    @property
+    def slots(self) -> list[str]: ...
+    @property
+    def plans(self) -> list[dict[str, Any]]: ...
+    @property
+    def workspace_size(self) -> int: ...
     def run(self, args: Any = None, workspace: DeviceBuffer | None = None) -> None: ...
 
 # The kernel-source kinds table (bind_kinds.cpp)
@@ -357,6 +412,7 @@ class Code:
     ERROR: ClassVar[str]
     HANDLER_FAILED: ClassVar[str]
     HASH_UNCHECKED: ClassVar[str]
+    HEURISTIC_FAILED: ClassVar[str]
     HEURISTIC_UNKNOWN: ClassVar[str]
     INTERNAL: ClassVar[str]
     JSON: ClassVar[str]

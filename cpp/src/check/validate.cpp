@@ -88,6 +88,25 @@ std::map<std::string, EngineVerdict> collisionVerdicts(const DescriptorSet& set,
   return out;
 }
 
+SlottedEngineReport slottedReport(const SlottedEngine& se, const std::string& arch) {
+  SlottedEngineReport out;
+  out.arch = arch;
+  out.id = se.engine->id;
+  out.name = se.engine->name;
+  out.droppedReason = se.droppedReason.value_or("");
+  for (const SlotCatalog& c : se.slots) {
+    SlottedEngineReport::Slot slot;
+    slot.name = c.name;
+    for (const KernelDefinition* d : c.kept) slot.kept.push_back(d->kernel->id);
+    slot.kernels = slot.kept;
+    for (const DroppedKernel& d : c.dropped) slot.kernels.push_back(d.kernelId);
+    slot.dropped = c.dropped;
+    slot.ranker = c.ranker;
+    out.slots.push_back(std::move(slot));
+  }
+  return out;
+}
+
 }  // namespace
 
 std::optional<std::string> noShardReason(const std::filesystem::path& folder,
@@ -144,9 +163,10 @@ ValidationReport validateRoots(const std::vector<std::filesystem::path>& roots, 
     return true;
   };
   std::set<std::string> engines;
-  std::map<std::string, std::string> keptIds;  // kernel id key -> its engine's id key ("" for none)
-  std::set<std::string> dropKeys;              // kernel id, code, reason
-  std::set<std::string> expectedFound;         // of options.expectEngines
+  std::map<std::string, std::string> keptIds;      // kernel id key -> its engine's id key ("" for none)
+  std::set<std::string> dropKeys;                  // kernel id, code, reason
+  std::set<std::string> expectedFound;             // of options.expectEngines
+  std::map<std::string, EngineVerdict> slotDrops;  // engine id key -> its SLOT_EMPTY drops
   const auto names = [](const Engine& e, const std::string& wanted) {
     return e.name == wanted || idKey(e.id) == idKey(wanted);
   };
@@ -159,6 +179,14 @@ ValidationReport validateRoots(const std::vector<std::filesystem::path>& roots, 
     }
     for (const std::string& line : manager.log())
       if (std::find(report.log.begin(), report.log.end(), line) == report.log.end()) report.log.push_back(line);
+    for (const SlottedEngine& se : manager.slottedEngines()) {
+      report.slottedEngines.push_back(slottedReport(se, arch));
+      if (!se.droppedReason) continue;
+      // A slot empty on an arch drops the engine there: its verdict says so.
+      EngineVerdict& v = slotDrops[idKey(se.engine->id)];
+      v.dropped = true;
+      v.reason += (v.reason.empty() ? "" : "; ") + *se.droppedReason;
+    }
 
     for (const KernelDefinition& def : manager.kept()) {
       keptIds.emplace(idKey(def.kernel->id), def.engine != nullptr ? idKey(def.engine->id) : std::string());
@@ -220,6 +248,10 @@ ValidationReport validateRoots(const std::vector<std::filesystem::path>& roots, 
     EngineVerdict& v = verdicts[idKey(e.id)];
     v.id = e.id;
     v.name = e.name;
+    const auto slotDrop = slotDrops.find(idKey(e.id));
+    if (slotDrop == slotDrops.end()) continue;
+    v.dropped = true;
+    v.reason += (v.reason.empty() ? "" : "; ") + slotDrop->second.reason;
   }
   for (const Diagnostic& d : set.diagnostics) {
     if (auto drop = droppedEngine(d)) {
@@ -276,6 +308,20 @@ std::string ValidationReport::summary() const {
   return out + " (" + counts + ")";
 }
 
+std::vector<std::string> ValidationReport::slotLines() const {
+  std::vector<std::string> out;
+  for (const SlottedEngineReport& e : slottedEngines) {
+    for (const SlottedEngineReport::Slot& s : e.slots) {
+      std::string line = "slot '" + s.name + "' of engine '" + e.name + "'" + (e.arch.empty() ? "" : " on " + e.arch) +
+                         ": " + plural(s.kernels.size(), "kernel", "kernels") + ", " + std::to_string(s.kept.size()) +
+                         " kept, " + std::to_string(s.dropped.size()) + " dropped, ranker " + s.ranker;
+      if (!e.droppedReason.empty()) line += " (engine dropped)";
+      out.push_back(std::move(line));
+    }
+  }
+  return out;
+}
+
 Json ValidationReport::toJson() const {
   Json diags = Json::array();
   Json problems = Json::array();  // the convention every ukdpack JSON report shares: path null when none
@@ -316,7 +362,29 @@ Json ValidationReport::toJson() const {
                         {"reason", v.reason},
                         {"colliding_kernels", colliding}});
   }
+  Json slotted = Json::array();
+  for (const SlottedEngineReport& e : slottedEngines) {
+    Json slots = Json::array();
+    for (const SlottedEngineReport::Slot& s : e.slots) {
+      Json slotDrops = Json::array();
+      for (const DroppedKernel& d : s.dropped) {
+        slotDrops.push_back(
+            {{"kernel_id", d.kernelId}, {"name", d.kernelName}, {"code", d.code}, {"reason", d.reason}});
+      }
+      slots.push_back({{"name", s.name},
+                       {"kernels", s.kernels},
+                       {"kept", s.kept},
+                       {"dropped", std::move(slotDrops)},
+                       {"ranker", s.ranker}});
+    }
+    slotted.push_back({{"arch", e.arch},
+                       {"engine", e.name},
+                       {"id", e.id},
+                       {"dropped_reason", e.droppedReason.empty() ? Json(nullptr) : Json(e.droppedReason)},
+                       {"slots", std::move(slots)}});
+  }
   return {{"format_version", kReportFormatVersion},
+          {"slotted_engines", std::move(slotted)},
           // Upstream hipDNN's validator report: success, roots and engines as it
           // words them (roots and engines are shared with ukdpack's own fields),
           // expected_engines_missing, and model_checks (no UHD model is loaded

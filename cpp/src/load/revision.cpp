@@ -39,12 +39,20 @@ Json selectorRevisionDocument(const DescriptorSet& set, const Pack& pack) {
                        {"arch", k.arch ? Json(*k.arch) : Json(nullptr)},
                        {"launches", std::move(launches)}});
   }
-  return {{"pack", idKey(pack.id)},
-          {"arch", pack.arch},
-          {"engine", engine != nullptr ? Json{{"id", idKey(engine->id)}, {"name", engine->name}}
-                                       : Json(pack.engine ? Json(*pack.engine) : Json(nullptr))},
-          {"dispatch_symbol", dispatch != nullptr ? Json(dispatch->dispatchSymbol) : Json(nullptr)},
-          {"kernels", std::move(kernels)}};
+  Json doc = {{"pack", idKey(pack.id)},
+              {"arch", pack.arch},
+              {"engine", engine != nullptr ? Json{{"id", idKey(engine->id)}, {"name", engine->name}}
+                                           : Json(pack.engine ? Json(*pack.engine) : Json(nullptr))},
+              {"dispatch_symbol", dispatch != nullptr ? Json(dispatch->dispatchSymbol) : Json(nullptr)},
+              {"kernels", std::move(kernels)}};
+  // Slots only where there are some, so an unslotted pack's document (and revision) stays as it was.
+  if (engine != nullptr && engine->slotted()) {
+    Json names = Json::array();
+    for (const EngineSlot& s : engine->slots) names.push_back(s.name);
+    doc["engine"]["slots"] = std::move(names);
+  }
+  if (pack.slot) doc["slot"] = *pack.slot;
+  return doc;
 }
 
 std::string selectorRevision(const DescriptorSet& set, const Pack& pack) {

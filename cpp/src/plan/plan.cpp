@@ -35,10 +35,21 @@ Result<SavedPlan> capturePlan(const Kernel& kernel) {
 }
 
 Result<SavedPlan> capturePlan(const DescriptorSet& set, const std::string& kernelId) {
-  const PackMember* m = set.findKernel(kernelId);
+  const Pack* pack = nullptr;
+  const PackMember* m = set.findKernel(kernelId, &pack);
   if (m == nullptr) {
     return Result<SavedPlan>::failure(
         makeError(codes::KERNEL_UNKNOWN, "", "", "no loaded kernel has id '" + kernelId + "'"));
+  }
+  // A slotted engine's kernel runs only in its slot programs, whose picks a saved plan cannot hold.
+  const Engine* engine = set.engineOf(*pack);
+  if (pack->slot || (engine != nullptr && engine->slotted())) {
+    const Kernel& k = m->kernel;
+    return Result<SavedPlan>::failure(
+        makeError(codes::PLAN_SLOTTED, k.file, k.jsonPath,
+                  "cannot save a plan of " + kernelLabel(k) + ": it fills slot '" + pack->slot.value_or("") +
+                      "' of engine '" + (engine != nullptr ? engine->name : pack->engine.value_or("")) +
+                      "', whose kernels run only in slot programs, and slotted plans are not saved"));
   }
   return capturePlan(m->kernel);
 }

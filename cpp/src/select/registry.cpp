@@ -27,6 +27,20 @@ Result<bool> MatchHandler::matches(const Kernel& kernel, const Json& problem) co
   return Result<bool>::success(true);
 }
 
+Result<std::vector<std::size_t>> HeuristicHandler::rank(const std::vector<const Kernel*>& kernels,
+                                                        const Json& problem) const {
+  (void)problem;
+  std::vector<std::size_t> order(kernels.size());
+  for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
+  return Result<std::vector<std::size_t>>::success(std::move(order));
+}
+
+Result<bool> HeuristicHandler::applicable(const Kernel& kernel, const Json& problem) const {
+  (void)kernel;
+  (void)problem;
+  return Result<bool>::success(true);
+}
+
 DeclaredDispatchHandler::DeclaredDispatchHandler(std::vector<std::string> launches,
                                                  std::map<std::string, Signature> signatures, std::size_t workspace)
     : launches_(std::move(launches)), signatures_(std::move(signatures)), workspace_(workspace) {}

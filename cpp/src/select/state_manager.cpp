@@ -81,8 +81,22 @@ StateManager::StateManager(std::shared_ptr<const DescriptorSet> set, const Regis
     if (const int c = keys[a.index].compare(keys[b.index]); c != 0) return c < 0;
     return a.index < b.index;  // equal keys keep kept_'s order, as a stable sort would
   });
-  ranked_.resize(order.size());
-  for (std::size_t i = 0; i < order.size(); ++i) ranked_[i] = order[i].index;
+  if (catalogOfKept_.empty()) {
+    ranked_.resize(order.size());
+    for (std::size_t i = 0; i < order.size(); ++i) ranked_[i] = order[i].index;
+    return;
+  }
+  // A slotted engine's kernels run only in its slot programs: each goes to its
+  // slot's catalog, which so keeps the same order as select()'s.
+  ranked_.reserve(order.size());
+  for (const Rank& r : order) {
+    if (SlotCatalog* catalog = catalogOfKept_[r.index]) {
+      catalog->kept.push_back(&kept_[r.index]);
+    } else {
+      ranked_.push_back(r.index);
+    }
+  }
+  catalogOfKept_ = {};  // only the constructor uses it
 }
 
 void StateManager::drop(const Pack& pack, const PackMember& m, const std::string& symbol, const std::string& code,
@@ -179,16 +193,22 @@ void StateManager::build(const Registry& registry) {
                  "no matcher is registered for graph match symbol '" + *engine->graphMatchSymbol + "' of engine '" +
                      engine->name + "'");
       }
-      for (const auto& [role, table] : engine->heuristics) {
-        for (const auto& [arch, ids] : table) {
-          for (const std::string& id : ids) {
-            const HeuristicDescriptor* uhd = set_->findHeuristic(id);
-            if (uhd == nullptr || !uhd->symbol || registry.heuristic(*uhd->symbol)) continue;
-            warnOnce(codes::HEURISTIC_UNKNOWN, *uhd->symbol, uhd->file, "$." + uhd->adapter + ".symbol",
-                     "no heuristic is registered for symbol '" + *uhd->symbol + "' (UHD '" + uhd->name + "', " + role +
-                         " of engine '" + engine->name + "')");
-          }
-        }
+      warnUnregistered(engine->heuristics, registry, "engine '" + engine->name + "'", warnOnce);
+    }
+  }
+  buildSlots(registry, warnOnce);
+}
+
+void StateManager::warnUnregistered(const std::map<std::string, HeuristicRoleMap>& heuristics, const Registry& registry,
+                                    const std::string& whose, const WarnOnce& warnOnce) const {
+  for (const auto& [role, table] : heuristics) {
+    for (const auto& [arch, ids] : table) {
+      for (const std::string& id : ids) {
+        const HeuristicDescriptor* uhd = set_->findHeuristic(id);
+        if (uhd == nullptr || !uhd->symbol || registry.heuristic(*uhd->symbol)) continue;
+        warnOnce(codes::HEURISTIC_UNKNOWN, *uhd->symbol, uhd->file, "$." + uhd->adapter + ".symbol",
+                 "no heuristic is registered for symbol '" + *uhd->symbol + "' (UHD '" + uhd->name + "', " + role +
+                     " of " + whose + ")");
       }
     }
   }
@@ -199,27 +219,29 @@ const KernelDefinition* StateManager::find(std::string_view kernelId) const {
   return it == keptByKey_.end() ? nullptr : &kept_[it->second];
 }
 
+Result<bool> matchersAccept(const KernelDefinition& d, const Json& problem) {
+  for (const BoundMatcher& m : d.matchers) {
+    if (!m.handler) continue;
+    auto verdict = m.handler->matches(*d.kernel, problem);
+    if (!verdict) {
+      Diagnostic e = verdict.error();
+      if (e.code.empty()) e.code = codes::MATCHER_FAILED;
+      e.message = "matcher '" + m.symbol + "' failed for " + kernelLabel(*d.kernel) + " of pack '" + d.pack->name +
+                  "': " + e.message;
+      return Result<bool>::failure(std::move(e));
+    }
+    if (!verdict.value()) return Result<bool>::success(false);
+  }
+  return Result<bool>::success(true);
+}
+
 Result<const KernelDefinition*> StateManager::select(const Json& problem) const {
   using R = Result<const KernelDefinition*>;
   for (const std::size_t index : ranked_) {
     const KernelDefinition* d = &kept_[index];
-    bool accepted = true;
-    for (const BoundMatcher& m : d->matchers) {
-      if (!m.handler) continue;
-      auto verdict = m.handler->matches(*d->kernel, problem);
-      if (!verdict) {
-        Diagnostic e = verdict.error();
-        if (e.code.empty()) e.code = codes::MATCHER_FAILED;
-        e.message = "matcher '" + m.symbol + "' failed for " + kernelLabel(*d->kernel) + " of pack '" + d->pack->name +
-                    "': " + e.message;
-        return R::failure(std::move(e));
-      }
-      if (!verdict.value()) {
-        accepted = false;
-        break;
-      }
-    }
-    if (accepted) return R::success(d);
+    auto accepted = matchersAccept(*d, problem);
+    if (!accepted) return R::failure(accepted.error());
+    if (accepted.value()) return R::success(d);
   }
   return R::success(nullptr);
 }

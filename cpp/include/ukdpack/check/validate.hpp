@@ -35,6 +35,22 @@ struct EngineVerdict {
   std::vector<std::pair<std::string, std::string>> collidingKernels;
 };
 
+// One slotted engine as one arch pass's state manager sees it.
+struct SlottedEngineReport {
+  std::string arch;  // the pass: "" when the set names no arch
+  std::string id;
+  std::string name;
+  std::string droppedReason;  // why a slot empty on the arch drops the engine; "" when it is not dropped
+  struct Slot {
+    std::string name;
+    std::vector<std::string> kernels;  // every kernel of the slot on the arch: the kept ones, then the dropped
+    std::vector<std::string> kept;     // in the slot's catalog order
+    std::vector<DroppedKernel> dropped;
+    std::string ranker;  // SlotCatalog::ranker
+  };
+  std::vector<Slot> slots;  // in run order
+};
+
 struct ValidationReport {
   std::vector<std::filesystem::path> roots;
   std::vector<Diagnostic> diagnostics;              // loader, stubs, state manager, integrity: in that order
@@ -49,11 +65,13 @@ struct ValidationReport {
   std::vector<std::string> engines;                 // names of engines with a kept kernel and not dropped, sorted
   std::vector<EngineVerdict> engineVerdicts;        // every engine loaded or dropped, by name
   std::vector<std::string> expectedEnginesMissing;  // the expected engines that did not load
+  std::vector<SlottedEngineReport> slottedEngines;  // per arch pass, each slotted engine that ships for it
   bool ok = false;                                  // no error, no drop, and every expected engine loaded
 
   int exitCode() const { return ok ? 0 : 1; }
-  std::string summary() const;  // one line
-  Json toJson() const;          // the --json verdict (docs/shards.md, "ukdpack-validate --json")
+  std::string summary() const;                 // one line
+  std::vector<std::string> slotLines() const;  // one line per slot of slottedEngines, for the text output
+  Json toJson() const;                         // the --json verdict (docs/shards.md, "ukdpack-validate --json")
 };
 
 // Every root must hold a shard or descriptor root: one that holds none (an

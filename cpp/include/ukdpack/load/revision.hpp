@@ -14,7 +14,8 @@ namespace ukdpack {
 // dispatch symbol; per kernel (in pack order) its id, priority, completed
 // metadata and arch; per launch (sorted by name; a single launch is one launch
 // named "") its name, kind, toc key, symbol and sha256 (other kinds: their
-// fields as written).
+// fields as written). A pack of a slotted engine adds the engine's slot names
+// in run order and the pack's slot; an unslotted pack's document has neither.
 Json selectorRevisionDocument(const DescriptorSet& set, const Pack& pack);
 
 // sha256 (lowercase hex) of the compact dump of that document.

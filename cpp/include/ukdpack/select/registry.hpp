@@ -86,9 +86,21 @@ class MatchHandler {
 };
 
 // A native heuristic named by a UHD (native.symbol, custom_library.symbol).
+// A slot's sort_kernel_catalog and predict_applicable_kernels call it when a
+// slot program picks (select/slots.hpp).
 class HeuristicHandler {
  public:
   virtual ~HeuristicHandler() = default;
+
+  // The order to try `kernels` in for `problem`: indices into `kernels`, best
+  // first. Kernels it leaves out follow in the order given (so a top-k answer
+  // is enough); an index out of range or named twice is refused
+  // (HEURISTIC_FAILED). The base keeps the order given (priority, then id).
+  virtual Result<std::vector<std::size_t>> rank(const std::vector<const Kernel*>& kernels, const Json& problem) const;
+
+  // Whether `kernel` can serve `problem` (a slot's predict_applicable_kernels).
+  // A failure stops the pick. The base says yes.
+  virtual Result<bool> applicable(const Kernel& kernel, const Json& problem) const;
 };
 
 // A dispatch handler that only declares: launch names and, optionally, the

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -57,6 +58,41 @@ struct DroppedKernel {
   std::string reason;  // the sentence after "dropping kernel ... :"
 };
 
+// One slot of a slotted engine as the manager keeps it for its arch: the
+// slot's catalog (the kernels of every KDP naming the slot that run on the
+// arch), kept and dropped, and the slot's own ranker.
+struct SlotCatalog {
+  std::string name;
+  std::size_t index = 0;  // position in the engine's run order
+  // Kept kernels in catalog order: priority (higher first), then id. A native
+  // ranker reorders them per problem when a slot program picks.
+  std::vector<const KernelDefinition*> kept;
+  std::vector<DroppedKernel> dropped;  // the slot's kernels left out, with codes and reasons
+  // The slot's sort_kernel_catalog for the manager's arch (its arch key, else
+  // "default"; the first UHD listed): the UHD's adapter ("static_order",
+  // "native", "custom_library", "tree_data", "table"), or "priority" when the
+  // slot names none. tree_data and table models are not evaluated by the
+  // runtime: their slots keep catalog order, as static_order does.
+  std::string ranker = "priority";
+  const HeuristicDescriptor* rankHeuristic = nullptr;  // that UHD, when it loaded
+  // Its registered handler (native, custom_library); nullptr: catalog order.
+  std::shared_ptr<const HeuristicHandler> rankHandler;
+  // The slot's predict_applicable_kernels for the arch, and its handler
+  // (nullptr: every kept kernel of the slot applies, as far as it goes).
+  const HeuristicDescriptor* applicabilityHeuristic = nullptr;
+  std::shared_ptr<const HeuristicHandler> applicabilityHandler;
+};
+
+// A slotted engine that ships for the manager's arch (some kernel of it runs
+// there), with one catalog per slot in run order.
+struct SlottedEngine {
+  const Engine* engine = nullptr;  // points into the manager's set
+  std::vector<SlotCatalog> slots;
+  // Set when a slot holds no kept kernel on the arch: every kernel of the
+  // engine is then dropped (SLOT_EMPTY) and no slot program can be made.
+  std::optional<std::string> droppedReason;
+};
+
 class StateManager {
  public:
   // `arch` is the device arch; "" keeps every arch.
@@ -88,8 +124,17 @@ class StateManager {
 
   const KernelDefinition* find(std::string_view kernelId) const;
 
+  // The slotted engines that ship for the arch, in load order, with their slot
+  // catalogs (select/slots.hpp makes slot programs of them).
+  const std::vector<SlottedEngine>& slottedEngines() const { return slotted_; }
+  // One of them by engine id (case-insensitively for UUIDs); nullptr when the
+  // engine is not loaded, has no slots or ships nothing for the arch.
+  const SlottedEngine* slotted(std::string_view engineId) const;
+
   // The kernel for `problem`: among kept kernels whose pack's registered
   // matchers all accept it, the highest priority, ties by the lower id.
+  // Kernels of slotted engines are not candidates: they run only in slot
+  // programs (select/slots.hpp), each in its slot.
   // Kernels are tried in that order and matching stops at the first accepted
   // one; nullptr when none is. A matcher's failure is returned (MATCHER_FAILED
   // unless it gives a code), naming the matcher and the kernel.
@@ -115,7 +160,15 @@ class StateManager {
  private:
   Result<std::vector<std::uint8_t>> loadLaunchCode(std::string_view kernelId, const std::optional<std::string>& launch,
                                                    const std::string& arch, bool keepBytes) const;
+  // A warning (code, symbol, file, JSON path, message), given once per code and symbol.
+  using WarnOnce = std::function<void(const std::string&, const std::string&, const std::string&, const std::string&,
+                                      const std::string&)>;
   void build(const Registry& registry);
+  void buildSlots(const Registry& registry, const WarnOnce& warnOnce);
+  // HEURISTIC_UNKNOWN for each UHD of `heuristics` whose symbol nobody registered; `whose`
+  // words the owner ("engine 'x'", "slot 's' of engine 'x'").
+  void warnUnregistered(const std::map<std::string, HeuristicRoleMap>& heuristics, const Registry& registry,
+                        const std::string& whose, const WarnOnce& warnOnce) const;
   void drop(const Pack& pack, const PackMember& m, const std::string& symbol, const std::string& code,
             const std::string& reason);
 
@@ -134,8 +187,16 @@ class StateManager {
   std::vector<DroppedKernel> filtered_;
   std::vector<std::string> log_;
   std::vector<Diagnostic> diagnostics_;
+  std::vector<SlottedEngine> slotted_;
+  // While the constructor runs: per kept_ index its slot's catalog (nullptr: not slotted).
+  std::vector<SlotCatalog*> catalogOfKept_;
   std::shared_ptr<ArchiveCache> cache_;
 };
+
+// Whether every registered matcher of a kept kernel's pack accepts `problem`
+// (a matcher without a registered handler accepts all): what select() and
+// slot programs ask. A matcher's failure is returned as select() words it.
+Result<bool> matchersAccept(const KernelDefinition& definition, const Json& problem);
 
 // Whether a kernel of `pack` runs on the device `arch`: its UKD
 // arch, else its pack's; an empty list is every arch; generic targets hold

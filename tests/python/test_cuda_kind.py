@@ -54,9 +54,16 @@ def test_cubins_are_packed_with_their_signatures(shard: Path) -> None:
 
 def test_host_side_runtime_checks(shard: Path) -> None:
     dset = _runtime.load_shard(str(shard))
-    handlers = {"device_split_dispatch": ["produce", "consume"], "device_scale_dispatch": []}
+    handlers = {"device_split_dispatch": ["produce", "consume"], "device_scale_dispatch": [],
+                "device_slot_prep_dispatch": [], "device_slot_main_dispatch": [],
+                "device_slot_finish_dispatch": ["shift", "store"]}
     sm = _runtime.StateManager(dset, handlers=handlers, arch="sm_90")
     assert sm.dropped() == []
+    # The slotted engine's default picks, planned on the host (the GPU run is tests/device).
+    (engine,) = sm.slotted_engines()
+    picks = sm.slot_program(engine["id"], {}).picks
+    assert [(p["slot"], p["name"]) for p in picks] == [
+        ("prep", "slot_prep.f32"), ("main", "slot_main.reverse"), ("finish", "slot_finish.f32")]
     (split,) = [k for k in sm.kept() if k["name"] == "split.f32"]
     assert sm.load_launch_code(split["kernel_id"], "produce", "sm_90") == \
         sm.load_launch_code(split["kernel_id"], "consume", "sm_90")

@@ -47,7 +47,7 @@ def test_a_fresh_shard_passes(shard: Path) -> None:
     r = ukdpack("desk-check", str(shard))
     assert r.returncode == 0, r.stderr
     assert r.stderr == ""  # nothing unclaimed, nothing noted
-    assert "desk-check passed: 4 packs, 5 kernels, 7 launches" in r.stdout
+    assert "desk-check passed: 7 packs, 9 kernels, 12 launches" in r.stdout
 
 
 def test_single_launch_kernel_reusing_a_multi_launch_toc_key(copy: Path) -> None:

@@ -28,12 +28,14 @@ def _json(shard: Path) -> dict[str, Any]:
 def test_json_lists_engines_packs_kernels_and_launches(shard: Path) -> None:
     doc = _json(shard)
     assert doc["arch"] == ARCH
-    assert sorted(e["name"] for e in doc["engines"]) == ["example:attention", "example:prebuilt"]
+    assert sorted(e["name"] for e in doc["engines"]) == ["example:attention", "example:attention_bwd",
+                                                       "example:prebuilt"]
     attention = next(e for e in doc["engines"] if e["name"] == "example:attention")
     assert attention["metadata"] == "attention_metadata" and attention["knobs"] == ["block"]
     assert sorted(attention["packs"]) == ["scale", "split_kv"]
     packs = {p["name"]: p for p in doc["packs"]}
-    assert sorted(packs) == ["reduce", "scale", "split_kv", "twostage"]
+    assert sorted(packs) == ["bwd_dkdv", "bwd_dq", "bwd_prep", "reduce", "scale", "split_kv",
+                            "twostage"]
     split = packs["split_kv"]
     assert split["dispatch_symbol"] == "example_split_kv_dispatch"
     assert split["dispatch_launches"] == ["produce", "consume"]
@@ -59,7 +61,8 @@ def test_json_lists_every_code_object_and_who_uses_it(shard: Path) -> None:
     assert a["scheme"] == "zstd-per-kernel"
     assert a["bytes"] == (shard / a["path"]).stat().st_size
     entries = {e["toc_key"]: e for e in a["entries"]}
-    assert len(entries) == 4  # two scale objects, split_kv's, the prebuilt reduce object
+    # two scale objects, split_kv's, the prebuilt reduce object, the slotted engine's one
+    assert len(entries) == 5
     shared = next(e for k, e in entries.items() if k.startswith("reduce_"))
     assert sorted(shared["used_by"]) == ["reduce_sum.gfx90a", "twostage.gfx90a/combine",
                                          "twostage.gfx90a/partial"]
@@ -73,8 +76,8 @@ def test_table_names_every_kernel_launch_and_toc_key(shard: Path) -> None:
     r = ukdpack("inspect", str(shard))
     assert r.returncode == 0, r.stderr
     out = r.stdout
-    assert out.startswith(f"shard {shard}: arch gfx90a, 2 engines, 4 packs, 5 kernels, "
-                          "7 launches, 4 code objects (")
+    assert out.startswith(f"shard {shard}: arch gfx90a, 3 engines, 7 packs, 9 kernels, "
+                          "12 launches, 5 code objects (")
     doc = _json(shard)
     for p in doc["packs"]:
         assert f"pack {p['name']} ({p['file']})" in out

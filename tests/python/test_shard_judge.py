@@ -32,6 +32,17 @@ LAUNCHES = {
      "kernel 'twostage.gfx90a' (id 57790d2d-dc56-5ef3-916f-c177c3c37db9) launch 'combine'"),
     ("prebuilt/twostage.kdp.json", "$.kernelDescriptors[0].sources.partial.library",
      "kernel 'twostage.gfx90a' (id 57790d2d-dc56-5ef3-916f-c177c3c37db9) launch 'partial'"),
+    # The slotted engine's kernels are judged as every other kernel is.
+    ("attention_bwd/bwd_prep.kdp.json", "$.kernelDescriptors[0].kernel_source.library",
+     "kernel 'bwd_prep.f32' (id 18051aa9-c892-56f2-9fec-94d7b7f0b158, single launch)"),
+    ("attention_bwd/bwd_dkdv.kdp.json", "$.kernelDescriptors[0].kernel_source.library",
+     "kernel 'bwd_dkdv.b256' (id aec7954c-7d20-5d4a-92bc-e502a3e1ec2d, single launch)"),
+    ("attention_bwd/bwd_dkdv.kdp.json", "$.kernelDescriptors[1].kernel_source.library",
+     "kernel 'bwd_dkdv.b128' (id 714802c2-1a6c-5eaf-93c3-f99ba7377a26, single launch)"),
+    ("attention_bwd/bwd_dq.kdp.json", "$.kernelDescriptors[0].sources.partial.library",
+     "kernel 'bwd_dq.f32' (id 52e8bf53-867b-5ae4-b7cb-4936b0e5309f) launch 'partial'"),
+    ("attention_bwd/bwd_dq.kdp.json", "$.kernelDescriptors[0].sources.reduce.library",
+     "kernel 'bwd_dq.f32' (id 52e8bf53-867b-5ae4-b7cb-4936b0e5309f) launch 'reduce'"),
 }
 
 Found = set[tuple[str, str, str]]

@@ -193,12 +193,32 @@ def _overhead_tool() -> Path | None:
     return None
 
 
+def _overhead_figure(tmp_path: Path, layout: dict[str, Any], *args: str) -> dict[str, Any]:
+    """ukdpack_plan_overhead over `layout` with `args` (--shard, --kernel or --engine):
+    its JSON line."""
+    tool = _overhead_tool()
+    assert tool is not None, "build ukdpack_plan_overhead (UKDPACK_BUILD_TESTS=ON)"
+    (tmp_path / "layout.json").write_text(json.dumps(layout))
+    r = subprocess.run([str(tool), *args, "--layout", str(tmp_path / "layout.json"),
+                        "--iterations", "1000"], capture_output=True, text=True, check=False)
+    assert r.returncode == 0, r.stderr
+    figure: dict[str, Any] = json.loads(r.stdout.strip().splitlines()[-1])
+    return figure
+
+
+def _record(name: str, what: str, goal: float, figure: dict[str, Any]) -> None:
+    """Prints the figure and writes it to the device results folder as NAME.json."""
+    print(f"{what}: {figure['plan_median_us']:.1f} us, raw {figure['raw_median_us']:.1f} us"
+          f" -> {figure['ratio']:.3f} (goal <= {goal:.2f})")
+    results = Path(os.environ.get("UKDPACK_DEVICE_RESULTS", REPO / "tests" / "device"))
+    results.mkdir(parents=True, exist_ok=True)
+    (results / f"{name}.json").write_text(json.dumps(figure, indent=2) + "\n")
+
+
 def test_plan_overhead_figure(backend: _runtime.DeviceBackend, shard: Path,
                               tmp_path: Path) -> None:
     """The plan's overhead over two raw driver launches of the same kernels (median of
     1,000 runs each): a figure, recorded, not a pass/fail threshold."""
-    tool = _overhead_tool()
-    assert tool is not None, "build ukdpack_plan_overhead (UKDPACK_BUILD_TESTS=ON)"
     dset = _runtime.load_shard(str(shard))
     (split,) = [k for p in dset.packs for k in p["kernels"] if k["name"] == "split.f32"]
     grid, block = [(N + 255) // 256], [256]
@@ -211,19 +231,9 @@ def test_plan_overhead_figure(backend: _runtime.DeviceBackend, shard: Path,
                    "params": ["workspace", {"buffer": "out"}, {"u32": N},
                               {"struct": [{"f32": A}, {"f32": B}, {"u32": TAG}]}]}],
               "read": ["out"]}
-    (tmp_path / "layout.json").write_text(json.dumps(layout))
-    r = subprocess.run([str(tool), "--shard", str(shard), "--kernel", split["id"], "--layout",
-                        str(tmp_path / "layout.json"), "--iterations", "1000"],
-                       capture_output=True, text=True, check=False)
-    assert r.returncode == 0, r.stderr
-    figure = json.loads(r.stdout.strip().splitlines()[-1])
-    out = bytes.fromhex(figure["outputs"]["out"])
-    assert floats(out) == expected_split()
-    print(f"plan overhead: plan {figure['plan_median_us']:.1f} us, raw {figure['raw_median_us']:.1f}"
-          f" us -> {figure['ratio']:.3f} (goal <= 1.10)")
-    results = Path(os.environ.get("UKDPACK_DEVICE_RESULTS", REPO / "tests" / "device"))
-    results.mkdir(parents=True, exist_ok=True)
-    (results / "plan_overhead.json").write_text(json.dumps(figure, indent=2) + "\n")
+    figure = _overhead_figure(tmp_path, layout, "--shard", str(shard), "--kernel", split["id"])
+    assert floats(bytes.fromhex(figure["outputs"]["out"])) == expected_split()
+    _record("plan_overhead", "plan overhead: plan", 1.10, figure)
 
 
 # --------------------------------------------------------------------------- slots
@@ -350,8 +360,6 @@ def test_slot_program_overhead_figure(backend: _runtime.DeviceBackend, shard: Pa
     """The device slot program's overhead over the same four functions launched raw in
     slot order with one synchronize (median of 1,000 runs each; goal <= 1.05): a figure,
     recorded, not a pass/fail threshold."""
-    tool = _overhead_tool()
-    assert tool is not None, "build ukdpack_plan_overhead (UKDPACK_BUILD_TESTS=ON)"
     sm = _slot_manager(shard)
     engine = _slots_engine(sm)
     grid, block = [(N + 255) // 256], [256]
@@ -370,17 +378,8 @@ def test_slot_program_overhead_figure(backend: _runtime.DeviceBackend, shard: Pa
                       2 * N * 4, [("shift", ["workspace", {"u32": N}, {"u32": TAG_SLOTS}]),
                                   ("store", ["workspace", {"buffer": "out"}, {"u32": N}])])},
               "read": ["out"]}
-    (tmp_path / "layout.json").write_text(json.dumps(layout))
-    r = subprocess.run([str(tool), "--shard", str(shard), "--engine", engine["id"], "--layout",
-                        str(tmp_path / "layout.json"), "--iterations", "1000"],
-                       capture_output=True, text=True, check=False)
-    assert r.returncode == 0, r.stderr
-    figure = json.loads(r.stdout.strip().splitlines()[-1])
+    figure = _overhead_figure(tmp_path, layout, "--shard", str(shard), "--engine", engine["id"])
     assert [s["slot"] for s in figure["slots"]] == ["prep", "main", "finish"]
     assert figure["launch_count"] == 4 and figure["workspace_bytes"] == 2 * N * 4
     assert floats(bytes.fromhex(figure["outputs"]["out"])) == expected_slots("reverse")
-    print(f"slot program overhead: program {figure['plan_median_us']:.1f} us, raw "
-          f"{figure['raw_median_us']:.1f} us -> {figure['ratio']:.3f} (goal <= 1.05)")
-    results = Path(os.environ.get("UKDPACK_DEVICE_RESULTS", REPO / "tests" / "device"))
-    results.mkdir(parents=True, exist_ok=True)
-    (results / "slot_overhead.json").write_text(json.dumps(figure, indent=2) + "\n")
+    _record("slot_overhead", "slot program overhead: program", 1.05, figure)

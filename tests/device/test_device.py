@@ -109,7 +109,7 @@ def _manager(shard: Path, split: SplitHandler | None = None) -> _runtime.StateMa
     dset = _runtime.load_shard(str(shard))
     return _runtime.StateManager(
         dset, handlers={"device_split_dispatch": split or SplitHandler(),
-                        "device_scale_dispatch": ScaleHandler()},
+                        "device_scale_dispatch": ScaleHandler(), **_slot_handlers()},
         matchers={"device_test_match": lambda kernel, problem:
                   kernel["metadata"]["op"] == problem["op"]},
         arch=dset.packs[0]["arch"][0])
@@ -285,18 +285,6 @@ def _slot_handlers() -> dict[str, Any]:
     }
 
 
-def _slot_manager(shard: Path) -> _runtime.StateManager:
-    dset = _runtime.load_shard(str(shard))
-    handlers: dict[str, Any] = {"device_split_dispatch": SplitHandler(),
-                                "device_scale_dispatch": ScaleHandler()}
-    handlers.update(_slot_handlers())
-    return _runtime.StateManager(
-        dset, handlers=handlers,
-        matchers={"device_test_match": lambda kernel, problem:
-                  kernel["metadata"]["op"] == problem["op"]},
-        arch=dset.packs[0]["arch"][0])
-
-
 def _slots_engine(sm: _runtime.StateManager) -> dict[str, Any]:
     (engine,) = [e for e in sm.slotted_engines() if e["name"] == "test:slots"]
     return engine
@@ -310,7 +298,7 @@ def _kernel_id(shard: Path, name: str) -> str:
 
 def test_slotted_engine_default_picks_run_in_slot_order(backend: _runtime.DeviceBackend,
                                                         shard: Path) -> None:
-    sm = _slot_manager(shard)
+    sm = _manager(shard)
     engine = _slots_engine(sm)
     assert [s["name"] for s in engine["slots"]] == ["prep", "main", "finish"]
     assert [len(s["kept"]) for s in engine["slots"]] == [1, 2, 1]
@@ -331,7 +319,7 @@ def test_slotted_engine_default_picks_run_in_slot_order(backend: _runtime.Device
 
 
 def test_slotted_engine_chosen_pick(backend: _runtime.DeviceBackend, shard: Path) -> None:
-    sm = _slot_manager(shard)
+    sm = _manager(shard)
     engine = _slots_engine(sm)
     forward = _kernel_id(shard, "slot_main.forward")
     program = sm.slot_program(engine["id"], {}, picks={"main": forward})
@@ -345,7 +333,7 @@ def test_slotted_engine_chosen_pick(backend: _runtime.DeviceBackend, shard: Path
 
 def test_pick_from_another_slot_is_refused_before_anything_launches(
         backend: _runtime.DeviceBackend, shard: Path) -> None:
-    sm = _slot_manager(shard)
+    sm = _manager(shard)
     engine = _slots_engine(sm)
     prep = _kernel_id(shard, "slot_prep.f32")
     bufs = _buffers(backend)
@@ -360,7 +348,7 @@ def test_slot_program_overhead_figure(backend: _runtime.DeviceBackend, shard: Pa
     """The device slot program's overhead over the same four functions launched raw in
     slot order with one synchronize (median of 1,000 runs each; goal <= 1.05): a figure,
     recorded, not a pass/fail threshold."""
-    sm = _slot_manager(shard)
+    sm = _manager(shard)
     engine = _slots_engine(sm)
     grid, block = [(N + 255) // 256], [256]
 

@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 from machine import need_mount_namespaces
-from pack_support import compiles, copy_example, counting_compiler, shard_files
+from pack_support import SLOTTED, compiles, copy_example, counting_compiler, shard_files
 from reliability_support import ARCH, pack_env
 
 from ukdpack.digest import canonical_json, sha256_hex
@@ -84,7 +84,8 @@ class Warm:
 @pytest.fixture(scope="module")
 def warm(tmp_path_factory: pytest.TempPathFactory) -> Warm:
     base = tmp_path_factory.mktemp("cache-hostile")
-    tree, cache = copy_example(base / "tree"), base / "cache"
+    # The example as before slots: these tests count its three compiled objects.
+    tree, cache = copy_example(base / "tree", SLOTTED), base / "cache"
     hipcc, log = counting_compiler(base)
     r = _run(_pack_argv(tree, base / "out", hipcc, cache), _env())
     assert r.returncode == 0, r.stderr
@@ -200,7 +201,7 @@ def _fake_clang(folder: Path, log: Path) -> Path:
 def test_the_cache_key_follows_the_compiler_hipcc_runs(tmp_path: Path) -> None:
     """hipcc picks its clang, device libraries and flags from the environment: changing
     any of them, or the clang itself, misses; unchanged, a warm pack runs no process."""
-    tree = copy_example(tmp_path / "tree")
+    tree = copy_example(tmp_path / "tree", SLOTTED)  # three compiles, as counted below
     hipcc, log = counting_compiler(tmp_path)
     cache = tmp_path / "cache"
     clang_log = tmp_path / "clang.log"

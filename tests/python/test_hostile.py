@@ -582,7 +582,10 @@ def test_read_regular_never_opens_a_fifo_for_long(tmp_path: Path) -> None:
 
 EXAMPLE_HANDLERS = {"example_split_kv_dispatch": ["produce", "consume"],
                     "example_scale_dispatch": [], "example_reduce_dispatch": [],
-                    "example_twostage_dispatch": ["partial", "combine"]}
+                    "example_twostage_dispatch": ["partial", "combine"],
+                    # the slotted engine's (attention_bwd/)
+                    "example_bwd_prep_dispatch": [], "example_bwd_dkdv_dispatch": [],
+                    "example_bwd_dq_dispatch": ["partial", "reduce"]}
 
 
 def test_a_manifest_lacking_a_symbol_fails_the_arch_naming_symbol_and_manifest(

@@ -84,8 +84,9 @@ def test_every_sha256_is_the_digest_of_its_archive_entry(example_pack: tuple[Pat
                     assert cpp.get(e["toc_key"], target) == data
                     seen += 1
         # attention: 4 launches; prebuilt: reduce_sum + twostage (+ the gfx10-3-generic
-        # scale kernel on gfx1030, filed under its generic target)
-        assert seen == 4 + 3 + (arch == "gfx1030")
+        # scale kernel on gfx1030, filed under its generic target); attention_bwd (the
+        # slotted engine): prep, two dkdv candidates, dq's two launches
+        assert seen == 4 + 3 + (arch == "gfx1030") + 5
 
 
 def test_shard_layout_and_generics(example_pack: tuple[Path, Path, Path]) -> None:
@@ -102,6 +103,12 @@ def test_shard_layout_and_generics(example_pack: tuple[Path, Path, Path]) -> Non
         "prebuilt/twostage.kdp.json", "prebuilt/twostage.kdp.provenance.json.gz",
         "prebuilt/prebuilt.kmd.json", "prebuilt/prebuilt.ued.json",
         "prebuilt/reduce.udd.json", "prebuilt/twostage.udd.json",
+        "attention_bwd/attention_bwd.ued.json", "attention_bwd/dkdv_order.uhd.json",
+        "attention_bwd/bwd_prep.kdp.json", "attention_bwd/bwd_prep.kdp.provenance.json.gz",
+        "attention_bwd/bwd_dkdv.kdp.json", "attention_bwd/bwd_dkdv.kdp.provenance.json.gz",
+        "attention_bwd/bwd_dq.kdp.json", "attention_bwd/bwd_dq.kdp.provenance.json.gz",
+        "attention_bwd/bwd_prep_dispatch.udd.json", "attention_bwd/bwd_dkdv_dispatch.udd.json",
+        "attention_bwd/bwd_dq_dispatch.udd.json",
     }
     text = (out / "gfx90a" / "attention" / "split_kv.kdp.json").read_text()
     assert "//" not in text and "\n " not in text  # compact, comments gone
@@ -178,12 +185,13 @@ def test_warm_cache_runs_no_compiler_and_one_edit_one_compile(tmp_path: Path) ->
     args = ("--hipcc", str(hipcc))
     r = run_pack(tree, tmp_path / "out", ARCHES, *args, cache=cache)
     assert r.returncode == 0, r.stderr
-    assert len(compiles(log)) == 9  # 3 distinct (source, build) x 3 arches
+    # 4 distinct (source, build) x 3 arches: scale at two BLOCKs, split_kv, attention_bwd
+    assert len(compiles(log)) == 12
     first = {a: shard_files(tmp_path / "out" / a) for a in ARCHES}
 
     r = run_pack(tree, tmp_path / "out", ARCHES, *args, cache=cache)
     assert r.returncode == 0, r.stderr
-    assert len(compiles(log)) == 9, "a warm repack ran the compiler"
+    assert len(compiles(log)) == 12, "a warm repack ran the compiler"
     assert {a: shard_files(tmp_path / "out" / a) for a in ARCHES} == first
 
     kdp = tree / "attention" / "scale.kdp.json"
@@ -192,7 +200,7 @@ def test_warm_cache_runs_no_compiler_and_one_edit_one_compile(tmp_path: Path) ->
     write_json(kdp, doc)
     r = run_pack(tree, tmp_path / "out", ARCHES, *args, cache=cache)
     assert r.returncode == 0, r.stderr
-    new = compiles(log)[9:]
+    new = compiles(log)[12:]
     assert len(new) == 3 and all("-DBLOCK=64" in c for c in new)
 
     # An included header changes: every compile that read it runs again.
@@ -200,7 +208,7 @@ def test_warm_cache_runs_no_compiler_and_one_edit_one_compile(tmp_path: Path) ->
     header.write_text(header.read_text() + "\n// touched\n")
     r = run_pack(tree, tmp_path / "out", ARCHES, *args, cache=cache)
     assert r.returncode == 0, r.stderr
-    assert len(compiles(log)) == 12 + 9
+    assert len(compiles(log)) == 15 + 12  # attention_bwd.hip includes it too
 
 
 def test_damaged_cache_entry_is_rebuilt_not_packed(tmp_path: Path) -> None:
@@ -212,14 +220,14 @@ def test_damaged_cache_entry_is_rebuilt_not_packed(tmp_path: Path) -> None:
     good = shard_files(tmp_path / "a" / "gfx90a")
     objects = sorted((cache / "v1" / "objects").rglob("*"))
     victims = [p for p in objects if p.is_file()]
-    assert len(victims) == 3
+    assert len(victims) == 4
     victims[0].write_bytes(victims[0].read_bytes()[:-100])  # truncated
     data = bytearray(victims[1].read_bytes())
     data[len(data) // 2] ^= 0xFF  # altered
     victims[1].write_bytes(bytes(data))
     r = run_pack(tree, tmp_path / "b", ["gfx90a"], "--hipcc", str(hipcc), cache=cache)
     assert r.returncode == 0, r.stderr
-    assert len(compiles(log)) == 3 + 2
+    assert len(compiles(log)) == 4 + 2
     assert shard_files(tmp_path / "b" / "gfx90a") == good
 
 

@@ -98,7 +98,9 @@ def test_pack_refuses_a_shard_the_runtime_would_drop(tmp_path: Path) -> None:
     # A complete manifest: every dispatch symbol the shard uses.
     write_json(manifest, {"example_split_kv_dispatch": ["consume", "produce"],
                           "example_scale_dispatch": [], "example_reduce_dispatch": [],
-                          "example_twostage_dispatch": ["partial", "combine"]})
+                          "example_twostage_dispatch": ["partial", "combine"],
+                          "example_bwd_prep_dispatch": [], "example_bwd_dkdv_dispatch": [],
+                          "example_bwd_dq_dispatch": ["partial", "reduce"]})
     r = run_pack(tree, out, ["gfx90a"], "--handlers", str(manifest), cache=tmp_path / "cache")
     assert r.returncode == 0, r.stderr
 

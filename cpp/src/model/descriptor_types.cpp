@@ -156,6 +156,23 @@ std::optional<std::string> readIdOrNull(BasicObjectReader<V>& r, std::string_vie
   return v->template get<std::string>();
 }
 
+// A slot name ([a-z][a-z0-9_]{0,31}) at `key`, when present: nullopt when absent or
+// refused. With `type` ("KDP", "UHD"), a `version` before 1.1 refuses the key itself.
+template <class V>
+std::optional<std::string> readSlotName(BasicObjectReader<V>& r, std::string_view key, std::string_view type = {},
+                                        const Version& version = Version{1, 1}) {
+  const V* v = r.get(key);
+  if (v == nullptr) return std::nullopt;
+  if (!type.empty() && version < Version{1, 1}) {
+    r.error(r.pathOf(key),
+            "'" + std::string(key) + "' needs " + std::string(type) + " version 1.1, found version " + version.str());
+    return std::nullopt;
+  }
+  if (v->is_string() && isSlotName(stringOf(*v))) return std::string(stringOf(*v));
+  r.error(r.pathOf(key), "expected a slot name matching [a-z][a-z0-9_]{0,31}, found " + describeFound(*v));
+  return std::nullopt;
+}
+
 // A string member that must match `pattern`; `expect` words the refusal.
 std::optional<std::string> readPatterned(ObjectReader& r, std::string_view key, bool required,
                                          const std::regex& pattern, const std::string& expect) {
@@ -420,15 +437,7 @@ std::optional<Pack> parsePackFrom(const V& kdp, Json* consume, const DescriptorC
   p.matchers = readStrings(r, "matchers", true, true, false).value_or(std::vector<std::string>{});
   p.engine = readIdOrNull(r, "engine", "UED");
   p.dispatch = readIdOrNull(r, "dispatch", "UDD");
-  if (const V* slot = r.get("slot")) {
-    if (p.version < Version{1, 1}) {
-      r.error(r.pathOf("slot"), "'slot' needs KDP version 1.1, found version " + p.version.str());
-    } else if (!slot->is_string() || !isSlotName(stringOf(*slot))) {
-      r.error(r.pathOf("slot"), "expected a slot name matching [a-z][a-z0-9_]{0,31}, found " + describeFound(*slot));
-    } else {
-      p.slot = std::string(stringOf(*slot));
-    }
-  }
+  p.slot = readSlotName(r, "slot", "KDP", p.version);
   if (const V* prov = r.get("provenance")) {
     if (prov->is_object()) {
       p.provenance = builtValue(*prov);
@@ -644,15 +653,8 @@ bool readSlots(ObjectReader& r, Engine& e) {
     EngineSlot slot;
     slot.jsonPath = path;
     slot.raw = (*list)[i];
-    if (const Json* name = s.get("name")) {
-      if (name->is_string() && isSlotName(name->get_ref<const std::string&>())) {
-        slot.name = name->get<std::string>();
-      } else {
-        s.error(s.pathOf("name"), "expected a slot name matching [a-z][a-z0-9_]{0,31}, found " + describeFound(*name));
-      }
-    } else {
-      s.error(path, "missing required field 'name'");
-    }
+    if (!s.has("name")) s.error(path, "missing required field 'name'");
+    slot.name = readSlotName(s, "name").value_or("");
     slot.knobs = readStrings(s, "knobs", false, true, true).value_or(std::vector<std::string>{});
     for (const std::string& role : slotHeuristicRoles()) readRoleMap(s, role, slot.heuristics, slot.heuristicPaths);
     if (s.has("predict_engine")) {
@@ -882,13 +884,7 @@ bool readTrainedRef(const Json& value, ObjectReader& parent, const std::string& 
   std::optional<std::string> slot;
   if (type == "ued") {
     // UHD 1.1: the slot of that engine the model was trained for.
-    if (const Json* v = t.get("slot")) {
-      if (v->is_string() && isSlotName(v->get_ref<const std::string&>())) {
-        slot = v->get<std::string>();
-      } else {
-        t.error(t.pathOf("slot"), "expected a slot name matching [a-z][a-z0-9_]{0,31}, found " + describeFound(*v));
-      }
-    }
+    slot = readSlotName(t, "slot");
   }
   t.finish();
   if (t.failed()) return false;
@@ -1060,15 +1056,7 @@ std::optional<HeuristicDescriptor> parseHeuristic(const Json& uhd, const Descrip
   readCommon(r, uhd, ctx, h);
   h.name = r.string("name", true).value_or("");
   readProvenance(r);
-  if (const Json* slot = r.get("slot")) {
-    if (h.version < Version{1, 1}) {
-      r.error(r.pathOf("slot"), "'slot' needs UHD version 1.1, found version " + h.version.str());
-    } else if (!slot->is_string() || !isSlotName(slot->get_ref<const std::string&>())) {
-      r.error(r.pathOf("slot"), "expected a slot name matching [a-z][a-z0-9_]{0,31}, found " + describeFound(*slot));
-    } else {
-      h.slot = slot->get<std::string>();
-    }
-  }
+  h.slot = readSlotName(r, "slot", "UHD", h.version);
   if (!r.has("adapter") && (r.has("kind") || r.has("payload"))) {
     // The pre-adapter shape: one refusal instead of unknown 'kind'/'payload'
     // and a missing adapter, body and objective.

@@ -1,7 +1,7 @@
 // libFuzzer target for the descriptor loader: the input is one or more files,
 // each "<relative path>\n<content>", separated by NUL bytes. They are written
 // into a scratch shard folder and loaded with loadShard, so the walk, the
-// duplicate-key JSON parser, the typed readers and the reference checks all run.
+// JSON scanner (the tape), the typed readers and the reference checks all run.
 #include <unistd.h>
 
 #include <cstddef>
@@ -50,9 +50,9 @@ void valuesOf(const ukdpack::Json& v, const std::string& path, std::map<std::str
   }
 }
 
-// The differential of migrate's span scanner and the reader: the spans of text the
-// reader took name exactly its values, and each scalar's bytes read as that value.
-// A disagreement is a finding (abort), as a crash is.
+// The spans of text the reader took (migrate's, read from the same tape) name
+// exactly its values, and each scalar's bytes read as that value. A
+// disagreement is a finding (abort), as a crash is.
 void checkSpans(std::string_view text, const ukdpack::Json& doc) {
   const auto spans = ukdpack::jsonSpans(text);
   if (!spans) std::abort();
@@ -72,6 +72,28 @@ void checkSpans(std::string_view text, const ukdpack::Json& doc) {
       const auto again = ukdpack::parseDescriptorText(text.substr(s.begin, s.end - s.begin));
       if (!again || again.value() != v) std::abort();
     }
+  }
+}
+
+// The one scanner (the tape behind parseDescriptorText) against nlohmann's own
+// parser with comments on: what the tape takes, nlohmann reads alike; what the
+// tape calls a syntax error, nlohmann refuses too (and words: the tape's error
+// path asks it). Limits (duplicate keys, int64, nesting) are the tape's alone.
+void checkReader(std::string_view text) {
+  const auto doc = ukdpack::parseDescriptorText(text);
+  ukdpack::Json theirs;
+  bool parsed = true;
+  try {
+    theirs = ukdpack::Json::parse(text.begin(), text.end(), nullptr, /*allow_exceptions=*/true,
+                                  /*ignore_comments=*/true);
+  } catch (const ukdpack::Json::exception&) {
+    parsed = false;
+  }
+  if (doc) {
+    if (!parsed || theirs != doc.value()) std::abort();
+    checkSpans(text, doc.value());
+  } else if (doc.error().code == "JSON_SYNTAX" && (parsed || doc.error().message == "not valid JSON")) {
+    std::abort();
   }
 }
 
@@ -97,9 +119,9 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
       rel = std::string(file.substr(0, nl));
       file = file.substr(nl + 1);
     }
-    // The in-memory parser on its own, as the Python binding calls it, and the span
-    // scanner against it.
-    if (const auto doc = ukdpack::parseDescriptorText(file)) checkSpans(file, doc.value());
+    // The in-memory parser on its own, as the Python binding calls it, against
+    // nlohmann's, and the spans against it.
+    checkReader(file);
     const fs::path path = root / rel;
     fs::create_directories(path.parent_path(), ec);
     std::ofstream out(path, std::ios::binary);

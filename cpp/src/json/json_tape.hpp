@@ -1,14 +1,20 @@
-// The loader's fast reading of descriptor text: one scan that turns a file
-// into a flat tape of values whose strings are views of the text (no DOM of
-// allocated nodes), read by the same strict rules as a Json DOM (the model's
-// ObjectReader and descriptor parsers are templates over both).
+// The one scanner of descriptor text: one pass that turns a file into a flat
+// tape of values whose strings are views of the text (no DOM of allocated
+// nodes). The loader reads kernels from the tape (the model's ObjectReader and
+// descriptor parsers are templates over a Json and a JsonNode);
+// parseDescriptorText builds its Json from it; jsonSpans reads byte offsets
+// from it.
 //
-// The scan accepts only text the one reader (parseDescriptorText) reads
-// without a word and reads alike: JSON without comments or byte order mark,
-// within the reader's limits (int64 integers, finite numbers, nesting, no
-// duplicate key); a string's escapes are decoded as that reader decodes them.
-// Anything else returns nothing and the caller reads the text with
-// parseDescriptorText, which says what is wrong.
+// It reads descriptor text as nlohmann::json::parse(text, ignore_comments)
+// does: an optional UTF-8 byte order mark at the start, `//` comments (ended by
+// LF, CR or NUL) and `/* */` comments wherever blanks may stand, string escapes
+// decoded (\u surrogate pairs to one character), a NUL byte where a token may
+// start ends the text. On top it holds the text to the limits every descriptor
+// is held to: integers that fit an int64, finite numbers, nesting up to 128,
+// no key twice in one object (each refused with the JSON path, as a
+// JSON_LIMIT or DUPLICATE_KEY diagnostic). A syntax error is worded by
+// nlohmann's own parser run over the text (syntaxError): an error path only,
+// never taken for a text the tape accepts.
 #pragma once
 
 #include <cstddef>
@@ -82,6 +88,11 @@ class JsonNode {
   // The bytes the value was written as.
   std::size_t begin_offset() const { return begin_; }
   std::size_t end_offset() const { return end_; }
+  // An object member's quoted key, as written: its opening quote and one past
+  // its closing quote (both 0 for the root and array elements).
+  bool is_member() const { return keyEnd_ != 0; }
+  std::size_t key_begin_offset() const { return keyBegin_; }
+  std::size_t key_end_offset() const { return keyEnd_; }
   const JsonTape& tape() const { return *tape_; }
 
   // The value as a Json DOM, exactly as the one reader would have built it.
@@ -98,6 +109,7 @@ class JsonNode {
   std::string_view text_;     // String: its text; Float: its literal
   std::string_view key_;      // an object member's key
   std::size_t begin_ = 0, end_ = 0;
+  std::size_t keyBegin_ = 0, keyEnd_ = 0;
   std::uint32_t first_ = 0, count_ = 0;  // children: kids_[first_, first_ + count_)
 };
 
@@ -105,7 +117,11 @@ class JsonNode {
 // its values; the root is node 0.
 class JsonTape {
  public:
-  // Nothing when the text is not for the fast reading (see above).
+  // The tape of `text`, or the diagnostic of what is wrong with it (file left
+  // empty: the caller fills it in). The text must be UTF-8 (firstInvalidUtf8):
+  // parseDescriptorText checks that first.
+  static Result<std::unique_ptr<JsonTape>> read(std::shared_ptr<const std::string> text);
+  // The same, with nothing for a text read refuses.
   static std::unique_ptr<JsonTape> scan(std::shared_ptr<const std::string> text);
 
   const JsonNode& root() const { return nodes_.front(); }
@@ -142,5 +158,19 @@ std::string jsonTypeName(const JsonNode& value);
 
 // A JsonText of the bytes `node` was written as.
 JsonText textOf(const JsonNode& node);
+
+// The JSON_SYNTAX diagnostic of text the tape found not to be JSON, worded by
+// nlohmann's parser over the same text (line, column and what it last read), or
+// naming the line an unterminated /* comment starts on.
+Diagnostic syntaxError(std::string_view text);
+
+// Descriptor text checked to be UTF-8 (an ENCODING diagnostic), then read
+// onto a tape: what the loader, parseDescriptorText and jsonSpans read. The
+// string_view form reads a copy.
+Result<std::unique_ptr<JsonTape>> readText(std::shared_ptr<const std::string> text);
+Result<std::unique_ptr<JsonTape>> readText(std::string_view text);
+
+// Input text as a message quotes it: its ends, when it is long.
+std::string shortQuote(std::string_view text);
 
 }  // namespace ukdpack::detail

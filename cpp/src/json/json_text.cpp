@@ -19,7 +19,8 @@ std::string jsonPathIndex(const std::string& base, std::size_t index) {
 
 Json JsonText::json() const {
   if (!text_) return value_;
-  return Json::parse(text());
+  // The bytes may hold comments (the tape steps over them as this parse does).
+  return Json::parse(text(), nullptr, /*allow_exceptions=*/true, /*ignore_comments=*/true);
 }
 
 }  // namespace ukdpack

@@ -1,5 +1,5 @@
-// Judging one descriptor file on its own (any thread): read, parsed by its
-// type's reader (kernels from a tape of the text when the scan takes it), its
+// Judging one descriptor file on its own (any thread): read, scanned onto a
+// tape, parsed by its type's reader (kernels from the tape itself), its
 // kernels' sources checked; then what it produced joins the set in walk order.
 #include <exception>
 #include <iterator>
@@ -9,7 +9,6 @@
 #include <utility>
 
 #include "base/files.hpp"
-#include "base/utf8.hpp"
 #include "json/json_tape.hpp"
 #include "load/loader_impl.hpp"
 #include "model/object_reader.hpp"
@@ -98,24 +97,22 @@ Loader::FileRead Loader::readFile(const WalkedFile& f, const fs::path& root) con
     }
     if (!out.loaded()) remember("did not load");
   };
-  // Kernels (KDP, UKD: nearly all of a shard's bytes) are read from a tape of
-  // the text when the scan takes it; any other text, and the other types, from
-  // the one reader's DOM, which also words every refusal of the text itself.
-  if ((f.type == "kdp" || f.type == "ukd") && detail::firstInvalidUtf8(*text) == std::string_view::npos) {
-    if (const auto tape = detail::JsonTape::scan(text)) {
-      withDoc(tape->root(), nullptr);
-      return out;
-    }
-  }
-  auto parsed = parseDescriptorText(*text);
-  if (!parsed) {
-    Diagnostic d = parsed.error();
+  // One scan of the text, which also words every refusal of the text itself.
+  // Kernels (KDP, UKD: nearly all of a shard's bytes) are read from the tape;
+  // the other types from a DOM built from it.
+  auto tape = detail::readText(text);
+  if (!tape) {
+    Diagnostic d = tape.error();
     d.file = f.rel;
     diags.push_back(std::move(d));
     return out;
   }
+  if (f.type == "kdp" || f.type == "ukd") {
+    withDoc(tape.value()->root(), nullptr);
+    return out;
+  }
   // Mutable: the typed readers may move subtrees out once they have read them.
-  Json& doc = parsed.value();
+  Json doc = tape.value()->root().toJson();
   withDoc(doc, &doc);
   return out;
 }

@@ -3,7 +3,7 @@
 The files are the loader's walk of the root (``_runtime.walk_root``); the plan comes from
 each file's document as the runtime reads it (``_runtime.read_json_text``); the rewrite is
 a set of byte splices placed by the runtime's spans of the same text
-(``_runtime.json_spans``, the reader's own tokenizer). No JSON is parsed here: every byte
+(``_runtime.json_spans``, read from the reader's own scan). No JSON is parsed here: every byte
 outside a splice, comments and key order included, stays as it was. Applying the splices
 and every lookup is linear in the file's size.
 """

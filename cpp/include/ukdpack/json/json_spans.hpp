@@ -26,10 +26,10 @@ struct JsonSpan {
 };
 
 // Every value of `text`, in document order (a container before its contents).
-// The text is first read by parseDescriptorText, so what the reader refuses
-// is refused here with its diagnostic; the scan then runs the reader's own
-// tokenizer over the same bytes, so blanks, comments, strings and the byte
-// order mark are stepped over exactly as the reader steps over them.
+// Read from the one scanner's tape (cpp/src/json/json_tape.cpp), the reading
+// parseDescriptorText makes: what the reader refuses is refused here with its
+// diagnostic, and blanks, comments, strings and the byte order mark are
+// stepped over by the very scan that read the values.
 Result<std::vector<JsonSpan>> jsonSpans(std::string_view text);
 
 }  // namespace ukdpack

@@ -1,5 +1,6 @@
 // The JSON layer's values: the DOM type, a value kept as the text it was
-// written as, JSON path wording, and the one strict reader of descriptor text.
+// written as, JSON path wording, and the strict reader of descriptor text
+// (a Json built from the one scanner's tape, cpp/src/json/json_tape.hpp).
 // It knows nothing of descriptors: the model (ukdpack/model/) reads these.
 #pragma once
 
@@ -28,8 +29,8 @@ class JsonText {
   JsonText(std::shared_ptr<const std::string> text, std::size_t offset, std::size_t size)
       : text_(std::move(text)), offset_(offset), size_(size) {}
 
-  // The value: the built one, or the text read again (every call; the text
-  // was read strictly when the file was loaded).
+  // The value: the built one, or the text read again, comments stepped over
+  // (every call; the text was read strictly when the file was loaded).
   Json json() const;
   bool isNull() const { return !text_ && value_.is_null(); }
   // The bytes it was written as; empty for a built value.
@@ -47,8 +48,10 @@ std::string jsonPathKey(const std::string& base, std::string_view key);
 std::string jsonPathIndex(const std::string& base, std::size_t index);
 
 // JSON text as descriptors are written: UTF-8 (a BOM is allowed), `//` and
-// `/* */` comments, no duplicate key in one object. A failure is a diagnostic
-// with an empty file (the caller fills it in).
+// `/* */` comments, no duplicate key in one object, integers that fit an int64,
+// finite numbers, nesting up to 128 levels. A failure is a diagnostic with an
+// empty file (the caller fills it in); a syntax error is worded as
+// nlohmann::json::parse words it.
 Result<Json> parseDescriptorText(std::string_view text);
 
 }  // namespace ukdpack

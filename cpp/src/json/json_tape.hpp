@@ -24,6 +24,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <vector>
 
 #include "ukdpack/json/json_text.hpp"
@@ -90,9 +91,9 @@ class JsonNode {
   std::size_t end_offset() const { return end_; }
   // An object member's quoted key, as written: its opening quote and one past
   // its closing quote (both 0 for the root and array elements).
-  bool is_member() const { return keyEnd_ != 0; }
-  std::size_t key_begin_offset() const { return keyBegin_; }
-  std::size_t key_end_offset() const { return keyEnd_; }
+  bool is_member() const { return keyDelta_ != 0; }
+  std::size_t key_begin_offset() const;
+  std::size_t key_end_offset() const;  // found from the key's first byte: the tape keeps no more
   const JsonTape& tape() const { return *tape_; }
 
   // The value as a Json DOM, exactly as the one reader would have built it.
@@ -102,15 +103,20 @@ class JsonNode {
  private:
   friend class JsonTape;
   friend class TapeScanner;
+  // 80 bytes: a shard's load makes a million nodes, and a file's tape that
+  // outgrows malloc's mmap threshold costs page faults on every load.
   const JsonTape* tape_ = nullptr;
-  Kind kind_ = Kind::Null;
-  bool boolean_ = false;
   std::int64_t integer_ = 0;  // Integer and Unsigned (the latter never negative)
   std::string_view text_;     // String: its text; Float: its literal
   std::string_view key_;      // an object member's key
   std::size_t begin_ = 0, end_ = 0;
-  std::size_t keyBegin_ = 0, keyEnd_ = 0;
   std::uint32_t first_ = 0, count_ = 0;  // children: kids_[first_, first_ + count_)
+  // A member's key begins keyDelta_ bytes before its value (0: no member;
+  // kFarKey: further than 32 bits say, kept in the tape's farKeys_).
+  std::uint32_t keyDelta_ = 0;
+  Kind kind_ = Kind::Null;
+  bool boolean_ = false;
+  static constexpr std::uint32_t kFarKey = 0xFFFFFFFFu;
 };
 
 // A scanned file: its text (shared, so views of it may outlive the tape) and
@@ -134,6 +140,7 @@ class JsonTape {
   std::vector<JsonNode> nodes_;
   std::vector<std::uint32_t> kids_;
   std::deque<std::string> decoded_;  // strings written with escapes, decoded (a deque: views stay put)
+  std::unordered_map<std::uint32_t, std::size_t> farKeys_;  // node -> key offset, for JsonNode::kFarKey
 };
 
 inline const JsonNode& JsonNode::const_iterator::operator*() const { return tape_->nodes_[*at_]; }

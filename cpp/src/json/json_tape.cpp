@@ -3,7 +3,7 @@
 // nlohmann's parser words (syntaxError). A refusal names the first problem in
 // the text, as a reader that stops at it would: a key said twice is found when
 // its object closes, so a failure first asks whether an open object already
-// holds one (firstDuplicate).
+// holds one (duplicateBefore).
 #include "json/json_tape.hpp"
 
 #include "ukdpack/json/json_spans.hpp"
@@ -382,7 +382,7 @@ class TapeScanner {
       std::string_view key;
       if (!string(key)) return false;
       // The member goes on the tape with its key before the rest is read, so a
-      // failure further on sees the key (firstDuplicate).
+      // failure further on sees the key (duplicateBefore).
       const std::uint32_t member = newNode();
       JsonNode& m = tape_.nodes_[member];
       m.key_ = key;

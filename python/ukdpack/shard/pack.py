@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import functools
+import hashlib
 import os
 import re
 import tempfile
@@ -26,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 from ukdpack import _runtime, collector, reports
 from ukdpack.authored.kinds import kind, normalized_build
 from ukdpack.authored.load import ARCHIVE_FOLDER, Member, Tree, load_tree
-from ukdpack.authored.model import Uhd, Ukd
+from ukdpack.authored.model import Kdp, Uhd, Ukd
 from ukdpack.authored.validate import check_tree
 from ukdpack.errors import Problem, UkdError, UsageError, escape_controls, has_controls
 from ukdpack.files import found_at, read_regular
@@ -38,7 +39,7 @@ from ukdpack.produce.producers import Producer, Product
 from ukdpack.progress import Reporter
 from ukdpack.reports import problem_doc
 from ukdpack.shard import archive as kpack
-from ukdpack.shard import packed, provenance, publish
+from ukdpack.shard import packed, provenance, publish, reuse
 from ukdpack.shard.depfile import UnwritablePath, write_depfile
 from ukdpack.shard.runtime_check import HandlerManifest, check_shard, load_handler_manifest
 from ukdpack.words import count
@@ -225,7 +226,9 @@ class _Assembler:
                  products: Mapping[tuple[str, str, str], Product | Problem],
                  versions: Mapping[str, str], handlers: HandlerManifest | None,
                  reporter: Reporter,
-                 provenances: dict[tuple[str, str], dict[str, Any]] | None = None) -> None:
+                 provenances: dict[tuple[str, str], dict[str, Any]] | None = None,
+                 parts_record: Path | None = None,
+                 raw_digests: dict[tuple[str, str], str] | None = None) -> None:
         self.tree, self.opts, self.plan = tree, opts, plan
         self.products, self.versions = products, versions
         self.handlers, self.reporter = handlers, reporter
@@ -234,6 +237,10 @@ class _Assembler:
         self.provenances = provenances
         self.arch = plan.arch
         self.archive_name = kpack.archive_name(opts.group, self.arch)
+        #: the record of this shard's parts (None: no reuse of the previous shard's files)
+        self.parts_record = parts_record
+        self.parts: reuse.Parts | None = None
+        self.raw_digests = raw_digests if raw_digests is not None else {}
 
     def run(self) -> ArchResult:
         start = time.monotonic()
@@ -292,14 +299,18 @@ class _Assembler:
                                           / self.archive_name, self.opts.jobs) if used else None
             staged: threading.Thread | None = None
             try:
+                if self.parts_record is not None:
+                    self.parts = reuse.Parts(
+                        reuse.PreviousShard(self.opts.out_root / self.arch),
+                        reuse.read_record(self.parts_record), self.raw_digests)
                 files = self._descriptor_files(launches, problems)
                 if checking is not None:
                     checking.join()
                 if problems:  # an unreadable artifact fails the arch (its staging goes)
                     result.problems = problems
                     return result
-                for rel, data in files.items():
-                    publish.write_file(staging, rel, data)
+                reuse.stage_files(staging, files, self.parts.previous if self.parts else None,
+                                  publish.write_file)
                 del files  # the check's own set reuses the memory of these bytes
                 collector.trim()
                 # The disk writes the staged files while the runtime check reads them;
@@ -315,6 +326,8 @@ class _Assembler:
                 publish.remove_shard(self.opts.out_root, self.arch)
                 return result
             result.published = publish.publish(staging, self.opts.out_root, self.arch)
+            if self.parts is not None and self.parts_record is not None:
+                reuse.write_record(self.parts_record, self.parts.made)
         except Exception:
             # An internal failure fails the arch as a refusal does. An interrupt is not a
             # verdict on the shard: the lock's exit leaves what a kill would (the previous
@@ -389,6 +402,64 @@ class _Assembler:
             self.provenances[where] = prov
         return prov
 
+    def _kdp_files(self, kdp: Kdp, on_arch: Mapping[str, Member],
+                   launches: Mapping[tuple[str, str | None], packed.PackedLaunch]
+                   ) -> dict[str, bytes]:
+        """The packed files of one pack: its KDP file, the standalone UKD files it names,
+        and their sidecars, by shard-relative path."""
+        files: dict[str, bytes] = {}
+        kernels: list[Any] = []
+        entries: dict[str, Any] = {}
+        for ref in kdp.kernels:
+            ukd = ref.inline if ref.inline is not None else self.tree.lookup(ref.ref, Ukd)
+            if ukd is None or ukd.key not in on_arch:
+                continue
+            member = on_arch[ukd.key]
+            if ref.inline is not None:
+                doc, entry = self._packed_kernel(member, kdp.file, launches)
+                kernels.append(doc)
+                entries[ukd.id] = entry
+            else:
+                kernels.append(ref.ref)
+                doc, entry = self._packed_kernel(member, ukd.file, launches)
+                files[ukd.file] = packed.compact(doc)
+                files[provenance.sidecar_name(ukd.file)] = provenance.sidecar_bytes(
+                    kdp.id, {ukd.id: entry})
+        files[kdp.file] = packed.compact(packed.packed_kdp(kdp.raw, self.arch, kernels))
+        if entries:
+            files[provenance.sidecar_name(kdp.file)] = provenance.sidecar_bytes(kdp.id, entries)
+        return files
+
+    def _part_key(self, kdp: Kdp, on_arch: Mapping[str, Member],
+                  launches: Mapping[tuple[str, str | None], packed.PackedLaunch]) -> str:
+        """The key of one pack's files (``_kdp_files``): everything they are made of."""
+        assert self.parts is not None
+        raws = self.parts.raw_digests
+        inputs: list[Any] = [self.arch, self.archive_name, self.versions, kdp.file,
+                             kdp.json_path, kdp.id]
+        if (kdp.file, kdp.json_path) not in raws:
+            raws[(kdp.file, kdp.json_path)] = reuse.digest_json(kdp.raw)
+        inputs.append(raws[(kdp.file, kdp.json_path)])
+        for ref in kdp.kernels:
+            ukd = ref.inline if ref.inline is not None else self.tree.lookup(ref.ref, Ukd)
+            if ukd is None:
+                inputs.append([ref.json_path, ref.ref, None])
+                continue
+            where = (ukd.file, ukd.json_path)
+            if where not in raws:
+                raws[where] = reuse.digest_json(ukd.raw)
+            own = []
+            if ukd.key in on_arch:
+                for ln in self.plan.launches_of(ukd):
+                    pl = launches.get((ukd.key, ln.name))
+                    own.append([ln.name, ln.source.kind, ln.source.json_path] if pl is None else
+                               [ln.name, ln.source.kind, ln.source.json_path, pl.toc_key,
+                                pl.symbol, pl.sha256, self.parts.signature(pl.signature),
+                                sorted(pl.targets.items())])
+            inputs.append([ref.json_path, ref.ref, ukd.file, ukd.json_path, ukd.id, raws[where],
+                           ukd.key in on_arch, own])
+        return reuse.part_key(inputs)
+
     def _descriptor_files(self, launches: Mapping[tuple[str, str | None], packed.PackedLaunch],
                           problems: list[Problem]) -> dict[str, bytes]:
         """Every file of the shard but its archive, by shard-relative path; what cannot
@@ -397,27 +468,15 @@ class _Assembler:
         on_arch = {m.ukd.key: m for m in self.plan.members}
         shipped = self.tree.shipped(self.arch)
         for kdp in shipped.kdps:
-            kernels: list[Any] = []
-            entries: dict[str, Any] = {}
-            for ref in kdp.kernels:
-                ukd = ref.inline if ref.inline is not None else self.tree.lookup(ref.ref, Ukd)
-                if ukd is None or ukd.key not in on_arch:
-                    continue
-                member = on_arch[ukd.key]
-                if ref.inline is not None:
-                    doc, entry = self._packed_kernel(member, kdp.file, launches)
-                    kernels.append(doc)
-                    entries[ukd.id] = entry
-                else:
-                    kernels.append(ref.ref)
-                    doc, entry = self._packed_kernel(member, ukd.file, launches)
-                    files[ukd.file] = packed.compact(doc)
-                    files[provenance.sidecar_name(ukd.file)] = provenance.sidecar_bytes(
-                        kdp.id, {ukd.id: entry})
-            files[kdp.file] = packed.compact(packed.packed_kdp(kdp.raw, self.arch, kernels))
-            if entries:
-                files[provenance.sidecar_name(kdp.file)] = provenance.sidecar_bytes(
-                    kdp.id, entries)
+            key = self._part_key(kdp, on_arch, launches) if self.parts is not None else ""
+            known = self.parts.record.get(key) if self.parts is not None else None
+            part = self.parts.previous.part(known) if self.parts and known else None
+            if part is None:
+                part = self._kdp_files(kdp, on_arch, launches)
+            if self.parts is not None:
+                self.parts.made[key] = [(rel, hashlib.sha256(data).hexdigest())
+                                        for rel, data in part.items()]
+            files.update(part)
         for generic in shipped.generics:
             files[generic.file] = packed.compact(packed.packed_generic(generic.raw))
             if isinstance(generic, Uhd) and generic.artifact_file is not None:
@@ -627,6 +686,7 @@ def _produce_and_publish(opts: PackOptions, reporter: Reporter, report: PackRepo
     told: set[Problem] = set()  # a problem several arches share (no compiler) is told once
     # Kept for the next arch only when there is one: 10,000 kernels' are about 5 MiB.
     provenances: dict[tuple[str, str], dict[str, Any]] | None = {} if len(plans) > 1 else None
+    raw_digests: dict[tuple[str, str], str] = {}  # the parts' keys, shared by the arches
 
     for plan in plans:
         arch = plan.arch
@@ -639,7 +699,9 @@ def _produce_and_publish(opts: PackOptions, reporter: Reporter, report: PackRepo
                 report.arches.append(ArchResult(arch, ok=True))
                 continue
             result = _Assembler(tree, opts, plan, products, versions, handlers, reporter,
-                                provenances).run()
+                                provenances, reuse.record_path(producer.cache.folder, out_root,
+                                                               opts.group, arch),
+                                raw_digests).run()
             if not result.ok and publish.remove_shard(out_root, arch):
                 say(f"{arch}: removed the stale shard {out_root / arch}")
         report.arches.append(result)

@@ -140,6 +140,8 @@ class ArchResult:
     archive_bytes: int = 0
     seconds: float = 0.0
     problems: list[Problem] = field(default_factory=list)
+    dormant: bool = False  # no kernels for the arch: no shard, nothing to tell
+    removed_stale: bool = False  # a failed arch's previous shard was removed
 
 
 @dataclass
@@ -240,11 +242,20 @@ class _Assembler:
         #: the record of this shard's parts (None: no reuse of the previous shard's files)
         self.parts_record = parts_record
         self.parts: reuse.Parts | None = None
+        self.result = ArchResult(self.arch, ok=False)
+        self._threads: list[threading.Thread] = []  # joined before the staging is used
         self.raw_digests = raw_digests if raw_digests is not None else {}
 
     def run(self) -> ArchResult:
-        start = time.monotonic()
-        result = ArchResult(self.arch, ok=False)
+        """Build, check and publish the shard: ``prepare``, then ``finish``."""
+        return self.finish() if self.prepare() else self.result
+
+    def prepare(self) -> bool:
+        """Build the shard in its staging folder, its archive's entries checked: all but
+        the runtime check and publishing (``finish``). False when the arch has failed
+        already (``self.result`` says why; its staging is the caller's to remove)."""
+        self._start = time.monotonic()
+        result = self.result = ArchResult(self.arch, ok=False)
         # dict.fromkeys: one problem shared by many jobs (no compiler) is told once.
         problems = list(dict.fromkeys(p for job in self.plan.jobs
                                       if isinstance(p := self.products[job.key], Problem)))
@@ -288,44 +299,62 @@ class _Assembler:
                     if len(by_target) > 1 or ":" in next(iter(by_target)) else {})
         if problems:
             result.problems = problems
-            return result
+            return False
         try:
-            staging = publish.fresh_staging(self.opts.out_root, self.arch)
-            archive_bytes, synced = self._write_archive(staging, used)
+            self._staging = staging = publish.fresh_staging(self.opts.out_root, self.arch)
+            self._archive_bytes, synced = self._write_archive(staging, used)
+            self._threads += [synced] if synced is not None else []
             # The runtime check's work on the archive (decompress and hash each entry)
             # runs while the descriptors are made: it waits on nothing they hold.
-            archives = _runtime.ArchiveCache()
+            self._archives = archives = _runtime.ArchiveCache()
             checking = _start_entry_check(archives, staging / ARCHIVE_FOLDER
                                           / self.archive_name, self.opts.jobs) if used else None
-            staged: threading.Thread | None = None
+            self._threads += [checking] if checking is not None else []
+            if self.parts_record is not None:
+                self.parts = reuse.Parts(
+                    reuse.PreviousShard(self.opts.out_root / self.arch),
+                    reuse.read_record(self.parts_record), self.raw_digests)
+            files = self._descriptor_files(launches, problems)
+            if checking is not None:
+                checking.join()
+            if problems:  # an unreadable artifact fails the arch (its staging goes)
+                result.problems = problems
+                self._join()
+                return False
+            reuse.stage_files(staging, files, self.parts.previous if self.parts else None,
+                              publish.write_file)
+            del files  # the check's own set reuses the memory of these bytes
+            collector.trim()
+            # The disk writes the staged files while the runtime check reads them;
+            # publishing then finds them clean (it fsyncs every one again).
+            self._threads.append(publish.start_fsync_tree(staging))
+        except BaseException as e:
+            self._join()
+            if isinstance(e, Exception):  # as in finish()
+                publish.remove_shard(self.opts.out_root, self.arch)
+            raise
+        self._objects = len(used)
+        return True
+
+    def _join(self) -> None:
+        for thread in self._threads:
+            thread.join()
+
+    def finish(self) -> ArchResult:
+        """The runtime check of the prepared staging shard and, if it passes, publishing:
+        C++ and file system calls, which may run on a thread beside the next arch's
+        ``prepare``."""
+        result = self.result
+        try:
             try:
-                if self.parts_record is not None:
-                    self.parts = reuse.Parts(
-                        reuse.PreviousShard(self.opts.out_root / self.arch),
-                        reuse.read_record(self.parts_record), self.raw_digests)
-                files = self._descriptor_files(launches, problems)
-                if checking is not None:
-                    checking.join()
-                if problems:  # an unreadable artifact fails the arch (its staging goes)
-                    result.problems = problems
-                    return result
-                reuse.stage_files(staging, files, self.parts.previous if self.parts else None,
-                                  publish.write_file)
-                del files  # the check's own set reuses the memory of these bytes
-                collector.trim()
-                # The disk writes the staged files while the runtime check reads them;
-                # publishing then finds them clean (it fsyncs every one again).
-                staged = publish.start_fsync_tree(staging)
-                result.problems = check_shard(staging, self.arch, self.handlers,
-                                              self.opts.jobs, archives)
+                result.problems = check_shard(self._staging, self.arch, self.handlers,
+                                              self.opts.jobs, self._archives)
             finally:
-                for thread in (checking, synced, staged):
-                    if thread is not None:
-                        thread.join()
+                self._join()
             if any(p.severity == "error" for p in result.problems):
                 publish.remove_shard(self.opts.out_root, self.arch)
                 return result
-            result.published = publish.publish(staging, self.opts.out_root, self.arch)
+            result.published = publish.publish(self._staging, self.opts.out_root, self.arch)
             if self.parts is not None and self.parts_record is not None:
                 reuse.write_record(self.parts_record, self.parts.made)
         except Exception:
@@ -337,9 +366,9 @@ class _Assembler:
         result.ok = True
         result.kernels = len(self.plan.members)
         result.launches = len(self.plan.launches)
-        result.objects = len(used)
-        result.archive_bytes = archive_bytes
-        result.seconds = time.monotonic() - start
+        result.objects = self._objects
+        result.archive_bytes = self._archive_bytes
+        result.seconds = time.monotonic() - self._start
         return result
 
     def _write_archive(self, staging: Path, used: Mapping[tuple[str, str], Product]
@@ -688,23 +717,100 @@ def _produce_and_publish(opts: PackOptions, reporter: Reporter, report: PackRepo
     provenances: dict[tuple[str, str], dict[str, Any]] | None = {} if len(plans) > 1 else None
     raw_digests: dict[tuple[str, str], str] = {}  # the parts' keys, shared by the arches
 
-    for plan in plans:
-        arch = plan.arch
-        with publish.shard_lock(out_root, arch, opts.lock_timeout, say):
-            if not plan.members:
-                if publish.remove_shard(out_root, arch):
-                    say(f"{arch}: removed the stale shard {out_root / arch}")
-                publish.mark_dormant(out_root, arch, f"{root}: no kernels for {arch}")
-                reporter.info(f"{arch}: no kernels for this arch; no shard")
-                report.arches.append(ArchResult(arch, ok=True))
-                continue
-            result = _Assembler(tree, opts, plan, products, versions, handlers, reporter,
-                                provenances, reuse.record_path(producer.cache.folder, out_root,
-                                                               opts.group, arch),
-                                raw_digests).run()
-            if not result.ok and publish.remove_shard(out_root, arch):
-                say(f"{arch}: removed the stale shard {out_root / arch}")
+    # Each arch's shard is prepared in turn; an arch's runtime check and publishing run
+    # on a thread holding its lock (C++ and file system calls) while the next arch is
+    # prepared. The last arch finishes here.
+    outcomes: list[ArchResult | _Finishing] = []
+    try:
+        for i, plan in enumerate(plans):
+            arch = plan.arch
+            with contextlib.ExitStack() as held:
+                held.enter_context(publish.shard_lock(out_root, arch, opts.lock_timeout, say))
+                if not plan.members:
+                    if publish.remove_shard(out_root, arch):
+                        say(f"{arch}: removed the stale shard {out_root / arch}")
+                    publish.mark_dormant(out_root, arch, f"{root}: no kernels for {arch}")
+                    reporter.info(f"{arch}: no kernels for this arch; no shard")
+                    outcomes.append(ArchResult(arch, ok=True, dormant=True))
+                    continue
+                assembler = _Assembler(tree, opts, plan, products, versions, handlers,
+                                       reporter, provenances,
+                                       reuse.record_path(producer.cache.folder, out_root,
+                                                         opts.group, arch), raw_digests)
+                prepared = assembler.prepare()
+                if prepared and i < len(plans) - 1:
+                    outcomes.append(_Finishing(assembler, held.pop_all()))
+                    continue
+                result = assembler.finish() if prepared else assembler.result
+                result.removed_stale = not result.ok and publish.remove_shard(out_root, arch)
+            outcomes.append(result)
+            _tell_arches(outcomes, report, reporter, told, say, out_root)
+    finally:
+        for outcome in outcomes:
+            if isinstance(outcome, _Finishing):
+                outcome.join()
+    _tell_arches(outcomes, report, reporter, told, say, out_root)
+    if remote is not None:  # after publishing: uploads wait at most the grace
+        report.remote = remote.finish()
+        reporter.info(report.remote.line())
+    _write_depfile(opts, tree, plans, products)
+    return report
+
+
+class _Finishing:
+    """``_Assembler.finish`` of a prepared arch on a thread of its own, which holds the
+    arch's shard lock (``held``) and releases it when done: a failed arch's stale shard
+    is removed under it."""
+
+    def __init__(self, assembler: _Assembler, held: contextlib.ExitStack) -> None:
+        self.assembler, self.held = assembler, held
+        self.error: BaseException | None = None
+        self.thread = threading.Thread(target=self._run, name=f"ukdpack-finish-{assembler.arch}")
+        self.thread.start()
+
+    def _run(self) -> None:
+        result = self.assembler.result
+        try:
+            result = self.assembler.finish()
+            result.removed_stale = not result.ok and publish.remove_shard(
+                self.assembler.opts.out_root, self.assembler.arch)
+        except BaseException as e:  # raised in the main thread by result()
+            self.error = e
+        finally:
+            try:
+                if self.error is not None:
+                    self.held.__exit__(type(self.error), self.error, self.error.__traceback__)
+                else:
+                    self.held.close()
+            except BaseException as e:
+                self.error = self.error or e
+
+    def join(self) -> None:
+        self.thread.join()
+
+    def result(self) -> ArchResult:
+        """The arch's result once finished; what the thread raised is raised here."""
+        self.thread.join()
+        if self.error is not None:
+            raise self.error
+        return self.assembler.result
+
+
+def _tell_arches(outcomes: list[ArchResult | _Finishing], report: PackReport,
+                 reporter: Reporter, told: set[Problem], say: Callable[[str], None],
+                 out_root: Path) -> None:
+    """Report the arches of ``outcomes`` in order, each once it has finished (waiting for
+    the first not yet reported), and take them off the list."""
+    while outcomes:
+        outcome = outcomes[0]
+        result = outcome.result() if isinstance(outcome, _Finishing) else outcome
+        outcomes.pop(0)
+        arch = result.arch
         report.arches.append(result)
+        if result.dormant:
+            continue
+        if result.removed_stale:
+            say(f"{arch}: removed the stale shard {out_root / arch}")
         for p in result.problems:
             if p not in told:
                 told.add(p)
@@ -716,11 +822,6 @@ def _produce_and_publish(opts: PackOptions, reporter: Reporter, report: PackRepo
                 f"{result.seconds:.1f} s -> {result.published}")
         else:
             reporter.info(f"{arch}: failed; no shard")
-    if remote is not None:  # after publishing: uploads wait at most the grace
-        report.remote = remote.finish()
-        reporter.info(report.remote.line())
-    _write_depfile(opts, tree, plans, products)
-    return report
 
 
 def _write_depfile(opts: PackOptions, tree: Tree, plans: Sequence[ArchPlan],

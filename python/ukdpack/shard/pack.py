@@ -483,8 +483,7 @@ class _Assembler:
                     pl = launches.get((ukd.key, ln.name))
                     own.append([ln.name, ln.source.kind, ln.source.json_path] if pl is None else
                                [ln.name, ln.source.kind, ln.source.json_path, pl.toc_key,
-                                pl.symbol, pl.sha256, self.parts.signature(pl.signature),
-                                sorted(pl.targets.items())])
+                                pl.symbol, pl.sha256, pl.signature, sorted(pl.targets.items())])
             inputs.append([ref.json_path, ref.ref, ukd.file, ukd.json_path, ukd.id, raws[where],
                            ukd.key in on_arch, own])
         return reuse.part_key(inputs)

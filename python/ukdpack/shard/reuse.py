@@ -216,12 +216,3 @@ class Parts:
         self.made: Record = {}
         #: each descriptor's ``digest_json(raw)`` by (file, JSON path), made once a pack
         self.raw_digests = raw_digests
-        self._signatures: dict[int, tuple[object, str]] = {}
-
-    def signature(self, signature: object) -> str:
-        """``digest_json`` of a signature: launches share one object per object and
-        symbol, so each is encoded once (kept by identity, the object held with it)."""
-        found = self._signatures.get(id(signature))
-        if found is None:
-            found = self._signatures[id(signature)] = (signature, digest_json(signature))
-        return found[1]

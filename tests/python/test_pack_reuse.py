@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from pack_support import OBJECTS, REPO, run_pack, shard_files, write_json
+from pack_support import OBJECTS, run_pack, shard_files, write_engine, write_json
 
 from ukdpack.shard import reuse
 
@@ -33,12 +33,7 @@ def _kdp(root: Path, rel: str, kernels: list[Any]) -> None:
 def _tree(root: Path) -> Path:
     """Three packs over two prebuilt objects: inline kernels (one pack of two), and a
     pack naming a standalone UKD file."""
-    write_json(root / "e.kmd.json", {"id": "kmd", "version": "1.0", "name": "md",
-                                     "fields": [{"name": "v", "type": "int"}]})
-    write_json(root / "e.ued.json", {"id": "ued", "version": "1.0", "name": "t:e",
-                                     "metadata": "kmd"})
-    write_json(root / "d.udd.json", {"id": "udd", "version": "1.0", "name": "d",
-                                     "dispatch_symbol": "sym"})
+    write_engine(root)
     (root / "o").mkdir(parents=True)
     shutil.copy(OBJECTS / "split_kv.gfx90a.hsaco", root / "o" / "one.hsaco")
     shutil.copy(OBJECTS / "split_kv.gfx90a.bundle.hsaco", root / "o" / "two.hsaco")
@@ -135,28 +130,3 @@ def test_a_damaged_record_costs_only_the_reuse(tmp_path: Path, cache: Path) -> N
     # bytes made anew are linked all the same.
     assert _inodes(out / ARCH)["b/b.kdp.json"] == before["b/b.kdp.json"]
 
-
-EMPTY_SLOT = REPO / "tests" / "corpus" / "slot_empty" / "tree"
-
-
-def test_arches_finish_and_are_told_in_order(tmp_path: Path) -> None:
-    """An arch's runtime check and publishing run beside the next arch's assembly: the
-    first arch failing its check there still removes its stale shard, leaves no staging
-    or lock, and every line is told in arch order, as when the arches ran one after the
-    other."""
-    tree = shutil.copytree(EMPTY_SLOT, tmp_path / "tree")
-    for f in tree.glob("*.json"):  # the case names gfx942, which Debian's hipcc cannot build
-        f.write_text(f.read_text().replace("gfx942", "gfx940"))
-    out = tmp_path / "out"
-    (out / "gfx90a").mkdir(parents=True)
-    (out / "gfx90a" / "stale.kdp.json").write_text("{}")  # a shard of an earlier pack
-    r = run_pack(tree, out, ["gfx90a", "gfx940"], cache=tmp_path / "cache")
-    assert r.returncode == 1, r.stderr
-    lines = r.stderr.splitlines()
-    told = [next(i for i, line in enumerate(lines) if want in line) for want in (
-        "the runtime drops kernel 'dkdv.f32'", "gfx90a: failed; no shard",
-        f"-> {out / 'gfx940'}", "failed: gfx90a (1 of 2 arches)")]
-    assert told == sorted(told), r.stderr
-    assert not (out / "gfx90a").exists() and not (out / ".gfx90a.staging").exists()
-    assert not (out / ".gfx90a.lock").exists() and not (out / ".gfx940.lock").exists()
-    assert (out / "gfx940" / "attn.ued.json").is_file()

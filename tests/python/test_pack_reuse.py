@@ -110,10 +110,19 @@ def test_a_tampered_previous_shard_is_never_reused(tmp_path: Path, cache: Path) 
     shutil.copy(sidecar, tmp_path / "elsewhere.gz")
     sidecar.unlink()
     sidecar.symlink_to(tmp_path / "elsewhere.gz")
+    # A file with a second name outside the shard is not linked into the new one (it
+    # could change through that name), nor is one reached through a linked folder.
+    os.link(shard / "c.kdp.json", tmp_path / "outside.json")
+    shutil.copytree(shard / "b", tmp_path / "b-copy", symlinks=True)
+    shutil.rmtree(shard / "b")
+    (shard / "b").symlink_to(tmp_path / "b-copy")
     _edit_metadata(root / "a.kdp.json", 5)
     _pack(root, out, cache)
     assert shard_files(shard) == _cold(root, tmp_path, cache)
-    assert not sidecar.is_symlink()
+    assert not sidecar.is_symlink() and not (shard / "b").is_symlink()
+    assert (shard / "c.kdp.json").stat().st_ino != (tmp_path / "outside.json").stat().st_ino
+    for rel in ("b.kdp.json", "b.kdp.provenance.json.gz"):
+        assert (shard / "b" / rel).stat().st_ino != (tmp_path / "b-copy" / rel).stat().st_ino
 
 
 def test_a_damaged_record_costs_only_the_reuse(tmp_path: Path, cache: Path) -> None:

@@ -122,11 +122,21 @@ class PreviousShard:
         #: checked: what a link made later must still be
         self._checked: dict[str, tuple[int, int, int, int]] = {}
         self._taken: dict[str, bytes] = {}  # what part() gave, by path
+        self._regular: set[str] | None = None  # its files, links not followed (_files)
+
+    def _files(self) -> set[str]:
+        """The shard-relative paths of the previous shard's files, found without following
+        a link: a file reached through a linked folder is never taken (a hard link to it
+        would share its inode with a file outside the shard)."""
+        if self._regular is None:
+            self._regular = {os.path.relpath(os.path.join(folder, name), self.root)
+                             for folder, _, names in os.walk(self.root) for name in names}
+        return self._regular
 
     def _read(self, rel: str, size: int | None = None) -> bytes | None:
         """The bytes of the regular file at ``rel`` (no link followed), or None (absent,
         not a regular file, unreadable, or not ``size`` bytes long)."""
-        if not self.present:
+        if not self.present or rel not in self._files():
             return None
         try:
             fd = os.open(self.root / rel, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
@@ -134,7 +144,9 @@ class PreviousShard:
             return None
         try:
             st = os.fstat(fd)
-            if not stat.S_ISREG(st.st_mode) or (size is not None and st.st_size != size):
+            # One name only: a file also linked elsewhere could change through that name.
+            if (not stat.S_ISREG(st.st_mode) or st.st_nlink != 1
+                    or (size is not None and st.st_size != size)):
                 return None
             chunks = []
             while chunk := os.read(fd, max(st.st_size, 1 << 16)):
@@ -166,6 +178,11 @@ class PreviousShard:
         if self._taken.get(rel) is data:  # given by part(), checked then
             return True
         return self._read(rel, len(data)) == data
+
+    def release(self) -> None:
+        """Drop what was read (the bytes given by ``part``): the shard is staged."""
+        self._taken.clear()
+        self._checked.clear()
 
     def link_into(self, staging: Path, rel: str) -> bool:
         """Hard-link the checked file at ``rel`` into ``staging``; False (nothing left
@@ -202,6 +219,8 @@ def stage_files(staging: Path, files: Mapping[str, bytes], previous: PreviousSha
             linked += 1
         else:
             write(staging, rel, data)
+    if previous is not None:
+        previous.release()
     return linked
 
 

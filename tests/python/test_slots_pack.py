@@ -30,6 +30,16 @@ def test_an_empty_slot_fails_only_the_arch_it_is_empty_on(tmp_path: Path) -> Non
     assert "gfx90a: failed; no shard" in r.stderr
     assert "failed: gfx90a (1 of 2 arches)" in r.stderr
     assert not (out / "gfx90a").exists()  # no stale shard either
+    # gfx90a's runtime check and publishing ran on a thread beside gfx940's assembly
+    # (docs/packing.md, "Arches overlap"): no staging or lock is left, and every line
+    # is told in arch order, as when the arches ran one after the other.
+    assert not (out / ".gfx90a.staging").exists()
+    assert not (out / ".gfx90a.lock").exists() and not (out / ".gfx940.lock").exists()
+    lines = r.stderr.splitlines()
+    told = [next(i for i, line in enumerate(lines) if want in line) for want in (
+        "the runtime drops kernel 'dkdv.f32'", "gfx90a: failed; no shard",
+        f"-> {out / 'gfx940'}", "failed: gfx90a (1 of 2 arches)")]
+    assert told == sorted(told), r.stderr
     assert (out / "gfx940" / "attn.ued.json").is_file()  # every slot has a kernel there
     assert "nothing was packed" not in r.stderr
 

@@ -159,6 +159,15 @@ std::optional<Diagnostic> libraryFileMissing(const LibraryLocation& where, const
                    "archive '" + library + "' not found: expected " + where.rootRel + " in the shard");
 }
 
+const LocatedLibraries::Found& LocatedLibraries::find(const fs::path& shardRoot, const fs::path& baseDir,
+                                                      const std::string& library) {
+  std::string key = shardRoot.native() + '\0' + baseDir.native() + '\0' + library;
+  if (const auto it = found_.find(key); it != found_.end()) return it->second;
+  Found found{locateLibrary(shardRoot, baseDir, library), std::nullopt};
+  if (found.located) found.missing = libraryFileMissing(found.located.value(), library);
+  return found_.emplace(std::move(key), std::move(found)).first->second;
+}
+
 Result<std::vector<std::uint8_t>> loadLaunchCode(const Kernel& kernel, const fs::path& shardRoot,
                                                  const std::optional<std::string>& launch, const std::string& arch,
                                                  const LaunchCodeOptions& options) {
@@ -200,9 +209,11 @@ Result<std::vector<std::uint8_t>> loadLaunchCode(const Kernel& kernel, const fs:
 
   // 1. library: inside the shard, lexically and with no link on the way.
   const std::string libPath = jsonPathKey(path, "library");
-  const auto located = locateLibrary(shardRoot, kernel.baseDir, src->library);
-  if (!located) return fail(located.error().code, libPath, located.error().message);
-  const LibraryLocation& where = located.value();
+  LocatedLibraries own;
+  const LocatedLibraries::Found& library =
+      (options.located != nullptr ? *options.located : own).find(shardRoot, kernel.baseDir, src->library);
+  if (!library.located) return fail(library.located.error().code, libPath, library.located.error().message);
+  const LibraryLocation& where = library.located.value();
 
   // 2. signature, before the archive is opened.
   if (options.handler != nullptr) {
@@ -218,7 +229,7 @@ Result<std::vector<std::uint8_t>> loadLaunchCode(const Kernel& kernel, const fs:
   }
 
   // 3. the archive and its toc entry for the arch.
-  if (auto missing = libraryFileMissing(where, src->library)) return fail(missing->code, libPath, missing->message);
+  if (const auto& missing = library.missing) return fail(missing->code, libPath, missing->message);
   ArchiveCache local;
   ArchiveCache& cache = options.cache != nullptr ? *options.cache : local;
   auto archive = cache.open(where.path);

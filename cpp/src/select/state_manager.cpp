@@ -254,7 +254,8 @@ Result<std::vector<std::uint8_t>> StateManager::loadLaunchCode(std::string_view 
 
 Result<std::vector<std::uint8_t>> StateManager::loadLaunchCode(std::string_view kernelId,
                                                                const std::optional<std::string>& launch,
-                                                               const std::string& arch, bool keepBytes) const {
+                                                               const std::string& arch, bool keepBytes,
+                                                               LocatedLibraries* located) const {
   const KernelDefinition* def = find(kernelId);
   if (def == nullptr) {
     std::string why = "no kept kernel has id '" + std::string(kernelId) + "'";
@@ -272,6 +273,7 @@ Result<std::vector<std::uint8_t>> StateManager::loadLaunchCode(std::string_view 
   options.dispatchSymbol = def->dispatchSymbol;
   options.cache = cache_.get();
   options.keepBytes = keepBytes;
+  options.located = located;
   return ukdpack::loadLaunchCode(*def->kernel, set_->rootOf(*def->member), launch, arch.empty() ? arch_ : arch,
                                  options);
 }
@@ -312,11 +314,13 @@ std::vector<std::optional<Diagnostic>> StateManager::checkLaunchCodes(
   std::exception_ptr thrown;
   std::mutex thrownMutex;
   auto work = [&] {
+    // The archives' locations and files are looked at once per thread, not per launch.
+    LocatedLibraries located;
     try {
       for (std::size_t g = next++; g < groups.size(); g = next++) {
         for (const std::size_t i : groups[g]) {
           for (const std::string& device : devices[i]) {
-            auto code = loadLaunchCode(launches[i].first, launches[i].second, device, false);
+            auto code = loadLaunchCode(launches[i].first, launches[i].second, device, false, &located);
             if (!code) {
               out[i] = code.error();
               break;

@@ -12,7 +12,8 @@ Layout under the cache folder: ``v1/objects/<ab>/<sha256>``,
 ``v1/manifests/<ab>/<base key>.json``, ``v1/info/<ab>/<sha256>.json`` (what was
 read from an object: kernels, target, signatures), ``v1/compilers/`` (each
 compiler's fingerprint, compiler.identify) and ``v1/file-digests.json`` (the digests
-of files lookups read, by path and stat: FileDigests). Every record carries a digest binding it
+of files lookups read, by path and stat: FileDigests), and ``v1/shard-parts/`` (the packer's
+record of each published shard's parts: ukdpack.shard.reuse). Every record carries a digest binding it
 to its key: a record that fails it is ignored and rewritten. A manifest entry also
 records how to run its compile again (``rerun``: the command line without paths, the
 source, its root, the compiler), which ``ukdpack cache verify`` does.

@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import functools
+import hashlib
 import os
 import re
 import tempfile
@@ -26,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 from ukdpack import _runtime, collector, reports
 from ukdpack.authored.kinds import kind, normalized_build
 from ukdpack.authored.load import ARCHIVE_FOLDER, Member, Tree, load_tree
-from ukdpack.authored.model import Uhd, Ukd
+from ukdpack.authored.model import Kdp, Uhd, Ukd
 from ukdpack.authored.validate import check_tree
 from ukdpack.errors import Problem, UkdError, UsageError, escape_controls, has_controls
 from ukdpack.files import found_at, read_regular
@@ -38,7 +39,7 @@ from ukdpack.produce.producers import Producer, Product
 from ukdpack.progress import Reporter
 from ukdpack.reports import problem_doc
 from ukdpack.shard import archive as kpack
-from ukdpack.shard import packed, provenance, publish
+from ukdpack.shard import packed, provenance, publish, reuse
 from ukdpack.shard.depfile import UnwritablePath, write_depfile
 from ukdpack.shard.runtime_check import HandlerManifest, check_shard, load_handler_manifest
 from ukdpack.words import count
@@ -139,6 +140,8 @@ class ArchResult:
     archive_bytes: int = 0
     seconds: float = 0.0
     problems: list[Problem] = field(default_factory=list)
+    dormant: bool = False  # no kernels for the arch: no shard, nothing to tell
+    removed_stale: bool = False  # a failed arch's previous shard was removed
 
 
 @dataclass
@@ -225,7 +228,9 @@ class _Assembler:
                  products: Mapping[tuple[str, str, str], Product | Problem],
                  versions: Mapping[str, str], handlers: HandlerManifest | None,
                  reporter: Reporter,
-                 provenances: dict[tuple[str, str], dict[str, Any]] | None = None) -> None:
+                 provenances: dict[tuple[str, str], dict[str, Any]] | None = None,
+                 parts_record: Path | None = None,
+                 raw_digests: dict[tuple[str, str], str] | None = None) -> None:
         self.tree, self.opts, self.plan = tree, opts, plan
         self.products, self.versions = products, versions
         self.handlers, self.reporter = handlers, reporter
@@ -234,10 +239,23 @@ class _Assembler:
         self.provenances = provenances
         self.arch = plan.arch
         self.archive_name = kpack.archive_name(opts.group, self.arch)
+        #: the record of this shard's parts (None: no reuse of the previous shard's files)
+        self.parts_record = parts_record
+        self.parts: reuse.Parts | None = None
+        self.result = ArchResult(self.arch, ok=False)
+        self._threads: list[threading.Thread] = []  # joined before the staging is used
+        self.raw_digests = raw_digests if raw_digests is not None else {}
 
     def run(self) -> ArchResult:
-        start = time.monotonic()
-        result = ArchResult(self.arch, ok=False)
+        """Build, check and publish the shard: ``prepare``, then ``finish``."""
+        return self.finish() if self.prepare() else self.result
+
+    def prepare(self) -> bool:
+        """Build the shard in its staging folder, its archive's entries checked: all but
+        the runtime check and publishing (``finish``). False when the arch has failed
+        already (``self.result`` says why; its staging is the caller's to remove)."""
+        self._start = time.monotonic()
+        result = self.result = ArchResult(self.arch, ok=False)
         # dict.fromkeys: one problem shared by many jobs (no compiler) is told once.
         problems = list(dict.fromkeys(p for job in self.plan.jobs
                                       if isinstance(p := self.products[job.key], Problem)))
@@ -281,40 +299,64 @@ class _Assembler:
                     if len(by_target) > 1 or ":" in next(iter(by_target)) else {})
         if problems:
             result.problems = problems
-            return result
+            return False
         try:
-            staging = publish.fresh_staging(self.opts.out_root, self.arch)
-            archive_bytes, synced = self._write_archive(staging, used)
+            self._staging = staging = publish.fresh_staging(self.opts.out_root, self.arch)
+            self._archive_bytes, synced = self._write_archive(staging, used)
+            self._threads += [synced] if synced is not None else []
             # The runtime check's work on the archive (decompress and hash each entry)
             # runs while the descriptors are made: it waits on nothing they hold.
-            archives = _runtime.ArchiveCache()
+            self._archives = archives = _runtime.ArchiveCache()
             checking = _start_entry_check(archives, staging / ARCHIVE_FOLDER
                                           / self.archive_name, self.opts.jobs) if used else None
-            staged: threading.Thread | None = None
+            self._threads += [checking] if checking is not None else []
+            if self.parts_record is not None:
+                self.parts = reuse.Parts(
+                    reuse.PreviousShard(self.opts.out_root / self.arch),
+                    reuse.read_record(self.parts_record), self.raw_digests)
+            files = self._descriptor_files(launches, problems)
+            if checking is not None:
+                checking.join()
+            if problems:  # an unreadable artifact fails the arch (its staging goes)
+                result.problems = problems
+                self._join()
+                return False
+            reuse.stage_files(staging, files, self.parts.previous if self.parts else None,
+                              publish.write_file)
+            del files  # the check's own set reuses the memory of these bytes
+            collector.trim()
+            # The disk writes the staged files while the runtime check reads them;
+            # publishing then finds them clean (it fsyncs every one again).
+            self._threads.append(publish.start_fsync_tree(staging))
+        except BaseException as e:
+            self._join()
+            if isinstance(e, Exception):  # as in finish()
+                publish.remove_shard(self.opts.out_root, self.arch)
+            raise
+        self._objects = len(used)
+        return True
+
+    def _join(self) -> None:
+        for thread in self._threads:
+            thread.join()
+
+    def finish(self) -> ArchResult:
+        """The runtime check of the prepared staging shard and, if it passes, publishing:
+        C++ and file system calls, which may run on a thread beside the next arch's
+        ``prepare``."""
+        result = self.result
+        try:
             try:
-                files = self._descriptor_files(launches, problems)
-                if checking is not None:
-                    checking.join()
-                if problems:  # an unreadable artifact fails the arch (its staging goes)
-                    result.problems = problems
-                    return result
-                for rel, data in files.items():
-                    publish.write_file(staging, rel, data)
-                del files  # the check's own set reuses the memory of these bytes
-                collector.trim()
-                # The disk writes the staged files while the runtime check reads them;
-                # publishing then finds them clean (it fsyncs every one again).
-                staged = publish.start_fsync_tree(staging)
-                result.problems = check_shard(staging, self.arch, self.handlers,
-                                              self.opts.jobs, archives)
+                result.problems = check_shard(self._staging, self.arch, self.handlers,
+                                              self.opts.jobs, self._archives)
             finally:
-                for thread in (checking, synced, staged):
-                    if thread is not None:
-                        thread.join()
+                self._join()
             if any(p.severity == "error" for p in result.problems):
                 publish.remove_shard(self.opts.out_root, self.arch)
                 return result
-            result.published = publish.publish(staging, self.opts.out_root, self.arch)
+            result.published = publish.publish(self._staging, self.opts.out_root, self.arch)
+            if self.parts is not None and self.parts_record is not None:
+                reuse.write_record(self.parts_record, self.parts.made)
         except Exception:
             # An internal failure fails the arch as a refusal does. An interrupt is not a
             # verdict on the shard: the lock's exit leaves what a kill would (the previous
@@ -324,9 +366,9 @@ class _Assembler:
         result.ok = True
         result.kernels = len(self.plan.members)
         result.launches = len(self.plan.launches)
-        result.objects = len(used)
-        result.archive_bytes = archive_bytes
-        result.seconds = time.monotonic() - start
+        result.objects = self._objects
+        result.archive_bytes = self._archive_bytes
+        result.seconds = time.monotonic() - self._start
         return result
 
     def _write_archive(self, staging: Path, used: Mapping[tuple[str, str], Product]
@@ -389,6 +431,63 @@ class _Assembler:
             self.provenances[where] = prov
         return prov
 
+    def _kdp_files(self, kdp: Kdp, on_arch: Mapping[str, Member],
+                   launches: Mapping[tuple[str, str | None], packed.PackedLaunch]
+                   ) -> dict[str, bytes]:
+        """The packed files of one pack: its KDP file, the standalone UKD files it names,
+        and their sidecars, by shard-relative path."""
+        files: dict[str, bytes] = {}
+        kernels: list[Any] = []
+        entries: dict[str, Any] = {}
+        for ref in kdp.kernels:
+            ukd = ref.inline if ref.inline is not None else self.tree.lookup(ref.ref, Ukd)
+            if ukd is None or ukd.key not in on_arch:
+                continue
+            member = on_arch[ukd.key]
+            if ref.inline is not None:
+                doc, entry = self._packed_kernel(member, kdp.file, launches)
+                kernels.append(doc)
+                entries[ukd.id] = entry
+            else:
+                kernels.append(ref.ref)
+                doc, entry = self._packed_kernel(member, ukd.file, launches)
+                files[ukd.file] = packed.compact(doc)
+                files[provenance.sidecar_name(ukd.file)] = provenance.sidecar_bytes(
+                    kdp.id, {ukd.id: entry})
+        files[kdp.file] = packed.compact(packed.packed_kdp(kdp.raw, self.arch, kernels))
+        if entries:
+            files[provenance.sidecar_name(kdp.file)] = provenance.sidecar_bytes(kdp.id, entries)
+        return files
+
+    def _part_key(self, kdp: Kdp, on_arch: Mapping[str, Member],
+                  launches: Mapping[tuple[str, str | None], packed.PackedLaunch]) -> str:
+        """The key of one pack's files (``_kdp_files``): everything they are made of."""
+        assert self.parts is not None
+        raws = self.parts.raw_digests
+        inputs: list[Any] = [self.arch, self.archive_name, self.versions, kdp.file,
+                             kdp.json_path, kdp.id]
+        if (kdp.file, kdp.json_path) not in raws:
+            raws[(kdp.file, kdp.json_path)] = reuse.digest_json(kdp.raw)
+        inputs.append(raws[(kdp.file, kdp.json_path)])
+        for ref in kdp.kernels:
+            ukd = ref.inline if ref.inline is not None else self.tree.lookup(ref.ref, Ukd)
+            if ukd is None:
+                inputs.append([ref.json_path, ref.ref, None])
+                continue
+            where = (ukd.file, ukd.json_path)
+            if where not in raws:
+                raws[where] = reuse.digest_json(ukd.raw)
+            own = []
+            if ukd.key in on_arch:
+                for ln in self.plan.launches_of(ukd):
+                    pl = launches.get((ukd.key, ln.name))
+                    own.append([ln.name, ln.source.kind, ln.source.json_path] if pl is None else
+                               [ln.name, ln.source.kind, ln.source.json_path, pl.toc_key,
+                                pl.symbol, pl.sha256, pl.signature, sorted(pl.targets.items())])
+            inputs.append([ref.json_path, ref.ref, ukd.file, ukd.json_path, ukd.id, raws[where],
+                           ukd.key in on_arch, own])
+        return reuse.part_key(inputs)
+
     def _descriptor_files(self, launches: Mapping[tuple[str, str | None], packed.PackedLaunch],
                           problems: list[Problem]) -> dict[str, bytes]:
         """Every file of the shard but its archive, by shard-relative path; what cannot
@@ -397,27 +496,15 @@ class _Assembler:
         on_arch = {m.ukd.key: m for m in self.plan.members}
         shipped = self.tree.shipped(self.arch)
         for kdp in shipped.kdps:
-            kernels: list[Any] = []
-            entries: dict[str, Any] = {}
-            for ref in kdp.kernels:
-                ukd = ref.inline if ref.inline is not None else self.tree.lookup(ref.ref, Ukd)
-                if ukd is None or ukd.key not in on_arch:
-                    continue
-                member = on_arch[ukd.key]
-                if ref.inline is not None:
-                    doc, entry = self._packed_kernel(member, kdp.file, launches)
-                    kernels.append(doc)
-                    entries[ukd.id] = entry
-                else:
-                    kernels.append(ref.ref)
-                    doc, entry = self._packed_kernel(member, ukd.file, launches)
-                    files[ukd.file] = packed.compact(doc)
-                    files[provenance.sidecar_name(ukd.file)] = provenance.sidecar_bytes(
-                        kdp.id, {ukd.id: entry})
-            files[kdp.file] = packed.compact(packed.packed_kdp(kdp.raw, self.arch, kernels))
-            if entries:
-                files[provenance.sidecar_name(kdp.file)] = provenance.sidecar_bytes(
-                    kdp.id, entries)
+            key = self._part_key(kdp, on_arch, launches) if self.parts is not None else ""
+            known = self.parts.record.get(key) if self.parts is not None else None
+            part = self.parts.previous.part(known) if self.parts and known else None
+            if part is None:
+                part = self._kdp_files(kdp, on_arch, launches)
+            if self.parts is not None:
+                self.parts.made[key] = [(rel, hashlib.sha256(data).hexdigest())
+                                        for rel, data in part.items()]
+            files.update(part)
         for generic in shipped.generics:
             files[generic.file] = packed.compact(packed.packed_generic(generic.raw))
             if isinstance(generic, Uhd) and generic.artifact_file is not None:
@@ -627,22 +714,102 @@ def _produce_and_publish(opts: PackOptions, reporter: Reporter, report: PackRepo
     told: set[Problem] = set()  # a problem several arches share (no compiler) is told once
     # Kept for the next arch only when there is one: 10,000 kernels' are about 5 MiB.
     provenances: dict[tuple[str, str], dict[str, Any]] | None = {} if len(plans) > 1 else None
+    raw_digests: dict[tuple[str, str], str] = {}  # the parts' keys, shared by the arches
 
-    for plan in plans:
-        arch = plan.arch
-        with publish.shard_lock(out_root, arch, opts.lock_timeout, say):
-            if not plan.members:
-                if publish.remove_shard(out_root, arch):
-                    say(f"{arch}: removed the stale shard {out_root / arch}")
-                publish.mark_dormant(out_root, arch, f"{root}: no kernels for {arch}")
-                reporter.info(f"{arch}: no kernels for this arch; no shard")
-                report.arches.append(ArchResult(arch, ok=True))
-                continue
-            result = _Assembler(tree, opts, plan, products, versions, handlers, reporter,
-                                provenances).run()
-            if not result.ok and publish.remove_shard(out_root, arch):
-                say(f"{arch}: removed the stale shard {out_root / arch}")
+    # Each arch's shard is prepared in turn; an arch's runtime check and publishing run
+    # on a thread holding its lock (C++ and file system calls) while the next arch is
+    # prepared. The last arch finishes here.
+    outcomes: list[ArchResult | _Finishing] = []
+    try:
+        for i, plan in enumerate(plans):
+            arch = plan.arch
+            with contextlib.ExitStack() as held:
+                held.enter_context(publish.shard_lock(out_root, arch, opts.lock_timeout, say))
+                if not plan.members:
+                    if publish.remove_shard(out_root, arch):
+                        say(f"{arch}: removed the stale shard {out_root / arch}")
+                    publish.mark_dormant(out_root, arch, f"{root}: no kernels for {arch}")
+                    reporter.info(f"{arch}: no kernels for this arch; no shard")
+                    outcomes.append(ArchResult(arch, ok=True, dormant=True))
+                    continue
+                assembler = _Assembler(tree, opts, plan, products, versions, handlers,
+                                       reporter, provenances,
+                                       reuse.record_path(producer.cache.folder, out_root,
+                                                         opts.group, arch), raw_digests)
+                prepared = assembler.prepare()
+                if prepared and i < len(plans) - 1:
+                    outcomes.append(_Finishing(assembler, held.pop_all()))
+                    continue
+                result = assembler.finish() if prepared else assembler.result
+                result.removed_stale = not result.ok and publish.remove_shard(out_root, arch)
+            outcomes.append(result)
+            _tell_arches(outcomes, report, reporter, told, say, out_root)
+    finally:
+        for outcome in outcomes:
+            if isinstance(outcome, _Finishing):
+                outcome.join()
+    _tell_arches(outcomes, report, reporter, told, say, out_root)
+    if remote is not None:  # after publishing: uploads wait at most the grace
+        report.remote = remote.finish()
+        reporter.info(report.remote.line())
+    _write_depfile(opts, tree, plans, products)
+    return report
+
+
+class _Finishing:
+    """``_Assembler.finish`` of a prepared arch on a thread of its own, which holds the
+    arch's shard lock (``held``) and releases it when done: a failed arch's stale shard
+    is removed under it."""
+
+    def __init__(self, assembler: _Assembler, held: contextlib.ExitStack) -> None:
+        self.assembler, self.held = assembler, held
+        self.error: BaseException | None = None
+        self.thread = threading.Thread(target=self._run, name=f"ukdpack-finish-{assembler.arch}")
+        self.thread.start()
+
+    def _run(self) -> None:
+        result = self.assembler.result
+        try:
+            result = self.assembler.finish()
+            result.removed_stale = not result.ok and publish.remove_shard(
+                self.assembler.opts.out_root, self.assembler.arch)
+        except BaseException as e:  # raised in the main thread by result()
+            self.error = e
+        finally:
+            try:
+                if self.error is not None:
+                    self.held.__exit__(type(self.error), self.error, self.error.__traceback__)
+                else:
+                    self.held.close()
+            except BaseException as e:
+                self.error = self.error or e
+
+    def join(self) -> None:
+        self.thread.join()
+
+    def result(self) -> ArchResult:
+        """The arch's result once finished; what the thread raised is raised here."""
+        self.thread.join()
+        if self.error is not None:
+            raise self.error
+        return self.assembler.result
+
+
+def _tell_arches(outcomes: list[ArchResult | _Finishing], report: PackReport,
+                 reporter: Reporter, told: set[Problem], say: Callable[[str], None],
+                 out_root: Path) -> None:
+    """Report the arches of ``outcomes`` in order, each once it has finished (waiting for
+    the first not yet reported), and take them off the list."""
+    while outcomes:
+        outcome = outcomes[0]
+        result = outcome.result() if isinstance(outcome, _Finishing) else outcome
+        outcomes.pop(0)
+        arch = result.arch
         report.arches.append(result)
+        if result.dormant:
+            continue
+        if result.removed_stale:
+            say(f"{arch}: removed the stale shard {out_root / arch}")
         for p in result.problems:
             if p not in told:
                 told.add(p)
@@ -654,11 +821,6 @@ def _produce_and_publish(opts: PackOptions, reporter: Reporter, report: PackRepo
                 f"{result.seconds:.1f} s -> {result.published}")
         else:
             reporter.info(f"{arch}: failed; no shard")
-    if remote is not None:  # after publishing: uploads wait at most the grace
-        report.remote = remote.finish()
-        reporter.info(report.remote.line())
-    _write_depfile(opts, tree, plans, products)
-    return report
 
 
 def _write_depfile(opts: PackOptions, tree: Tree, plans: Sequence[ArchPlan],

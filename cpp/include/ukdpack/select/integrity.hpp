@@ -83,11 +83,14 @@ class ArchiveCache {
   std::uint64_t decompressedBytes_ = 0;
 };
 
+class LocatedLibraries;
+
 struct LaunchCodeOptions {
   const DispatchHandler* handler = nullptr;  // its expectedSignature() is checked
   std::string dispatchSymbol;                // names the handler in messages
   ArchiveCache* cache = nullptr;             // nullptr: a cache for this call only
   bool keepBytes = true;                     // false: verify only, return no bytes (a check)
+  LocatedLibraries* located = nullptr;       // nullptr: each library located anew
 };
 
 // The signature refusal, or nullopt when `packed` satisfies `expected`: same
@@ -116,6 +119,23 @@ Result<LibraryLocation> locateLibrary(const std::filesystem::path& shardRoot, co
 // FIFO, socket, device or folder: "expected a regular file, found a FIFO");
 // nullopt when the archive file is there. Nothing is opened.
 std::optional<Diagnostic> libraryFileMissing(const LibraryLocation& where, const std::string& library);
+
+// locateLibrary and libraryFileMissing of each (shard root, folder, library) a
+// run of loadLaunchCode meets, found once: a check of many launches naming one
+// archive (StateManager::checkLaunchCodes, one per thread) takes the shard's files
+// as they are when it starts. Not thread-safe.
+class LocatedLibraries {
+ public:
+  struct Found {
+    Result<LibraryLocation> located;
+    std::optional<Diagnostic> missing;  // libraryFileMissing, when located
+  };
+  const Found& find(const std::filesystem::path& shardRoot, const std::filesystem::path& baseDir,
+                    const std::string& library);
+
+ private:
+  std::map<std::string, Found> found_;
+};
 
 // The verified code object of one launch of `kernel`: `launch` is nullopt (or
 // "") for a single-launch kernel and names the launch of a multi-launch one;

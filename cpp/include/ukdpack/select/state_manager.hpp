@@ -159,7 +159,8 @@ class StateManager {
 
  private:
   Result<std::vector<std::uint8_t>> loadLaunchCode(std::string_view kernelId, const std::optional<std::string>& launch,
-                                                   const std::string& arch, bool keepBytes) const;
+                                                   const std::string& arch, bool keepBytes,
+                                                   LocatedLibraries* located = nullptr) const;
   // A warning (code, symbol, file, JSON path, message), given once per code and symbol.
   using WarnOnce = std::function<void(const std::string&, const std::string&, const std::string&, const std::string&,
                                       const std::string&)>;

@@ -1,0 +1,237 @@
+"""Reusing the previous shard's unchanged files when a shard is packed again.
+
+A one-kernel edit changes one packed KDP file and its sidecar per arch; the other
+files of the shard come out as they were. Two things let a repack skip their work:
+
+* **Parts**: each pack (one KDP file with its sidecar and the standalone UKD files it
+  names) has a key, the sha256 of everything its packed files are made from (the
+  descriptors' authored JSON, the code objects' digests, toc keys, symbols and
+  signatures, the compiler versions, the arch and archive name, and the packer's own
+  code). A small record in the compile cache (``v1/shard-parts/``) maps each key to the
+  sha256 of every file made from it. A record entry is a fact about the packer ("these
+  inputs make files with these digests"), whichever shard it was written for.
+* **The previous shard** holds those files. A part is taken from it only when every
+  file of the part there has the recorded digest, read and hashed now: a shard edited,
+  truncated or replaced by hand is never reused (its part is made anew). A file taken,
+  or made anew with the very bytes the previous shard holds, is hard-linked into the
+  staging folder rather than written: no write, and no fsync or block freeing for it
+  when the previous shard is removed.
+
+What is staged is byte for byte what a pack from scratch stages; the runtime check then
+checks the staged shard as ever.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import hashlib
+import json
+import os
+import stat
+import sys
+import tempfile
+import zlib
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+#: Changes whenever what a part's key covers changes.
+PARTS_FORMAT = "ukdpack-shard-parts-1"
+
+#: The record's folder in the compile cache's version folder.
+RECORD_FOLDER = "shard-parts"
+
+_ENCODE = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
+
+
+@functools.lru_cache(maxsize=1)
+def code_identity() -> str:
+    """sha256 of what turns a part's inputs into its bytes besides the inputs: the
+    packer's Python source (every module of the package), the interpreter (its ``json``)
+    and zlib (the sidecars' gzip)."""
+    h = hashlib.sha256()
+    h.update(f"{PARTS_FORMAT}\0{sys.version}\0{zlib.ZLIB_RUNTIME_VERSION}\0".encode())
+    package = Path(__file__).resolve().parents[1]
+    for folder, dirs, names in os.walk(package):
+        dirs[:] = sorted(d for d in dirs if d != "__pycache__")
+        for name in sorted(names):
+            if name.endswith(".py"):
+                path = os.path.join(folder, name)
+                h.update(os.path.relpath(path, package).encode() + b"\0")
+                with open(path, "rb") as f:
+                    h.update(hashlib.sha256(f.read()).digest())
+    return h.hexdigest()
+
+
+def digest_json(doc: Any) -> str:
+    """sha256 of a JSON value's compact text (key order kept: the packed form keeps it)."""
+    return hashlib.sha256(_ENCODE(doc).encode("utf-8")).hexdigest()
+
+
+def part_key(inputs: Sequence[Any]) -> str:
+    """The key of a part: ``code_identity`` and its JSON-able ``inputs``."""
+    return digest_json([code_identity(), *inputs])
+
+
+def record_path(cache_folder: Path, out_root: Path, group: str, arch: str) -> Path:
+    """The record of the shard of ``arch`` and ``group`` in ``out_root``."""
+    name = hashlib.sha256(f"{out_root}\0{group}\0{arch}".encode()).hexdigest()[:32]
+    return cache_folder / RECORD_FOLDER / f"{name}.json"
+
+
+Record = dict[str, list[tuple[str, str]]]  # part key -> [(shard-relative path, sha256)]
+
+
+def read_record(path: Path) -> Record:
+    """The record at ``path``; empty when there is none or it is not one (a miss, never a
+    failure: every part is then made anew)."""
+    try:
+        doc = json.loads(path.read_bytes())
+        parts = doc["parts"] if doc.get("format") == PARTS_FORMAT else {}
+        return {str(k): [(str(rel), str(sha)) for rel, sha in v] for k, v in parts.items()}
+    except (OSError, ValueError, TypeError, KeyError, AttributeError):
+        return {}
+
+
+def write_record(path: Path, record: Mapping[str, Sequence[tuple[str, str]]]) -> None:
+    """Replace the record at ``path`` (atomically; not fsynced: a lost record costs a
+    repack its reuse, nothing else). Failing to write it is no failure of the pack."""
+    data = json.dumps({"format": PARTS_FORMAT, "parts": record}, sort_keys=True).encode()
+    with contextlib.suppress(OSError):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=".json")
+        try:
+            with os.fdopen(fd, "wb") as f:
+                f.write(data)
+            os.replace(tmp, path)
+        except OSError:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+            raise
+
+
+class PreviousShard:
+    """The shard being replaced, read only through content checks: a file of it is
+    offered for reuse only when its bytes are the ones asked for."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.present = root.is_dir() and not root.is_symlink()
+        #: shard-relative path -> (dev, inode, size, mtime_ns) of a file whose bytes were
+        #: checked: what a link made later must still be
+        self._checked: dict[str, tuple[int, int, int, int]] = {}
+        self._taken: dict[str, bytes] = {}  # what part() gave, by path
+        self._regular: set[str] | None = None  # its files, links not followed (_files)
+
+    def _files(self) -> set[str]:
+        """The shard-relative paths of the previous shard's files, found without following
+        a link: a file reached through a linked folder is never taken (a hard link to it
+        would share its inode with a file outside the shard)."""
+        if self._regular is None:
+            self._regular = {os.path.relpath(os.path.join(folder, name), self.root)
+                             for folder, _, names in os.walk(self.root) for name in names}
+        return self._regular
+
+    def _read(self, rel: str, size: int | None = None) -> bytes | None:
+        """The bytes of the regular file at ``rel`` (no link followed), or None (absent,
+        not a regular file, unreadable, or not ``size`` bytes long)."""
+        if not self.present or rel not in self._files():
+            return None
+        try:
+            fd = os.open(self.root / rel, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        except OSError:
+            return None
+        try:
+            st = os.fstat(fd)
+            # One name only: a file also linked elsewhere could change through that name.
+            if (not stat.S_ISREG(st.st_mode) or st.st_nlink != 1
+                    or (size is not None and st.st_size != size)):
+                return None
+            chunks = []
+            while chunk := os.read(fd, max(st.st_size, 1 << 16)):
+                chunks.append(chunk)
+            data = b"".join(chunks)
+        except OSError:
+            return None
+        finally:
+            os.close(fd)
+        if len(data) != st.st_size:
+            return None
+        self._checked[rel] = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
+        return data
+
+    def part(self, files: Sequence[tuple[str, str]]) -> dict[str, bytes] | None:
+        """The files of a part, each by path, when the previous shard holds every one
+        with its digest; else None."""
+        out: dict[str, bytes] = {}
+        for rel, sha in files:
+            data = self._read(rel)
+            if data is None or hashlib.sha256(data).hexdigest() != sha:
+                return None
+            out[rel] = data
+        self._taken.update(out)
+        return out
+
+    def holds(self, rel: str, data: bytes) -> bool:
+        """Whether the previous shard's file at ``rel`` holds exactly ``data``."""
+        if self._taken.get(rel) is data:  # given by part(), checked then
+            return True
+        return self._read(rel, len(data)) == data
+
+    def release(self) -> None:
+        """Drop what was read (the bytes given by ``part``): the shard is staged."""
+        self._taken.clear()
+        self._checked.clear()
+
+    def link_into(self, staging: Path, rel: str) -> bool:
+        """Hard-link the checked file at ``rel`` into ``staging``; False (nothing left
+        there) when it cannot be, or the file is no longer the one checked."""
+        seen = self._checked.get(rel)
+        if seen is None:
+            return False
+        dst = staging / rel
+        try:
+            dst.parent.mkdir(parents=True, exist_ok=True)
+            os.link(self.root / rel, dst, follow_symlinks=False)
+        except OSError:
+            return False
+        try:
+            st = os.lstat(dst)
+            if (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns) == seen:
+                return True
+        except OSError:
+            pass
+        with contextlib.suppress(OSError):
+            os.unlink(dst)
+        return False
+
+
+def stage_files(staging: Path, files: Mapping[str, bytes], previous: PreviousShard | None,
+                write: Any) -> int:
+    """Put every file of ``files`` into ``staging``: linked from the previous shard where
+    it holds the same bytes, else written by ``write(staging, rel, data)``. Returns how
+    many were linked."""
+    linked = 0
+    for rel, data in files.items():
+        if previous is not None and previous.holds(rel, data) and previous.link_into(staging,
+                                                                                     rel):
+            linked += 1
+        else:
+            write(staging, rel, data)
+    if previous is not None:
+        previous.release()
+    return linked
+
+
+class Parts:
+    """What one arch's assembly knows of reuse: the previous shard, the record of its
+    parts, the record being made for the new shard, and digests shared by the arches."""
+
+    def __init__(self, previous: PreviousShard, record: Record,
+                 raw_digests: dict[tuple[str, str], str]) -> None:
+        self.previous = previous
+        self.record = record
+        self.made: Record = {}
+        #: each descriptor's ``digest_json(raw)`` by (file, JSON path), made once a pack
+        self.raw_digests = raw_digests

@@ -1,0 +1,141 @@
+"""A repack takes the previous shard's unchanged files (docs/packing.md, "Repacking"):
+what it publishes is byte for byte a pack from scratch, a file is reused only when its
+content is the one recorded for the same inputs, and a shard damaged by hand is packed
+anew, never reused."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pytest
+from pack_support import OBJECTS, run_pack, shard_files, write_engine, write_json
+
+from ukdpack.shard import reuse
+
+ARCH = "gfx90a"
+
+
+def _ukd(i: str, v: int, obj: str, symbol: str = "split_kv_produce") -> dict[str, Any]:
+    return {"id": i, "version": "1.0", "name": i, "priority": 0, "metadata": {"v": v},
+            "arch": [ARCH], "kernel_source": {"kind": "hsaco", "file": obj, "symbol": symbol}}
+
+
+def _kdp(root: Path, rel: str, kernels: list[Any]) -> None:
+    write_json(root / rel, {"id": "kdp-" + rel, "version": "1.0", "name": rel, "arch": [ARCH],
+                            "matchers": [], "engine": "ued", "dispatch": "udd",
+                            "kernelDescriptors": kernels})
+
+
+def _tree(root: Path) -> Path:
+    """Three packs over two prebuilt objects: inline kernels (one pack of two), and a
+    pack naming a standalone UKD file."""
+    write_engine(root)
+    (root / "o").mkdir(parents=True)
+    shutil.copy(OBJECTS / "split_kv.gfx90a.hsaco", root / "o" / "one.hsaco")
+    shutil.copy(OBJECTS / "split_kv.gfx90a.bundle.hsaco", root / "o" / "two.hsaco")
+    _kdp(root, "a.kdp.json", [_ukd("ka", 1, "o/one.hsaco")])
+    _kdp(root, "b/b.kdp.json", [_ukd("kb1", 2, "../o/one.hsaco", "split_kv_consume"),
+                                _ukd("kb2", 3, "../o/two.hsaco")])
+    _kdp(root, "c.kdp.json", ["ku"])
+    write_json(root / "u.ukd.json", _ukd("ku", 4, "o/two.hsaco", "split_kv_consume"))
+    return root
+
+
+@pytest.fixture(scope="module")
+def cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("cache")
+
+
+def _pack(root: Path, out: Path, cache: Path) -> None:
+    r = run_pack(root, out, (ARCH,), cache=cache)
+    assert r.returncode == 0, r.stderr
+
+
+def _inodes(shard: Path) -> dict[str, int]:
+    return {str(p.relative_to(shard)): p.stat().st_ino for p in shard.rglob("*") if p.is_file()}
+
+
+def _edit_metadata(path: Path, v: int) -> None:
+    doc = json.loads(path.read_text())
+    doc["kernelDescriptors"][0]["metadata"]["v"] = v
+    write_json(path, doc)
+
+
+def _cold(root: Path, tmp_path: Path, cache: Path) -> dict[str, bytes]:
+    """The shard a pack from scratch publishes (a fresh out root: nothing to reuse)."""
+    out = tmp_path / "cold"
+    shutil.rmtree(out, ignore_errors=True)
+    _pack(root, out, cache)
+    return shard_files(out / ARCH)
+
+
+def test_an_edits_repack_is_a_cold_pack_byte_for_byte_and_reuses_the_rest(
+        tmp_path: Path, cache: Path) -> None:
+    root, out = _tree(tmp_path / "t"), tmp_path / "out"
+    _pack(root, out, cache)
+    before = _inodes(out / ARCH)
+    _edit_metadata(root / "a.kdp.json", 7)
+    _pack(root, out, cache)
+    assert shard_files(out / ARCH) == _cold(root, tmp_path, cache)
+    after = _inodes(out / ARCH)
+    changed = sorted(rel for rel in after if after[rel] != before.get(rel))
+    # The edited pack's file and sidecar are new (and the archive, written every pack);
+    # every other file is the previous shard's, linked: the other packs, the standalone
+    # UKD and its sidecar, the generic descriptors.
+    assert changed == ["a.kdp.json", "a.kdp.provenance.json.gz", f"kpack/kernels_{ARCH}.kpack"]
+    assert {"b/b.kdp.json", "c.kdp.json", "u.ukd.json", "u.ukd.provenance.json.gz",
+            "d.udd.json"} <= set(after)
+
+
+def test_a_tampered_previous_shard_is_never_reused(tmp_path: Path, cache: Path) -> None:
+    root, out = _tree(tmp_path / "t"), tmp_path / "out"
+    _pack(root, out, cache)
+    shard = out / ARCH
+    # Same length, same mtime: only the content tells.
+    for rel, old, new in [("b/b.kdp.json", b'"v":2', b'"v":9'),
+                          ("u.ukd.json", b'"v":4', b'"v":8'),
+                          ("d.udd.json", b'"sym"', b'"sYm"')]:
+        path = shard / rel
+        st = path.stat()
+        data = path.read_bytes()
+        assert old in data
+        path.write_bytes(data.replace(old, new))
+        os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
+    # A file swapped for a link to a copy of itself is not taken either.
+    sidecar = shard / "b" / "b.kdp.provenance.json.gz"
+    shutil.copy(sidecar, tmp_path / "elsewhere.gz")
+    sidecar.unlink()
+    sidecar.symlink_to(tmp_path / "elsewhere.gz")
+    # A file with a second name outside the shard is not linked into the new one (it
+    # could change through that name), nor is one reached through a linked folder.
+    os.link(shard / "c.kdp.json", tmp_path / "outside.json")
+    shutil.copytree(shard / "b", tmp_path / "b-copy", symlinks=True)
+    shutil.rmtree(shard / "b")
+    (shard / "b").symlink_to(tmp_path / "b-copy")
+    _edit_metadata(root / "a.kdp.json", 5)
+    _pack(root, out, cache)
+    assert shard_files(shard) == _cold(root, tmp_path, cache)
+    assert not sidecar.is_symlink() and not (shard / "b").is_symlink()
+    assert (shard / "c.kdp.json").stat().st_ino != (tmp_path / "outside.json").stat().st_ino
+    for rel in ("b.kdp.json", "b.kdp.provenance.json.gz"):
+        assert (shard / "b" / rel).stat().st_ino != (tmp_path / "b-copy" / rel).stat().st_ino
+
+
+def test_a_damaged_record_costs_only_the_reuse(tmp_path: Path, cache: Path) -> None:
+    root, out = _tree(tmp_path / "t"), tmp_path / "out"
+    _pack(root, out, cache)
+    records = list((cache / "v1" / reuse.RECORD_FOLDER).glob("*.json"))
+    assert records
+    for path in records:
+        path.write_text('{"format": "' + reuse.PARTS_FORMAT + '", "parts": {"x": 1}}')
+    before = _inodes(out / ARCH)
+    _pack(root, out, cache)
+    assert shard_files(out / ARCH) == _cold(root, tmp_path, cache)
+    # Nothing was taken from a record that says nothing, yet files holding the very
+    # bytes made anew are linked all the same.
+    assert _inodes(out / ARCH)["b/b.kdp.json"] == before["b/b.kdp.json"]
+

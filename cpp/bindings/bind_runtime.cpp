@@ -63,7 +63,7 @@ py::object optionalList(const std::optional<std::vector<std::string>>& v) {
 py::dict kernelDict(const std::shared_ptr<const DescriptorSet>& owner, const Pack& pack, const PackMember& m,
                     bool lean = false) {
   const DescriptorSet& set = *owner;
-  const Kernel& k = m.kernel;
+  const Kernel& k = m.kernel();
   py::dict out;
   out["id"] = k.id;
   out["name"] = k.name;
@@ -77,7 +77,7 @@ py::dict kernelDict(const std::shared_ptr<const DescriptorSet>& owner, const Pac
     out["kinds"] = kindsOf(k);
   }
   out["metadata"] = fromJson(k.metadata);
-  if (!lean) out["completed_metadata"] = fromJson(m.completedMetadata);
+  if (!lean) out["completed_metadata"] = fromJson(m.completedMetadata());
   out["file"] = k.file;
   out["path"] = k.jsonPath;
   if (!lean) {
@@ -209,7 +209,7 @@ struct PyKernelViews {
     if (set != nullptr) {
       for (const Pack& p : set->packs) {
         for (const PackMember& m : p.members)
-          if (&m.kernel == &k) out = kernelDict(set, p, m);
+          if (&m.kernel() == &k) out = kernelDict(set, p, m);
       }
     }
     if (!out) {
@@ -816,7 +816,7 @@ void bindSetChecks(py::module_& m) {
         const ShardContents c = shardContents(*dset.set, arch);
         py::list packs, kernels, generics;
         for (const Pack* p : c.packs) packs.append(p->file);
-        for (const PackMember* m : c.kernels) kernels.append(m->kernel.id);
+        for (const PackMember* m : c.kernels) kernels.append(m->kernel().id);
         for (const DescriptorInfo* d : c.generics) generics.append(d->file);
         py::dict out;
         out["packs"] = packs;
@@ -1063,7 +1063,7 @@ void bindStateManager(py::module_& m) {
             const KernelDefinition& d = *picked.value();
             py::dict out = keptDict(d, s.manager->descriptors());
             out["priority"] = d.kernel->priority;
-            out["metadata"] = fromJson(d.member->completedMetadata);
+            out["metadata"] = fromJson(d.member->completedMetadata());
             return out;
           },
           py::arg("problem"),

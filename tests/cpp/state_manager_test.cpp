@@ -91,7 +91,7 @@ TEST(StateManager, AgreeingHandlerKeepsTheKernelsAndDropsOnlyTheOddSibling) {
   EXPECT_EQ(def->dispatchSymbol, "example_split_kv_dispatch");
   EXPECT_EQ(def->handler->launchNames(), (std::vector<std::string>{"produce", "consume"}));
   EXPECT_EQ(def->engine->name, "test:eng");
-  EXPECT_EQ(def->kernel, &sm.descriptors().packs[0].members[1].kernel);
+  EXPECT_EQ(def->kernel, &sm.descriptors().packs[0].members[1].kernel());
 
   // find() knows kept kernels only: not the dropped one, not an unknown id.
   EXPECT_EQ(sm.find("ukd-odd"), nullptr);

@@ -68,15 +68,15 @@ std::map<std::string, EngineVerdict> collisionVerdicts(const DescriptorSet& set,
     for (const PackMember& m : p.members) {
       const std::string slot = engine->slotted() ? p.slot.value_or("") : std::string();
       std::vector<Seen>& seen =
-          byTuple[idKey(engine->id) + "\n" + slot + "\n" + canonicalMetadataText(m.completedMetadata)];
-      if (flagged.count({m.kernel.file, jsonPathKey(m.kernel.jsonPath, "metadata")}) != 0 && !seen.empty()) {
+          byTuple[idKey(engine->id) + "\n" + slot + "\n" + canonicalMetadataText(m.completedMetadata())];
+      if (flagged.count({m.kernel().file, jsonPathKey(m.kernel().jsonPath, "metadata")}) != 0 && !seen.empty()) {
         EngineVerdict& v = out[idKey(engine->id)];
         v.id = engine->id;
         v.name = engine->name;
         v.dropped = true;
-        v.collidingKernels.emplace_back(seen.front().kernel->id, m.kernel.id);
+        v.collidingKernels.emplace_back(seen.front().kernel->id, m.kernel().id);
       }
-      seen.push_back(Seen{&m.kernel});
+      seen.push_back(Seen{&m.kernel()});
     }
   }
   for (auto& [key, v] : out) {

@@ -127,7 +127,7 @@ const PackMember* DescriptorSet::findKernel(std::string_view id, const Pack** pa
   const std::string key = idKey(id);
   for (const Pack& p : packs) {
     for (const PackMember& m : p.members) {
-      if (!sameIdKey(m.kernel.id, key)) continue;
+      if (!sameIdKey(m.kernel().id, key)) continue;
       if (pack != nullptr) *pack = &p;
       return &m;
     }

@@ -75,7 +75,7 @@ Loader::FileRead Loader::readFile(const WalkedFile& f, const fs::path& root) con
       if (auto v = detail::parsePackFrom(doc, consume, ctx, diags, options_.maxVersions.ukd, options_.authored)) {
         // The pack's kernels name their files in a few folders: each resolved once.
         detail::RealFolders folders;
-        keepMembers(v->members, [&](const PackMember& m) { return kernelSourcesOk(m.kernel, root, diags, folders); });
+        keepMembers(v->members, [&](const PackMember& m) { return kernelSourcesOk(m.kernel(), root, diags, folders); });
         out.pack = std::move(*v);
       }
     } else if (f.type == "ukd") {

@@ -57,7 +57,7 @@ void Loader::uniqueIds() {
     if (s.type == "kdp") {
       Pack& p = set_.packs[s.index];
       keepMembers(p.members, [&](const PackMember& m) {
-        return claim(m.kernel.id, m.kernel.file, m.kernel.jsonPath, Holder{&p.file, nullptr, m.index, p.root});
+        return claim(m.kernel().id, m.kernel().file, m.kernel().jsonPath, Holder{&p.file, nullptr, m.index, p.root});
       });
     }
   }
@@ -350,7 +350,7 @@ void Loader::resolvePacks() {
       PackMember m;
       m.index = kr.index;
       m.ref = kr.id;
-      m.kernel = u.kernel;
+      m.setKernel(u.kernel);
       m.raw = u.raw;
       m.root = u.root;
       resolved.push_back(std::move(m));
@@ -376,29 +376,29 @@ void Loader::resolvePacks() {
     const MetadataSchema* kmd = engine ? kept(set_.metadataSchemas, "kmd", engine->metadata) : nullptr;
     keepMembers(p.members, [&](PackMember& m) {
       bool ok = true;
-      if (!p.arch.empty() && m.kernel.arch && !m.kernel.arch->empty()) {
+      if (!p.arch.empty() && m.kernel().arch && !m.kernel().arch->empty()) {
         std::string extra;
-        for (const std::string& a : *m.kernel.arch)  // a generic family covers its members
+        for (const std::string& a : *m.kernel().arch)  // a generic family covers its members
           if (std::none_of(p.arch.begin(), p.arch.end(), [&](const std::string& pa) { return targetRunsOn(a, pa); }))
             extra += (extra.empty() ? "'" : ", '") + a + "'";
         if (!extra.empty()) {
           std::string listed;
           for (const std::string& a : p.arch) listed += (listed.empty() ? "" : ", ") + a;
-          set_.diagnostics.push_back(makeError(codes::ARCH_NOT_SUBSET, m.kernel.file,
-                                               jsonPathKey(m.kernel.jsonPath, "arch"),
+          set_.diagnostics.push_back(makeError(codes::ARCH_NOT_SUBSET, m.kernel().file,
+                                               jsonPathKey(m.kernel().jsonPath, "arch"),
                                                "arch " + extra + " not in its KDP's arch [" + listed + "] (" + p.file +
                                                    "); a kernel's arch is a subset of its pack's"));
           ok = false;
         }
       }
       if (kmd != nullptr) {
-        if (auto md = completeMetadata(*kmd, m.kernel, set_.diagnostics)) {
-          m.completedMetadata = std::move(*md);
+        if (auto md = completeMetadata(*kmd, m.kernel(), set_.diagnostics)) {
+          m.setCompletedMetadata(std::move(*md));
         } else {
           ok = false;
         }
       } else {
-        m.completedMetadata = m.kernel.metadata;
+        m.setCompletedMetadata(m.kernel().metadata);
       }
       return ok;
     });
@@ -421,8 +421,8 @@ void Loader::checkMetadataUnique() {
     const PackMember* member;
   };
   auto archesOf = [](const Pack& p, const PackMember& m) {
-    if (m.kernel.arch && !m.kernel.arch->empty()) {
-      return std::set<std::string>(m.kernel.arch->begin(), m.kernel.arch->end());
+    if (m.kernel().arch && !m.kernel().arch->empty()) {
+      return std::set<std::string>(m.kernel().arch->begin(), m.kernel().arch->end());
     }
     return std::set<std::string>(p.arch.begin(), p.arch.end());  // empty: every arch
   };
@@ -459,7 +459,7 @@ void Loader::checkMetadataUnique() {
     const Engine* engine = catalog.first;
     std::unordered_map<std::string, Group>& groups = byCatalog[catalog];
     for (PackMember& m : p.members) {
-      const auto entry = groups.try_emplace(canonicalMetadataText(m.completedMetadata)).first;
+      const auto entry = groups.try_emplace(canonicalMetadataText(m.completedMetadata())).first;
       const std::string& text = entry->first;
       Group& group = entry->second;
       bool clash = false;
@@ -486,11 +486,11 @@ void Loader::checkMetadataUnique() {
         }
         std::string onText;
         for (const std::string& a : on) onText += (onText.empty() ? " on " : ", ") + a;
-        const Kernel& other = s.member->kernel;
+        const Kernel& other = s.member->kernel();
         const std::string where = other.jsonPath == "$" ? other.file : other.file + ": " + other.jsonPath;
         set_.diagnostics.push_back(
-            makeError(codes::METADATA_NOT_UNIQUE, m.kernel.file, jsonPathKey(m.kernel.jsonPath, "metadata"),
-                      "completed metadata " + text + " of " + kernelLabel(m.kernel) + " equals that of " +
+            makeError(codes::METADATA_NOT_UNIQUE, m.kernel().file, jsonPathKey(m.kernel().jsonPath, "metadata"),
+                      "completed metadata " + text + " of " + kernelLabel(m.kernel()) + " equals that of " +
                           kernelLabel(other) + " (" + where + ") under engine '" + engine->name + "'" +
                           (engine->slotted() ? " (slot '" + engine->slots[catalog.second].name + "')" : "") + onText +
                           "; the " + (engine->slotted() ? "slot" : "engine") + " cannot tell them apart"));

@@ -498,7 +498,7 @@ std::optional<Pack> parsePackFrom(const V& kdp, Json* consume, const DescriptorC
       if (auto k = parseKernelFrom(item, kernelCtx, diags)) {
         PackMember m;
         m.index = i;
-        m.kernel = std::move(*k);
+        m.setKernel(std::move(*k));
         keepRaw(m, item, consume, i);
         p.members.push_back(std::move(m));
       }

@@ -44,14 +44,14 @@ Result<SavedPlan> capturePlan(const DescriptorSet& set, const std::string& kerne
   // A slotted engine's kernel runs only in its slot programs, whose picks a saved plan cannot hold.
   const Engine* engine = set.engineOf(*pack);
   if (pack->slot || (engine != nullptr && engine->slotted())) {
-    const Kernel& k = m->kernel;
+    const Kernel& k = m->kernel();
     return Result<SavedPlan>::failure(
         makeError(codes::PLAN_SLOTTED, k.file, k.jsonPath,
                   "cannot save a plan of " + kernelLabel(k) + ": it fills slot '" + pack->slot.value_or("") +
                       "' of engine '" + (engine != nullptr ? engine->name : pack->engine.value_or("")) +
                       "', whose kernels run only in slot programs, and slotted plans are not saved"));
   }
-  return capturePlan(m->kernel);
+  return capturePlan(m->kernel());
 }
 
 Result<ExecutionPlan> makeExecutionPlan(const StateManager& manager, const std::string& kernelId) {

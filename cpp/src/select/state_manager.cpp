@@ -102,14 +102,14 @@ StateManager::StateManager(std::shared_ptr<const DescriptorSet> set, const Regis
 void StateManager::drop(const Pack& pack, const PackMember& m, const std::string& symbol, const std::string& code,
                         const std::string& reason) {
   const std::string line =
-      "dropping " + kernelLabel(m.kernel) + " of pack '" + pack.name + "' (" + pack.file + "): " + reason;
-  dropped_.push_back(DroppedKernel{m.kernel.id, m.kernel.name, pack.id, pack.name, m.kernel.file, m.kernel.jsonPath,
-                                   symbol, code, reason});
+      "dropping " + kernelLabel(m.kernel()) + " of pack '" + pack.name + "' (" + pack.file + "): " + reason;
+  dropped_.push_back(DroppedKernel{m.kernel().id, m.kernel().name, pack.id, pack.name, m.kernel().file,
+                                   m.kernel().jsonPath, symbol, code, reason});
   log_.push_back(line);
   // A pack without a dispatch is served by nothing native, by its author's
   // choice (a handler may decline a launch set): a warning. Every other drop is an error.
-  diagnostics_.push_back(code == codes::NO_DISPATCH ? makeWarning(code, m.kernel.file, m.kernel.jsonPath, line)
-                                                    : makeError(code, m.kernel.file, m.kernel.jsonPath, line));
+  diagnostics_.push_back(code == codes::NO_DISPATCH ? makeWarning(code, m.kernel().file, m.kernel().jsonPath, line)
+                                                    : makeError(code, m.kernel().file, m.kernel().jsonPath, line));
 }
 
 void StateManager::build(const Registry& registry) {
@@ -125,11 +125,11 @@ void StateManager::build(const Registry& registry) {
   for (const Pack& pack : set_->packs) {
     std::vector<const PackMember*> members;
     for (const PackMember& m : pack.members) {
-      if (kernelRunsOn(pack, m.kernel, arch_)) {
+      if (kernelRunsOn(pack, m.kernel(), arch_)) {
         members.push_back(&m);
       } else {
-        filtered_.push_back(DroppedKernel{m.kernel.id, m.kernel.name, pack.id, pack.name, m.kernel.file,
-                                          m.kernel.jsonPath, "", codes::ARCH_FILTERED,
+        filtered_.push_back(DroppedKernel{m.kernel().id, m.kernel().name, pack.id, pack.name, m.kernel().file,
+                                          m.kernel().jsonPath, "", codes::ARCH_FILTERED,
                                           "it does not run on " + bareArch(arch_)});
       }
     }
@@ -157,18 +157,18 @@ void StateManager::build(const Registry& registry) {
     const Engine* engine = set_->engineOf(pack);  // once per pack, not per kernel
     for (const PackMember* m : members) {
       // Both sorted: compared in place, the kernel's set built only to word a mismatch.
-      const auto& launches = m->kernel.sources;
+      const auto& launches = m->kernel().sources;
       const bool same = launches.size() == declared.size() &&
                         std::equal(launches.begin(), launches.end(), declared.begin(),
                                    [](const auto& entry, const std::string& name) { return entry.first == name; });
       if (!same) {
-        const std::set<std::string> has = launchNamesOf(m->kernel);
+        const std::set<std::string> has = launchNamesOf(m->kernel());
         drop(pack, *m, symbol, codes::LAUNCH_SET_MISMATCH,
              "dispatch symbol '" + symbol + "' declares launches " + describeLaunchSet(declared) + ", the kernel has " +
                  describeLaunchSet(has));
         continue;
       }
-      KernelDefinition def{&m->kernel, m, &pack, dispatch, engine, handler, symbol, {}};
+      KernelDefinition def{&m->kernel(), m, &pack, dispatch, engine, handler, symbol, {}};
       for (const std::string& id : pack.matchers) {
         if (const MatcherDescriptor* umd = set_->findMatcher(id)) {
           def.matchers.push_back(BoundMatcher{umd->id, umd->matchSymbol, registry.matcher(umd->matchSymbol)});
@@ -346,9 +346,9 @@ std::map<std::string, std::vector<std::string>> stubLaunchSets(const DescriptorS
     const Dispatch* d = set.dispatchOf(p);
     if (d == nullptr) continue;
     const auto first = std::find_if(p.members.begin(), p.members.end(),
-                                    [&](const PackMember& m) { return kernelRunsOn(p, m.kernel, arch); });
+                                    [&](const PackMember& m) { return kernelRunsOn(p, m.kernel(), arch); });
     if (first == p.members.end()) continue;
-    const std::set<std::string> names = launchNamesOf(first->kernel);
+    const std::set<std::string> names = launchNamesOf(first->kernel());
     out.emplace(d->dispatchSymbol, std::vector<std::string>(names.begin(), names.end()));
   }
   for (const Dispatch& d : set.dispatches) out.emplace(d.dispatchSymbol, std::vector<std::string>{});

@@ -11,6 +11,7 @@
 #include <set>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "ukdpack/base/diagnostics.hpp"
@@ -260,12 +261,25 @@ struct DescriptorInfo {
 struct PackMember {
   std::size_t index = 0;  // position in the KDP's kernelDescriptors
   std::string ref;        // the standalone UKD's id; empty for an inline kernel
-  Kernel kernel;
-  JsonText raw;          // the UKD object as written, extension keys included
-  std::size_t root = 0;  // root the UKD was read from (a standalone UKD's own)
+  JsonText raw;           // the UKD object as written, extension keys included
+  std::size_t root = 0;   // root the UKD was read from (a standalone UKD's own)
+
+  // The kernel. Read only through this accessor: a load may build it on first
+  // use rather than up front, and the reference stays valid while the set lives.
+  const Kernel& kernel() const { return kernel_; }
   // The metadata completed by the engine's KMD (defaults filled in); the
   // metadata as written when the pack has no engine. Filled by the loader.
-  Json completedMetadata;
+  const Json& completedMetadata() const { return completedMetadata_; }
+
+  // The loader's (and a test's) writers.
+  Kernel& editKernel() { return kernel_; }
+  void setKernel(Kernel kernel) { kernel_ = std::move(kernel); }
+  Json& editCompletedMetadata() { return completedMetadata_; }
+  void setCompletedMetadata(Json metadata) { completedMetadata_ = std::move(metadata); }
+
+ private:
+  Kernel kernel_;
+  Json completedMetadata_;
 };
 
 // A standalone UKD reference as written in kernelDescriptors.

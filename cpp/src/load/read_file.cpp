@@ -13,6 +13,7 @@
 #include "json/json_tape.hpp"
 #include "load/loader_impl.hpp"
 #include "model/object_reader.hpp"
+#include "ukdpack/base/sha256.hpp"
 #include "ukdpack/load/loader.hpp"
 
 namespace ukdpack {
@@ -30,7 +31,7 @@ JsonText writtenAs(const detail::JsonNode& doc) { return detail::textOf(doc); }
 
 // One file on its own (any thread): read, parsed by its type's reader, its
 // kernels' sources checked. Touches nothing of the set.
-Loader::FileRead Loader::readFile(const WalkedFile& f, const fs::path& root) const {
+Loader::FileRead Loader::readFile(const WalkedFile& f, const fs::path& root, const IndexedFile* entry) const {
   FileRead out;
   auto& diags = out.diags;
   auto read = detail::readRegularFile(f.path, kMaxDescriptorBytes);
@@ -41,8 +42,10 @@ Loader::FileRead Loader::readFile(const WalkedFile& f, const fs::path& root) con
     return out;
   }
   const auto text = std::make_shared<const std::string>(std::move(read.value()));
+  const std::string folder = fs::path(f.rel).parent_path().generic_string();
+  const DescriptorContext ctx{f.rel, "$", folder.empty() ? root : (root / folder).lexically_normal()};
   // The document, as a Json DOM or (the common case of kernels) a tape of the text.
-  const auto withDoc = [&](auto& doc, Json* consume) {
+  const auto withDoc = [&](auto& doc, Json* consume, const InlineKernelReader* inlineKernels = nullptr) {
     using Doc = std::decay_t<decltype(doc)>;
     const Version& max = options_.maxVersions.of(f.type);
     const VersionCheck vc = detail::checkVersionOf(doc, f.type, max);
@@ -69,10 +72,9 @@ Loader::FileRead Loader::readFile(const WalkedFile& f, const fs::path& root) con
       remember("did not load");
       return;
     }
-    const std::string folder = fs::path(f.rel).parent_path().generic_string();
-    const DescriptorContext ctx{f.rel, "$", folder.empty() ? root : (root / folder).lexically_normal()};
     if (f.type == "kdp") {
-      if (auto v = detail::parsePackFrom(doc, consume, ctx, diags, options_.maxVersions.ukd, options_.authored)) {
+      if (auto v = detail::parsePackFrom(doc, consume, ctx, diags, options_.maxVersions.ukd, options_.authored,
+                                         inlineKernels)) {
         // The pack's kernels name their files in a few folders: each resolved once.
         detail::RealFolders folders;
         keepMembers(v->members, [&](const PackMember& m) { return kernelSourcesOk(m.kernel(), root, diags, folders); });
@@ -98,6 +100,42 @@ Loader::FileRead Loader::readFile(const WalkedFile& f, const fs::path& root) con
     }
     if (!out.loaded()) remember("did not load");
   };
+  if (entry != nullptr) {
+    if (text->size() != entry->size || sha256Hex(text->data(), text->size()) != entry->sha256) {
+      out.indexMismatch = std::string(kShardIndexFile) + " is stale: " + f.rel +
+                          " is not the file it was written for (its size or sha256 differs)";
+    } else if (f.type == "kdp" && entry->spans) {
+      // The pack read from its text with each inline kernel's object cut out,
+      // each kernel from its own span. Nothing is kept when a span is not exactly
+      // one kernelDescriptors object, a kernel does not read alone without a
+      // word, or the pack says anything: the file is then read as written.
+      std::vector<std::size_t> at;
+      auto skeleton = packSkeleton(*text, *entry, at);
+      auto skeletonText = skeleton ? std::make_shared<const std::string>(std::move(*skeleton)) : nullptr;
+      auto tape = skeletonText ? detail::JsonTape::scan(skeletonText) : nullptr;
+      std::size_t next = 0;
+      bool fits = tape != nullptr;
+      const InlineKernelReader fromSpan = [&](std::size_t i, const std::string& path,
+                                              std::size_t offset) -> std::optional<PackMember> {
+        if (next >= entry->kernels.size() || entry->kernels[next].listIndex != i || at[next] != offset) {
+          fits = false;
+          return std::nullopt;
+        }
+        std::optional<PackMember> m = memberFromSpan(text, entry->kernels[next++],
+                                                     KernelContext{f.rel, path, ctx.baseDir}, options_.maxVersions.ukd);
+        if (!m) fits = false;
+        return m;
+      };
+      if (fits) withDoc(tape->root(), nullptr, &fromSpan);
+      if (fits && next == entry->kernels.size() && out.pack && out.diags.empty()) {
+        out.fromSpans = true;
+        return out;
+      }
+      out = FileRead{};
+      out.indexMismatch = std::string(kShardIndexFile) + " does not fit " + f.rel +
+                          ": its kernels do not read from the spans it records";
+    }
+  }
   // Kernels (KDP, UKD: nearly all of a shard's bytes) are read from a tape of
   // the text when the scan takes it; any other text, and the other types, from
   // the one reader's DOM, which also words every refusal of the text itself.

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <regex>
 #include <set>
+#include <type_traits>
 #include <utility>
 
 #include "json/json_tape.hpp"
@@ -422,7 +423,8 @@ namespace detail {
 // into their members instead of being copied.
 template <class V>
 std::optional<Pack> parsePackFrom(const V& kdp, Json* consume, const DescriptorContext& ctx,
-                                  std::vector<Diagnostic>& diags, const Version& maxUkd, bool refuseNewer) {
+                                  std::vector<Diagnostic>& diags, const Version& maxUkd, bool refuseNewer,
+                                  const InlineKernelReader* inlineKernels) {
   BasicObjectReader<V> r(kdp, ctx.file, ctx.jsonPath, diags);
   if (!r.isObject()) return std::nullopt;
   Pack p;
@@ -474,6 +476,12 @@ std::optional<Pack> parsePackFrom(const V& kdp, Json* consume, const DescriptorC
                                       describeFound(item)));
         continue;
       }
+      if (inlineKernels != nullptr) {
+        std::size_t offset = std::string::npos;
+        if constexpr (std::is_same_v<V, JsonNode>) offset = item.begin_offset();
+        if (auto m = (*inlineKernels)(i, path, offset)) p.members.push_back(std::move(*m));
+        continue;
+      }
       const VersionCheck vc = checkVersionOf(item, "ukd", maxUkd);
       if (vc.gate == VersionGate::Skip && refuseNewer) {
         diags.push_back(makeError(codes::SCHEMA, ctx.file, jsonPathKey(path, "version"), vc.refusal));
@@ -510,9 +518,10 @@ std::optional<Pack> parsePackFrom(const V& kdp, Json* consume, const DescriptorC
 }
 
 template std::optional<Pack> parsePackFrom<Json>(const Json&, Json*, const DescriptorContext&, std::vector<Diagnostic>&,
-                                                 const Version&, bool);
+                                                 const Version&, bool, const InlineKernelReader*);
 template std::optional<Pack> parsePackFrom<JsonNode>(const JsonNode&, Json*, const DescriptorContext&,
-                                                     std::vector<Diagnostic>&, const Version&, bool);
+                                                     std::vector<Diagnostic>&, const Version&, bool,
+                                                     const InlineKernelReader*);
 
 }  // namespace detail
 

@@ -25,10 +25,14 @@ bool listRunsOn(const std::vector<std::string>& list, const std::string& arch) {
 }  // namespace
 
 bool kernelRunsOn(const Pack& pack, const Kernel& kernel, const std::string& arch) {
+  return archesRunOn(pack, kernel.arch, arch);
+}
+
+bool archesRunOn(const Pack& pack, const std::optional<std::vector<std::string>>& kernelArch, const std::string& arch) {
   if (arch.empty()) return true;
   const std::string bare = bareArch(arch);
   static const std::vector<std::string> none;
-  return listRunsOn(pack.arch, bare) && listRunsOn(kernel.arch ? *kernel.arch : none, bare);
+  return listRunsOn(pack.arch, bare) && listRunsOn(kernelArch ? *kernelArch : none, bare);
 }
 
 std::vector<std::string> kernelArches(const Pack& pack, const Kernel& kernel) {
@@ -52,7 +56,8 @@ StateManager::StateManager(std::shared_ptr<const DescriptorSet> set, const Regis
   keys.reserve(kept_.size());
   keptByKey_.reserve(kept_.size());
   for (std::size_t i = 0; i < kept_.size(); ++i) {
-    const std::string& id = kept_[i].kernel->id;
+    // The member's id: a set read through a shard index builds no kernel for it.
+    const std::string_view id = kept_[i].member->id();
     const bool upper = std::any_of(id.begin(), id.end(), [](char c) { return c >= 'A' && c <= 'Z'; });
     if (std::string key = upper ? idKey(id) : std::string(); !upper || key == id) {
       keys.emplace_back(id);
@@ -73,7 +78,7 @@ StateManager::StateManager(std::shared_ptr<const DescriptorSet> set, const Regis
     std::uint64_t prefix = 0;
     for (std::size_t b = 0; b < 8; ++b)
       prefix = (prefix << 8) | (b < keys[i].size() ? static_cast<unsigned char>(keys[i][b]) : 0U);
-    order[i] = Rank{kept_[i].kernel->priority, prefix, i};
+    order[i] = Rank{kept_[i].member->priority(), prefix, i};
   }
   std::sort(order.begin(), order.end(), [&](const Rank& a, const Rank& b) {
     if (a.priority != b.priority) return a.priority > b.priority;
@@ -125,7 +130,7 @@ void StateManager::build(const Registry& registry) {
   for (const Pack& pack : set_->packs) {
     std::vector<const PackMember*> members;
     for (const PackMember& m : pack.members) {
-      if (kernelRunsOn(pack, m.kernel(), arch_)) {
+      if (archesRunOn(pack, m.arch(), arch_)) {
         members.push_back(&m);
       } else {
         filtered_.push_back(DroppedKernel{m.kernel().id, m.kernel().name, pack.id, pack.name, m.kernel().file,
@@ -156,19 +161,15 @@ void StateManager::build(const Registry& registry) {
     bool anyKept = false;
     const Engine* engine = set_->engineOf(pack);  // once per pack, not per kernel
     for (const PackMember* m : members) {
-      // Both sorted: compared in place, the kernel's set built only to word a mismatch.
-      const auto& launches = m->kernel().sources;
-      const bool same = launches.size() == declared.size() &&
-                        std::equal(launches.begin(), launches.end(), declared.begin(),
-                                   [](const auto& entry, const std::string& name) { return entry.first == name; });
-      if (!same) {
+      // Compared in place, the kernel's set built only to word a mismatch.
+      if (!m->launchesAre(declared)) {
         const std::set<std::string> has = launchNamesOf(m->kernel());
         drop(pack, *m, symbol, codes::LAUNCH_SET_MISMATCH,
              "dispatch symbol '" + symbol + "' declares launches " + describeLaunchSet(declared) + ", the kernel has " +
                  describeLaunchSet(has));
         continue;
       }
-      KernelDefinition def{&m->kernel(), m, &pack, dispatch, engine, handler, symbol, {}};
+      KernelDefinition def{m, &pack, dispatch, engine, handler, symbol, {}};
       for (const std::string& id : pack.matchers) {
         if (const MatcherDescriptor* umd = set_->findMatcher(id)) {
           def.matchers.push_back(BoundMatcher{umd->id, umd->matchSymbol, registry.matcher(umd->matchSymbol)});
@@ -222,11 +223,11 @@ const KernelDefinition* StateManager::find(std::string_view kernelId) const {
 Result<bool> matchersAccept(const KernelDefinition& d, const Json& problem) {
   for (const BoundMatcher& m : d.matchers) {
     if (!m.handler) continue;
-    auto verdict = m.handler->matches(*d.kernel, problem);
+    auto verdict = m.handler->matches(*d.kernel(), problem);
     if (!verdict) {
       Diagnostic e = verdict.error();
       if (e.code.empty()) e.code = codes::MATCHER_FAILED;
-      e.message = "matcher '" + m.symbol + "' failed for " + kernelLabel(*d.kernel) + " of pack '" + d.pack->name +
+      e.message = "matcher '" + m.symbol + "' failed for " + kernelLabel(*d.kernel()) + " of pack '" + d.pack->name +
                   "': " + e.message;
       return Result<bool>::failure(std::move(e));
     }
@@ -272,7 +273,7 @@ Result<std::vector<std::uint8_t>> StateManager::loadLaunchCode(std::string_view 
   options.dispatchSymbol = def->dispatchSymbol;
   options.cache = cache_.get();
   options.keepBytes = keepBytes;
-  return ukdpack::loadLaunchCode(*def->kernel, set_->rootOf(*def->member), launch, arch.empty() ? arch_ : arch,
+  return ukdpack::loadLaunchCode(*def->kernel(), set_->rootOf(*def->member), launch, arch.empty() ? arch_ : arch,
                                  options);
 }
 
@@ -289,7 +290,7 @@ std::vector<std::optional<Diagnostic>> StateManager::checkLaunchCodes(
   for (std::size_t i = 0; i < launches.size(); ++i) {
     std::string key;
     if (const KernelDefinition* def = find(launches[i].first)) {
-      const Kernel& k = *def->kernel;
+      const Kernel& k = *def->kernel();
       const KernelSource* src = singleLaunchSource(k);
       if (src == nullptr && launches[i].second) {
         const auto it = k.sources.find(*launches[i].second);

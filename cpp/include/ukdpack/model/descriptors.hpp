@@ -7,6 +7,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <set>
 #include <string>
@@ -257,6 +258,31 @@ struct DescriptorInfo {
   Json raw;
 };
 
+// A kernel read when it is first asked for (a shard index's: a load that reads
+// each kernel from its own bytes). `read` builds it and its completed metadata
+// exactly as the JSON load would; what the state manager ranks and filters on
+// is known up front.
+class KernelReader {
+ public:
+  virtual ~KernelReader() = default;
+  virtual void read(std::size_t index, Kernel& kernel, Json& completedMetadata) const = 0;
+};
+struct DeferredKernel {
+  std::shared_ptr<const KernelReader> reader;
+  std::size_t index = 0;  // the reader's own numbering
+  std::string_view id;    // a view of what `reader` keeps alive
+  std::int64_t priority = 0;
+  std::optional<std::vector<std::string>> arch;
+  std::vector<std::string> launches;  // sorted; empty: a single launch
+  mutable std::once_flag once;
+  mutable Kernel kernel;
+  mutable Json completedMetadata;
+
+  void ensure() const {
+    std::call_once(once, [this] { reader->read(index, kernel, completedMetadata); });
+  }
+};
+
 // One kernel of a pack: inline in the KDP, or a standalone UKD it names by id.
 struct PackMember {
   std::size_t index = 0;  // position in the KDP's kernelDescriptors
@@ -265,21 +291,39 @@ struct PackMember {
   std::size_t root = 0;   // root the UKD was read from (a standalone UKD's own)
 
   // The kernel. Read only through this accessor: a load may build it on first
-  // use rather than up front, and the reference stays valid while the set lives.
-  const Kernel& kernel() const { return kernel_; }
+  // use rather than up front (any thread), and the reference stays valid while the set lives.
+  const Kernel& kernel() const {
+    if (!deferred_) return kernel_;
+    deferred_->ensure();
+    return deferred_->kernel;
+  }
   // The metadata completed by the engine's KMD (defaults filled in); the
   // metadata as written when the pack has no engine. Filled by the loader.
-  const Json& completedMetadata() const { return completedMetadata_; }
+  const Json& completedMetadata() const {
+    if (!deferred_) return completedMetadata_;
+    deferred_->ensure();
+    return deferred_->completedMetadata;
+  }
+  // What ranking and filtering read, without building a deferred kernel.
+  std::string_view id() const { return deferred_ ? deferred_->id : std::string_view(kernel_.id); }
+  std::int64_t priority() const { return deferred_ ? deferred_->priority : kernel_.priority; }
+  const std::optional<std::vector<std::string>>& arch() const { return deferred_ ? deferred_->arch : kernel_.arch; }
+  // Whether its launch names are exactly `names` (empty: a single launch).
+  bool launchesAre(const std::set<std::string>& names) const;
+  // Whether the kernel is read on first use (and not yet built).
+  bool deferred() const { return deferred_ != nullptr; }
 
   // The loader's (and a test's) writers.
   Kernel& editKernel() { return kernel_; }
   void setKernel(Kernel kernel) { kernel_ = std::move(kernel); }
   Json& editCompletedMetadata() { return completedMetadata_; }
   void setCompletedMetadata(Json metadata) { completedMetadata_ = std::move(metadata); }
+  void defer(std::shared_ptr<const DeferredKernel> deferred) { deferred_ = std::move(deferred); }
 
  private:
   Kernel kernel_;
   Json completedMetadata_;
+  std::shared_ptr<const DeferredKernel> deferred_;
 };
 
 // A standalone UKD reference as written in kernelDescriptors.

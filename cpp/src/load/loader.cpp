@@ -229,6 +229,7 @@ std::vector<const IndexedFile*> Loader::bindIndex(const fs::path& root, const st
     }
     entries.push_back(&f);
   }
+  boundIndex_ = index;
   return entries;
 }
 

@@ -7,6 +7,7 @@
 #include <exception>
 #include <filesystem>
 #include <map>
+#include <memory>
 #include <optional>
 #include <set>
 #include <string>
@@ -102,10 +103,11 @@ class Loader {
     std::optional<Standalone> kernel;
     std::optional<std::string> unloadedId;  // the id of a file that did not load, and why
     std::string unloadedWhy;
-    bool unloadedFailed = true;  // with an error, not skipped by a version gate
-    std::exception_ptr failure;  // what reading it threw (rethrown in walk order)
-    std::string indexMismatch;   // why the shard index does not bind to this file
-    bool fromSpans = false;      // its kernels were read from the index's spans
+    bool unloadedFailed = true;               // with an error, not skipped by a version gate
+    std::exception_ptr failure;               // what reading it threw (rethrown in walk order)
+    std::string indexMismatch;                // why the shard index does not bind to this file
+    bool fromSpans = false;                   // its kernels were read from the index's spans
+    std::shared_ptr<SpanKernels> spanReader;  // what builds them
     bool loaded() const { return pack || dispatch || engine || metadataSchema || matcher || heuristic || kernel; }
   };
 
@@ -153,7 +155,10 @@ class Loader {
   LoaderOptions options_;
   bool lookForIndex_ = false;
   const ShardIndex* givenIndex_ = nullptr;
-  std::optional<ShardIndex> shardIndex_;  // what the index views point into
+  std::optional<ShardIndex> shardIndex_;    // what the index views point into
+  const ShardIndex* boundIndex_ = nullptr;  // the index the load reads (shardIndex_ or a given one)
+  // Pack index -> the reader of its kernels, read through the index.
+  std::map<std::size_t, std::shared_ptr<SpanKernels>> spanReaders_;
   DescriptorSet set_;
   std::vector<Standalone> standalone_;
   std::vector<Slot> order_;            // every file-backed descriptor in load order

@@ -77,7 +77,10 @@ Loader::FileRead Loader::readFile(const WalkedFile& f, const fs::path& root, con
                                          inlineKernels)) {
         // The pack's kernels name their files in a few folders: each resolved once.
         detail::RealFolders folders;
-        keepMembers(v->members, [&](const PackMember& m) { return kernelSourcesOk(m.kernel(), root, diags, folders); });
+        // A kernel read through the index is no authored load's: nothing to check, nothing built.
+        keepMembers(v->members, [&](const PackMember& m) {
+          return m.deferred() || kernelSourcesOk(m.kernel(), root, diags, folders);
+        });
         out.pack = std::move(*v);
       }
     } else if (f.type == "ukd") {
@@ -105,30 +108,43 @@ Loader::FileRead Loader::readFile(const WalkedFile& f, const fs::path& root, con
       out.indexMismatch = std::string(kShardIndexFile) + " is stale: " + f.rel +
                           " is not the file it was written for (its size or sha256 differs)";
     } else if (f.type == "kdp" && entry->spans) {
-      // The pack read from its text with each inline kernel's object cut out,
-      // each kernel from its own span. Nothing is kept when a span is not exactly
-      // one kernelDescriptors object, a kernel does not read alone without a
-      // word, or the pack says anything: the file is then read as written.
+      // The pack read from its text with each inline kernel's object cut out;
+      // each kernel is built from its own span when first asked for. Nothing is
+      // kept when a span is not exactly one kernelDescriptors object or the pack
+      // says anything: the file is then read as written.
       std::vector<std::size_t> at;
       auto skeleton = packSkeleton(*text, *entry, at);
       auto skeletonText = skeleton ? std::make_shared<const std::string>(std::move(*skeleton)) : nullptr;
       auto tape = skeletonText ? detail::JsonTape::scan(skeletonText) : nullptr;
       std::size_t next = 0;
       bool fits = tape != nullptr;
+      const auto reader = std::make_shared<SpanKernels>(text, boundIndex_->bytes, entry->kernels, f.rel, ctx.baseDir,
+                                                        options_.maxVersions.ukd);
       const InlineKernelReader fromSpan = [&](std::size_t i, const std::string& path,
                                               std::size_t offset) -> std::optional<PackMember> {
         if (next >= entry->kernels.size() || entry->kernels[next].listIndex != i || at[next] != offset) {
           fits = false;
           return std::nullopt;
         }
-        std::optional<PackMember> m = memberFromSpan(text, entry->kernels[next++],
-                                                     KernelContext{f.rel, path, ctx.baseDir}, options_.maxVersions.ukd);
-        if (!m) fits = false;
+        (void)path;  // the reader words it again when the kernel is built
+        const IndexedKernel& k = entry->kernels[next];
+        PackMember m;
+        m.index = i;
+        m.raw = JsonText(text, k.begin, k.end - k.begin);
+        auto deferred = std::make_shared<DeferredKernel>();
+        deferred->reader = reader;
+        deferred->index = next++;
+        deferred->id = k.id;
+        deferred->priority = k.priority;
+        if (k.hasArch) deferred->arch.emplace(k.arch.begin(), k.arch.end());
+        deferred->launches.assign(k.launches.begin(), k.launches.end());
+        m.defer(std::move(deferred));
         return m;
       };
       if (fits) withDoc(tape->root(), nullptr, &fromSpan);
       if (fits && next == entry->kernels.size() && out.pack && out.diags.empty()) {
         out.fromSpans = true;
+        out.spanReader = reader;
         return out;
       }
       out = FileRead{};
@@ -175,6 +191,7 @@ void Loader::commitFile(const WalkedFile& f, FileRead&& read, std::size_t rootIn
     order_.push_back(Slot{f.type, vec.size()});
     vec.push_back(std::move(*value));
   };
+  if (read.spanReader) spanReaders_[set_.packs.size()] = std::move(read.spanReader);
   place(set_.packs, read.pack);
   place(set_.dispatches, read.dispatch);
   place(set_.engines, read.engine);

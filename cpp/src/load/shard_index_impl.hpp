@@ -45,6 +45,36 @@ struct ShardIndex {
   std::vector<IndexedFile> files;
 };
 
+// The inline kernels of one KDP read through the index, each built when first
+// asked for (PackMember::kernel()) from its span, by memberFromSpan.
+class SpanKernels : public KernelReader {
+ public:
+  SpanKernels(std::shared_ptr<const std::string> text, std::shared_ptr<const std::string> indexBytes,
+              std::vector<IndexedKernel> kernels, std::string file, std::filesystem::path baseDir, Version maxUkd)
+      : text_(std::move(text)),
+        indexBytes_(std::move(indexBytes)),
+        kernels_(std::move(kernels)),
+        file_(std::move(file)),
+        baseDir_(std::move(baseDir)),
+        maxUkd_(maxUkd) {}
+  const std::vector<IndexedKernel>& kernels() const { return kernels_; }
+  // The KMD the kernels' metadata completes against (nullptr: kept as written); set
+  // once, by the load's resolution, before any kernel is read.
+  void completeWith(const MetadataSchema* kmd) {
+    kmd_ = kmd != nullptr ? std::make_shared<const MetadataSchema>(*kmd) : nullptr;
+  }
+  void read(std::size_t index, Kernel& kernel, Json& completedMetadata) const override;
+
+ private:
+  std::shared_ptr<const std::string> text_;
+  std::shared_ptr<const std::string> indexBytes_;  // what the records' views point into
+  std::vector<IndexedKernel> kernels_;
+  std::string file_;
+  std::filesystem::path baseDir_;
+  Version maxUkd_;
+  std::shared_ptr<const MetadataSchema> kmd_;
+};
+
 // Whether a load with `options` may use an index: a runtime load with default
 // options (no authored tree, source-file checks, excluded folders, reported
 // arches or older reader emulated).

@@ -127,10 +127,14 @@ void StateManager::build(const Registry& registry) {
   std::size_t total = 0;
   for (const Pack& pack : set_->packs) total += pack.members.size();
   kept_.reserve(total);
+  // The arch's bare name and each pack's arches judged once, not per kernel.
+  const std::string bare = arch_.empty() ? std::string() : bareArch(arch_);
+  static const std::vector<std::string> none;
   for (const Pack& pack : set_->packs) {
     std::vector<const PackMember*> members;
+    const bool packRuns = arch_.empty() || listRunsOn(pack.arch, bare);
     for (const PackMember& m : pack.members) {
-      if (archesRunOn(pack, m.arch(), arch_)) {
+      if (packRuns && (arch_.empty() || listRunsOn(m.arch() ? *m.arch() : none, bare))) {
         members.push_back(&m);
       } else {
         filtered_.push_back(DroppedKernel{m.kernel().id, m.kernel().name, pack.id, pack.name, m.kernel().file,
@@ -347,7 +351,7 @@ std::map<std::string, std::vector<std::string>> stubLaunchSets(const DescriptorS
     const Dispatch* d = set.dispatchOf(p);
     if (d == nullptr) continue;
     const auto first = std::find_if(p.members.begin(), p.members.end(),
-                                    [&](const PackMember& m) { return kernelRunsOn(p, m.kernel(), arch); });
+                                    [&](const PackMember& m) { return archesRunOn(p, m.arch(), arch); });
     if (first == p.members.end()) continue;
     const std::set<std::string> names = launchNamesOf(first->kernel());
     out.emplace(d->dispatchSymbol, std::vector<std::string>(names.begin(), names.end()));

@@ -275,13 +275,20 @@ struct DeferredKernel {
   std::optional<std::vector<std::string>> arch;
   std::vector<std::string> launches;  // sorted; empty: a single launch
   mutable std::once_flag once;
-  mutable Kernel kernel;
+  mutable std::unique_ptr<Kernel> kernel;  // allocated when built: a set of 100,000 holds few
   mutable Json completedMetadata;
 
   void ensure() const {
-    std::call_once(once, [this] { reader->read(index, kernel, completedMetadata); });
+    std::call_once(once, [this] {
+      auto built = std::make_unique<Kernel>();
+      reader->read(index, *built, completedMetadata);
+      kernel = std::move(built);
+    });
   }
 };
+
+// The kernel of a member that holds none (default-constructed).
+const Kernel& emptyKernel();
 
 // One kernel of a pack: inline in the KDP, or a standalone UKD it names by id.
 struct PackMember {
@@ -293,9 +300,9 @@ struct PackMember {
   // The kernel. Read only through this accessor: a load may build it on first
   // use rather than up front (any thread), and the reference stays valid while the set lives.
   const Kernel& kernel() const {
-    if (!deferred_) return kernel_;
+    if (!deferred_) return kernel_ ? *kernel_ : emptyKernel();
     deferred_->ensure();
-    return deferred_->kernel;
+    return *deferred_->kernel;
   }
   // The metadata completed by the engine's KMD (defaults filled in); the
   // metadata as written when the pack has no engine. Filled by the loader.
@@ -305,23 +312,33 @@ struct PackMember {
     return deferred_->completedMetadata;
   }
   // What ranking and filtering read, without building a deferred kernel.
-  std::string_view id() const { return deferred_ ? deferred_->id : std::string_view(kernel_.id); }
-  std::int64_t priority() const { return deferred_ ? deferred_->priority : kernel_.priority; }
-  const std::optional<std::vector<std::string>>& arch() const { return deferred_ ? deferred_->arch : kernel_.arch; }
+  std::string_view id() const { return deferred_ ? deferred_->id : std::string_view(kernel().id); }
+  std::int64_t priority() const { return deferred_ ? deferred_->priority : kernel().priority; }
+  const std::optional<std::vector<std::string>>& arch() const { return deferred_ ? deferred_->arch : kernel().arch; }
   // Whether its launch names are exactly `names` (empty: a single launch).
   bool launchesAre(const std::set<std::string>& names) const;
   // Whether the kernel is read on first use (and not yet built).
   bool deferred() const { return deferred_ != nullptr; }
 
-  // The loader's (and a test's) writers.
-  Kernel& editKernel() { return kernel_; }
-  void setKernel(Kernel kernel) { kernel_ = std::move(kernel); }
+  // The loader's (and a test's) writers. Copies of a member share its kernel
+  // until one of them is edited.
+  Kernel& editKernel() {
+    if (!kernel_) {
+      kernel_ = std::make_shared<Kernel>();
+    } else if (kernel_.use_count() > 1) {
+      kernel_ = std::make_shared<Kernel>(*kernel_);
+    }
+    return *kernel_;
+  }
+  void setKernel(Kernel kernel) { kernel_ = std::make_shared<Kernel>(std::move(kernel)); }
   Json& editCompletedMetadata() { return completedMetadata_; }
   void setCompletedMetadata(Json metadata) { completedMetadata_ = std::move(metadata); }
   void defer(std::shared_ptr<const DeferredKernel> deferred) { deferred_ = std::move(deferred); }
 
  private:
-  Kernel kernel_;
+  // Held apart, not inline: a member read through a shard index holds no kernel
+  // until it is asked for, and a set of 100,000 members stays small.
+  std::shared_ptr<Kernel> kernel_;
   Json completedMetadata_;
   std::shared_ptr<const DeferredKernel> deferred_;
 };

@@ -206,11 +206,13 @@ DescriptorSet loadShardWithIndex(const fs::path& root, const ShardIndex& index) 
 }
 
 std::vector<const IndexedFile*> Loader::bindIndex(const fs::path& root, const std::vector<WalkedFile>& walked) {
-  const ShardIndex* index = givenIndex_;
-  if (index == nullptr) {
-    shardIndex_ = readShardIndex(root, set_.indexReason);
-    if (!shardIndex_) return {};
-    index = &*shardIndex_;
+  std::shared_ptr<const ShardIndex> index;
+  if (givenIndex_ != nullptr) {
+    index = std::make_shared<const ShardIndex>(*givenIndex_);
+  } else {
+    std::optional<ShardIndex> read = readShardIndex(root, set_.indexReason);
+    if (!read) return {};
+    index = std::make_shared<const ShardIndex>(std::move(*read));
   }
   const std::string name = kShardIndexFile;
   if (index->files.size() != walked.size()) {

@@ -155,8 +155,8 @@ class Loader {
   LoaderOptions options_;
   bool lookForIndex_ = false;
   const ShardIndex* givenIndex_ = nullptr;
-  std::optional<ShardIndex> shardIndex_;    // what the index views point into
-  const ShardIndex* boundIndex_ = nullptr;  // the index the load reads (shardIndex_ or a given one)
+  // The index the load reads (its own, or a copy of the given one): the deferred kernels keep it.
+  std::shared_ptr<const ShardIndex> boundIndex_;
   // Pack index -> the reader of its kernels, read through the index.
   std::map<std::size_t, std::shared_ptr<SpanKernels>> spanReaders_;
   DescriptorSet set_;

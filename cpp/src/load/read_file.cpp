@@ -118,15 +118,13 @@ Loader::FileRead Loader::readFile(const WalkedFile& f, const fs::path& root, con
       auto tape = skeletonText ? detail::JsonTape::scan(skeletonText) : nullptr;
       std::size_t next = 0;
       bool fits = tape != nullptr;
-      const auto reader = std::make_shared<SpanKernels>(text, boundIndex_->bytes, entry->kernels, f.rel, ctx.baseDir,
-                                                        options_.maxVersions.ukd);
-      const InlineKernelReader fromSpan = [&](std::size_t i, const std::string& path,
-                                              std::size_t offset) -> std::optional<PackMember> {
+      const auto reader =
+          std::make_shared<SpanKernels>(text, boundIndex_, entry, f.rel, ctx.baseDir, options_.maxVersions.ukd);
+      const InlineKernelReader fromSpan = [&](std::size_t i, std::size_t offset) -> std::optional<PackMember> {
         if (next >= entry->kernels.size() || entry->kernels[next].listIndex != i || at[next] != offset) {
           fits = false;
           return std::nullopt;
         }
-        (void)path;  // the reader words it again when the kernel is built
         const IndexedKernel& k = entry->kernels[next];
         PackMember m;
         m.index = i;

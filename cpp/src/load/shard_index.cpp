@@ -244,7 +244,7 @@ std::optional<PackMember> memberFromSpan(const std::shared_ptr<const std::string
 }
 
 void SpanKernels::read(std::size_t index, Kernel& kernel, Json& completedMetadata) const {
-  const IndexedKernel& k = kernels_.at(index);
+  const IndexedKernel& k = entry_->kernels.at(index);
   std::optional<PackMember> m = memberFromSpan(
       text_, k, KernelContext{file_, jsonPathIndex("$.kernelDescriptors", k.listIndex), baseDir_}, maxUkd_);
   if (m) {

@@ -49,15 +49,14 @@ struct ShardIndex {
 // asked for (PackMember::kernel()) from its span, by memberFromSpan.
 class SpanKernels : public KernelReader {
  public:
-  SpanKernels(std::shared_ptr<const std::string> text, std::shared_ptr<const std::string> indexBytes,
-              std::vector<IndexedKernel> kernels, std::string file, std::filesystem::path baseDir, Version maxUkd)
+  SpanKernels(std::shared_ptr<const std::string> text, std::shared_ptr<const ShardIndex> index,
+              const IndexedFile* entry, std::string file, std::filesystem::path baseDir, Version maxUkd)
       : text_(std::move(text)),
-        indexBytes_(std::move(indexBytes)),
-        kernels_(std::move(kernels)),
+        index_(std::move(index)),
+        entry_(entry),
         file_(std::move(file)),
         baseDir_(std::move(baseDir)),
         maxUkd_(maxUkd) {}
-  const std::vector<IndexedKernel>& kernels() const { return kernels_; }
   // The KMD the kernels' metadata completes against (nullptr: kept as written); set
   // once, by the load's resolution, before any kernel is read.
   void completeWith(const MetadataSchema* kmd) {
@@ -67,8 +66,8 @@ class SpanKernels : public KernelReader {
 
  private:
   std::shared_ptr<const std::string> text_;
-  std::shared_ptr<const std::string> indexBytes_;  // what the records' views point into
-  std::vector<IndexedKernel> kernels_;
+  std::shared_ptr<const ShardIndex> index_;  // what `entry_` and its views point into
+  const IndexedFile* entry_;
   std::string file_;
   std::filesystem::path baseDir_;
   Version maxUkd_;

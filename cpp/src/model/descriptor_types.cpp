@@ -460,6 +460,12 @@ std::optional<Pack> parsePackFrom(const V& kdp, Json* consume, const DescriptorC
     KernelContext kernelCtx{ctx.file, "", ctx.baseDir};
     for (std::size_t i = 0; i < list->size(); ++i) {
       const V& item = (*list)[i];
+      if (inlineKernels != nullptr && item.is_object()) {
+        std::size_t offset = std::string::npos;
+        if constexpr (std::is_same_v<V, JsonNode>) offset = item.begin_offset();
+        if (auto m = (*inlineKernels)(i, offset)) p.members.push_back(std::move(*m));
+        continue;
+      }
       const std::string path = jsonPathIndex(listPath, i);
       if (item.is_string()) {
         if (item.template get<std::string>().empty()) {
@@ -474,12 +480,6 @@ std::optional<Pack> parsePackFrom(const V& kdp, Json* consume, const DescriptorC
                                   "expected an inline UKD object or the id string of a standalone "
                                   "UKD, found " +
                                       describeFound(item)));
-        continue;
-      }
-      if (inlineKernels != nullptr) {
-        std::size_t offset = std::string::npos;
-        if constexpr (std::is_same_v<V, JsonNode>) offset = item.begin_offset();
-        if (auto m = (*inlineKernels)(i, path, offset)) p.members.push_back(std::move(*m));
         continue;
       }
       const VersionCheck vc = checkVersionOf(item, "ukd", maxUkd);

@@ -92,11 +92,10 @@ void readSchemaKey(BasicObjectReader<V>& r);
 template <class V>
 std::optional<Kernel> parseKernelFrom(const V& ukd, const KernelContext& ctx, std::vector<Diagnostic>& diags);
 // `inlineKernels` (when given) builds the member of each inline kernel object
-// (its kernelDescriptors place, JSON path and first byte in the text, npos in a
-// DOM) instead of reading the object: a shard index's kernels, read from their
+// (its kernelDescriptors place and first byte in the text, npos in a DOM)
+// instead of reading the object: a shard index's kernels, read from their
 // own bytes; nullopt leaves it out.
-using InlineKernelReader =
-    std::function<std::optional<PackMember>(std::size_t index, const std::string& path, std::size_t offset)>;
+using InlineKernelReader = std::function<std::optional<PackMember>(std::size_t index, std::size_t offset)>;
 template <class V>
 std::optional<Pack> parsePackFrom(const V& kdp, Json* consume, const DescriptorContext& ctx,
                                   std::vector<Diagnostic>& diags, const Version& maxUkd, bool refuseNewer,

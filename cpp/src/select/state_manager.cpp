@@ -164,6 +164,8 @@ void StateManager::build(const Registry& registry) {
     const std::set<std::string> declared(declaredList.begin(), declaredList.end());
     bool anyKept = false;
     const Engine* engine = set_->engineOf(pack);  // once per pack, not per kernel
+    std::vector<BoundMatcher> packMatchers;
+    bool matchersBound = false;
     for (const PackMember* m : members) {
       // Compared in place, the kernel's set built only to word a mismatch.
       if (!m->launchesAre(declared)) {
@@ -173,13 +175,15 @@ void StateManager::build(const Registry& registry) {
                  describeLaunchSet(has));
         continue;
       }
-      KernelDefinition def{m, &pack, dispatch, engine, handler, symbol, {}};
-      for (const std::string& id : pack.matchers) {
-        if (const MatcherDescriptor* umd = set_->findMatcher(id)) {
-          def.matchers.push_back(BoundMatcher{umd->id, umd->matchSymbol, registry.matcher(umd->matchSymbol)});
+      if (!matchersBound) {  // the pack's matchers, looked up once for all its kernels
+        for (const std::string& id : pack.matchers) {
+          if (const MatcherDescriptor* umd = set_->findMatcher(id)) {
+            packMatchers.push_back(BoundMatcher{umd->id, umd->matchSymbol, registry.matcher(umd->matchSymbol)});
+          }
         }
+        matchersBound = true;
       }
-      kept_.push_back(std::move(def));
+      kept_.push_back(KernelDefinition{m, &pack, dispatch, engine, handler, symbol, packMatchers});
       anyKept = true;
     }
     if (!anyKept) continue;

@@ -3,8 +3,10 @@
 // bench/run.py does through the extension) N times, frees each set apart, and
 // prints one JSON line with the median load and free times in ms.
 //
-//   ukdpack_loader_bench SHARD [--arch gfx90a] [--runs 5] [--threads 0]
+//   ukdpack_loader_bench SHARD [--arch gfx90a] [--runs 5] [--threads 0] [--index on|off]
 //
+// --index off loads the JSON as written even where the shard has an index
+// (index.ukdx): the path of a shard packed before the index, for side-by-side runs.
 // Under `perf stat -e instructions` or callgrind, --runs 1 gives the cost of
 // one load plus one free (and the process start).
 #include <algorithm>
@@ -25,7 +27,7 @@ using ukdbench::median;
 
 int main(int argc, char** argv) {
   if (argc < 2) {
-    std::fprintf(stderr, "usage: ukdpack_loader_bench SHARD [--arch A] [--runs N] [--threads N]\n");
+    std::fprintf(stderr, "usage: ukdpack_loader_bench SHARD [--arch A] [--runs N] [--threads N] [--index on|off]\n");
     return 2;
   }
   const std::string shard = argv[1];
@@ -38,6 +40,8 @@ int main(int argc, char** argv) {
       arch = argv[i + 1];
     } else if (flag == "--runs") {
       runs = std::atoi(argv[i + 1]);
+    } else if (flag == "--index") {
+      options.useIndex = std::string(argv[i + 1]) != "off";
     } else if (flag == "--threads") {
       options.threads = static_cast<unsigned>(std::atoi(argv[i + 1]));
     } else {
@@ -48,6 +52,7 @@ int main(int argc, char** argv) {
   using Clock = std::chrono::steady_clock;
   std::vector<double> load, freed, loadCpu, freedCpu;
   std::size_t kept = 0, diagnostics = 0;
+  bool fromIndex = false;
   for (int r = 0; r < runs; ++r) {
     auto start = Clock::now();
     double cpu = cpuMs();
@@ -57,6 +62,7 @@ int main(int argc, char** argv) {
     loadCpu.push_back(cpuMs() - cpu);
     kept = sm->kept().size();
     diagnostics = set->diagnostics.size();
+    fromIndex = set->fromIndex;
     start = Clock::now();
     cpu = cpuMs();
     sm.reset();
@@ -65,8 +71,9 @@ int main(int argc, char** argv) {
     freedCpu.push_back(cpuMs() - cpu);
   }
   std::printf(
-      "{\"kept\": %zu, \"diagnostics\": %zu, \"load_ms\": %.2f, \"free_ms\": %.2f, \"load_cpu_ms\": %.2f, "
-      "\"free_cpu_ms\": %.2f, \"runs\": %d}\n",
-      kept, diagnostics, median(load), median(freed), median(loadCpu), median(freedCpu), runs);
+      "{\"kept\": %zu, \"diagnostics\": %zu, \"from_index\": %s, \"load_ms\": %.2f, \"free_ms\": %.2f, "
+      "\"load_cpu_ms\": %.2f, \"free_cpu_ms\": %.2f, \"runs\": %d}\n",
+      kept, diagnostics, fromIndex ? "true" : "false", median(load), median(freed), median(loadCpu), median(freedCpu),
+      runs);
   return 0;
 }

@@ -4,9 +4,12 @@
 
 For each round and each shard, alternating: the C++ load + state manager
 (`ukdpack_loader_bench`, 1 thread, CPU ms: the machine is shared, so wall time says
-little), the same through the extension (`bench/loader_figure.py`: what Python adds), and
-what binding an index to the JSON it mirrors by digest would cost (every descriptor file
-read and hashed with sha256, CPU ms, best of 5). Writes bench/results/startup-profile.json.
+little) through the JSON (`--index off`, the path of a shard without index.ukdx) and
+through the shard's index (`--index on`, the default), then the index path with the
+default threads (wall and CPU ms: what a library's start-up waits for); the same through
+the extension (`bench/loader_figure.py`: what Python adds), and the floor of binding the
+index (every descriptor file read and hashed with sha256, CPU ms, best of 5). Writes
+bench/results/startup-profile.json.
 """
 
 from __future__ import annotations
@@ -49,17 +52,32 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--bench", type=Path, default=REPO / "build/py/bin/ukdpack_loader_bench")
     args = p.parse_args(argv)
     load_start = os.getloadavg()
-    got: dict[str, dict[str, list[float]]] = {str(s): {"cpp_cpu_ms": [], "ext_cpu_ms": []}
-                                              for s in args.shards}
+    keys = ("json_cpp_cpu_ms", "index_cpp_cpu_ms", "index_cpp_wall_ms_threads",
+            "index_cpp_cpu_ms_threads", "ext_cpu_ms")
+    got: dict[str, dict[str, list[float]]] = {str(s): {k: [] for k in keys} for s in args.shards}
+    from_index: dict[str, bool] = {}
+
+    def bench(shard: Path, *flags: str) -> dict[str, object]:
+        done = subprocess.run([str(args.bench), str(shard), "--runs", str(args.runs), *flags],
+                              capture_output=True, text=True, check=True)
+        doc: dict[str, object] = json.loads(done.stdout)
+        return doc
+
     for _ in range(args.rounds):
         for shard in args.shards:
-            cpp = subprocess.run([str(args.bench), str(shard), "--runs", str(args.runs),
-                                  "--threads", "1"], capture_output=True, text=True, check=True)
+            row = got[str(shard)]
+            json_load = bench(shard, "--threads", "1", "--index", "off")
+            indexed = bench(shard, "--threads", "1", "--index", "on")
+            threads = bench(shard, "--index", "on")
+            from_index[str(shard)] = bool(indexed.get("from_index"))
             ext = subprocess.run([sys.executable, str(BENCH / "loader_figure.py"), str(shard),
                                   "--runs", str(args.runs)], capture_output=True, text=True,
                                  check=True)
-            got[str(shard)]["cpp_cpu_ms"].append(json.loads(cpp.stdout)["load_cpu_ms"])
-            got[str(shard)]["ext_cpu_ms"].append(json.loads(ext.stdout)["load_cpu_ms"])
+            row["json_cpp_cpu_ms"].append(float(str(json_load["load_cpu_ms"])))
+            row["index_cpp_cpu_ms"].append(float(str(indexed["load_cpu_ms"])))
+            row["index_cpp_wall_ms_threads"].append(float(str(threads["load_ms"])))
+            row["index_cpp_cpu_ms_threads"].append(float(str(threads["load_cpu_ms"])))
+            row["ext_cpu_ms"].append(json.loads(ext.stdout)["load_cpu_ms"])
     out: dict[str, object] = {
         "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         "load_average_start": [round(x, 2) for x in load_start],
@@ -69,7 +87,8 @@ def main(argv: list[str] | None = None) -> int:
         files, size, digest = digest_cpu_ms(shard)
         row: dict[str, object] = {k: {"median": statistics.median(v), "runs": v}
                                   for k, v in got[str(shard)].items()}
-        row.update({"json_files": files, "json_bytes": size, "read_sha256_cpu_ms": digest})
+        row.update({"json_files": files, "json_bytes": size, "read_sha256_cpu_ms": digest,
+                    "from_index": from_index[str(shard)]})
         rows[str(shard)] = row
         print(shard, json.dumps(row))
     out["shards"] = rows

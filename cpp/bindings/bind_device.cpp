@@ -66,8 +66,8 @@ void runFromPython(P& plan, py::object& own, const py::object& args, const py::o
 
 py::dict planDict(const DevicePlan& plan) {
   py::dict out;
-  out["kernel_id"] = plan.definition().kernel->id;
-  out["name"] = plan.definition().kernel->name;
+  out["kernel_id"] = plan.definition().kernel()->id;
+  out["name"] = plan.definition().kernel()->name;
   out["launches"] = plan.launchNames();
   std::vector<std::string> symbols;
   for (const PlanLaunch& l : plan.launches()) symbols.push_back(l.symbol);
@@ -185,7 +185,7 @@ void bindDevice(py::module_& m) {
   py::class_<PyPlan>(m, "Plan",
                      "A kept kernel's launches bound to a backend (StateManager.plan): code verified, modules "
                      "loaded, symbols resolved.")
-      .def_property_readonly("kernel_id", [](const PyPlan& p) { return p.plan->definition().kernel->id; })
+      .def_property_readonly("kernel_id", [](const PyPlan& p) { return p.plan->definition().kernel()->id; })
       .def_property_readonly(
           "launches", [](const PyPlan& p) { return p.plan->launchNames(); },
           "Launch names in run order ('' for a single-launch kernel).")
@@ -213,7 +213,7 @@ void bindDevice(py::module_& m) {
         std::string names;
         for (const std::string& n : p.plan->launchNames())
           names += (names.empty() ? "" : ", ") + (n.empty() ? "<single>" : n);
-        return "<ukdpack Plan: kernel '" + p.plan->definition().kernel->name + "' [" + names + "] on " +
+        return "<ukdpack Plan: kernel '" + p.plan->definition().kernel()->name + "' [" + names + "] on " +
                p.plan->backend()->name() + " " + p.plan->arch() + ">";
       });
 
@@ -252,7 +252,7 @@ void bindDevice(py::module_& m) {
         std::string picks;
         for (std::size_t i = 0; i < p.program->slots().size(); ++i) {
           picks += (picks.empty() ? "" : ", ") + p.program->slots()[i] + "=" +
-                   p.program->plans()[i].definition().kernel->name;
+                   p.program->plans()[i].definition().kernel()->name;
         }
         return "<ukdpack DeviceSlotProgram: engine '" + p.program->engine().name + "' [" + picks + "] on " +
                p.program->backend()->name() + ">";

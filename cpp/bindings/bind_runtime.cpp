@@ -19,6 +19,7 @@
 #include "ukdpack/check/validate.hpp"
 #include "ukdpack/load/loader.hpp"
 #include "ukdpack/load/revision.hpp"
+#include "ukdpack/load/shard_index.hpp"
 #include "ukdpack/plan/plan.hpp"
 #include "ukdpack/plan/slot_plan.hpp"
 #include "ukdpack/rules/set_rules.hpp"
@@ -63,7 +64,7 @@ py::object optionalList(const std::optional<std::vector<std::string>>& v) {
 py::dict kernelDict(const std::shared_ptr<const DescriptorSet>& owner, const Pack& pack, const PackMember& m,
                     bool lean = false) {
   const DescriptorSet& set = *owner;
-  const Kernel& k = m.kernel;
+  const Kernel& k = m.kernel();
   py::dict out;
   out["id"] = k.id;
   out["name"] = k.name;
@@ -77,7 +78,7 @@ py::dict kernelDict(const std::shared_ptr<const DescriptorSet>& owner, const Pac
     out["kinds"] = kindsOf(k);
   }
   out["metadata"] = fromJson(k.metadata);
-  if (!lean) out["completed_metadata"] = fromJson(m.completedMetadata);
+  if (!lean) out["completed_metadata"] = fromJson(m.completedMetadata());
   out["file"] = k.file;
   out["path"] = k.jsonPath;
   if (!lean) {
@@ -209,7 +210,7 @@ struct PyKernelViews {
     if (set != nullptr) {
       for (const Pack& p : set->packs) {
         for (const PackMember& m : p.members)
-          if (&m.kernel == &k) out = kernelDict(set, p, m);
+          if (&m.kernel() == &k) out = kernelDict(set, p, m);
       }
     }
     if (!out) {
@@ -514,7 +515,7 @@ py::dict slottedDict(const SlottedEngine& se) {
     slot["name"] = c.name;
     slot["index"] = c.index;
     std::vector<std::string> kept;
-    for (const KernelDefinition* d : c.kept) kept.push_back(d->kernel->id);
+    for (const KernelDefinition* d : c.kept) kept.push_back(d->kernel()->id);
     slot["kept"] = kept;
     py::list dropped;
     for (const DroppedKernel& d : c.dropped) {
@@ -539,20 +540,20 @@ py::dict slottedDict(const SlottedEngine& se) {
 
 py::dict keptDict(const KernelDefinition& d, const DescriptorSet& set) {
   py::dict out;
-  out["kernel_id"] = d.kernel->id;
-  out["name"] = d.kernel->name;
+  out["kernel_id"] = d.kernel()->id;
+  out["name"] = d.kernel()->name;
   out["pack"] = d.pack->id;
   out["pack_name"] = d.pack->name;
   out["pack_file"] = d.pack->file;
-  out["file"] = d.kernel->file;
-  out["path"] = d.kernel->jsonPath;
-  out["launches"] = sortedLaunches(*d.kernel);
+  out["file"] = d.kernel()->file;
+  out["path"] = d.kernel()->jsonPath;
+  out["launches"] = sortedLaunches(*d.kernel());
   out["handler_launches"] = d.handler->launchNames();
-  out["packed"] = isPacked(*d.kernel);  // False: no launch code to load (e.g. embedded_source)
-  out["kinds"] = kindsOf(*d.kernel);
+  out["packed"] = isPacked(*d.kernel());  // False: no launch code to load (e.g. embedded_source)
+  out["kinds"] = kindsOf(*d.kernel());
   out["dispatch_symbol"] = d.dispatchSymbol;
   out["engine"] = d.engine ? py::object(py::str(d.engine->name)) : py::object(py::none());
-  out["arches"] = kernelArches(*d.pack, *d.kernel);
+  out["arches"] = kernelArches(*d.pack, *d.kernel());
   out["root"] = set.rootOf(*d.member).string();
   return out;
 }
@@ -653,6 +654,12 @@ void bindDescriptorSet(py::module_& m) {
             return out;
           },
           "Every path the walk skipped: (root-relative path, why).")
+      .def_property_readonly(
+          "from_index", [](const PySet& s) { return s.set->fromIndex; },
+          "Whether the load read the shard's index (index.ukdx); the set is the JSON load's either way.")
+      .def_property_readonly(
+          "index_reason", [](const PySet& s) { return s.set->indexReason; },
+          "Why the load did not read the shard's index ('' when it did, or did not look for one).")
       .def_property_readonly("dispatches",
                              [](const PySet& s) {
                                py::list out;
@@ -760,28 +767,62 @@ void bindDescriptorSet(py::module_& m) {
 void bindLoaders(py::module_& m) {
   m.attr("DEFAULT_MAX_DECOMPRESSED_BYTES") = kDefaultMaxDecompressedBytes;
   m.attr("ARCHIVE_FOLDER") = kArchiveFolder;
+  m.attr("SHARD_INDEX_FILE") = kShardIndexFile;
+  m.def(
+      "shard_index",
+      [](const std::string& path) -> py::tuple {
+        Result<std::string> built = [&] {
+          py::gil_scoped_release released;
+          return buildShardIndex(path);
+        }();
+        if (!built) return py::make_tuple(py::none(), built.error().message);
+        return py::make_tuple(py::bytes(built.value()), std::string());
+      },
+      py::arg("path"),
+      "(bytes, '') of the index (index.ukdx) for the shard at `path`, or (None, why) when it gets none: "
+      "its load gives a diagnostic, or the load through the index would differ from the JSON load.");
+  m.def(
+      "check_shard_index",
+      [](const std::string& path) {
+        ShardIndexCheck check;
+        {
+          py::gil_scoped_release released;
+          check = checkShardIndex(path);
+        }
+        py::dict out;
+        out["present"] = check.present;
+        out["binds"] = check.binds;
+        out["why"] = check.why;
+        out["difference"] = check.difference;
+        return out;
+      },
+      py::arg("path"),
+      "What ukdpack-validate says of a shard's index: {present, binds, why (it does not bind), "
+      "difference (the first from the JSON load, when it binds)}.");
   m.def(
       "load_shard",
       [](const std::string& path, const std::optional<std::string>& maxUkd, const std::optional<py::dict>& maxVersions,
          const std::vector<std::string>& excludeFolders, bool authored, const std::vector<std::string>& arches,
-         std::uint64_t maxDecompressedBytes, unsigned threads) {
+         std::uint64_t maxDecompressedBytes, unsigned threads, bool useIndex) {
         LoaderOptions options = loaderOptions(maxUkd, maxVersions, excludeFolders, maxDecompressedBytes);
         options.authored = authored;
         options.arches = arches;
         options.threads = threads;
+        options.useIndex = useIndex;
         py::gil_scoped_release released;  // a large tree reads for a while
         return PySet{std::make_shared<const DescriptorSet>(loadShard(path, options))};
       },
       py::arg("path"), py::arg("max_ukd_version") = py::none(), py::arg("max_versions") = py::none(),
       py::arg("exclude_folders") = std::vector<std::string>{}, py::arg("authored") = false,
       py::arg("arches") = std::vector<std::string>{}, py::arg("max_decompressed_bytes") = kDefaultMaxDecompressedBytes,
-      py::arg("threads") = 0u,
+      py::arg("threads") = 0u, py::arg("use_index") = true,
       "Load one shard (or descriptor root) as the runtime does. max_ukd_version ('1.0') or "
       "max_versions ({type: 'M.m'}) emulate an older reader; authored reads an authored tree (packed "
       "sources refused, newer versions an error); arches limits the per-arch rules to those shards; "
       "max_decompressed_bytes is the budget of archive bytes its launch code loads may decompress "
       "(per state manager; over it RuntimeCheckError DECOMPRESS_BUDGET); threads reads the files in that "
-      "many threads (0: one per core; the result is the same for any). "
+      "many threads (0: one per core; the result is the same for any); use_index=False never reads the "
+      "shard's index (index.ukdx; the result is the same either way). "
       "Never raises for bad input: see .diagnostics.");
   m.def(
       "load_roots",
@@ -816,7 +857,7 @@ void bindSetChecks(py::module_& m) {
         const ShardContents c = shardContents(*dset.set, arch);
         py::list packs, kernels, generics;
         for (const Pack* p : c.packs) packs.append(p->file);
-        for (const PackMember* m : c.kernels) kernels.append(m->kernel.id);
+        for (const PackMember* m : c.kernels) kernels.append(m->kernel().id);
         for (const DescriptorInfo* d : c.generics) generics.append(d->file);
         py::dict out;
         out["packs"] = packs;
@@ -932,8 +973,8 @@ void bindStateManager(py::module_& m) {
             for (const SlotPick& pick : p.program.picks) {
               py::dict d;
               d["slot"] = pick.slot;
-              d["kernel_id"] = pick.definition->kernel->id;
-              d["name"] = pick.definition->kernel->name;
+              d["kernel_id"] = pick.definition->kernel()->id;
+              d["name"] = pick.definition->kernel()->name;
               d["chosen"] = pick.chosen;
               out.append(d);
             }
@@ -943,7 +984,7 @@ void bindStateManager(py::module_& m) {
       .def("__repr__", [](const PySlotProgram& p) {
         std::string picks;
         for (const SlotPick& pick : p.program.picks)
-          picks += (picks.empty() ? "" : ", ") + pick.slot + "=" + pick.definition->kernel->name;
+          picks += (picks.empty() ? "" : ", ") + pick.slot + "=" + pick.definition->kernel()->name;
         return "<ukdpack SlotProgram: engine '" + p.program.engine->name + "' [" + picks + "]>";
       });
   py::class_<PyStateManager>(m, "StateManager",
@@ -970,10 +1011,10 @@ void bindStateManager(py::module_& m) {
           [](const PyStateManager& s) {
             py::list out;
             for (const KernelDefinition& d : s.manager->kept()) {
-              if (!isPacked(*d.kernel)) continue;
-              const std::vector<std::string> launches = sortedLaunches(*d.kernel);
-              if (launches.empty()) out.append(py::make_tuple(d.kernel->id, py::none()));
-              for (const std::string& launch : launches) out.append(py::make_tuple(d.kernel->id, launch));
+              if (!isPacked(*d.kernel())) continue;
+              const std::vector<std::string> launches = sortedLaunches(*d.kernel());
+              if (launches.empty()) out.append(py::make_tuple(d.kernel()->id, py::none()));
+              for (const std::string& launch : launches) out.append(py::make_tuple(d.kernel()->id, launch));
             }
             return out;
           },
@@ -1012,10 +1053,10 @@ void bindStateManager(py::module_& m) {
             if (def == nullptr) return {on};
             const KernelSource* src = nullptr;
             if (launch) {
-              const auto it = def->kernel->sources.find(*launch);
-              if (it != def->kernel->sources.end()) src = &it->second;
+              const auto it = def->kernel()->sources.find(*launch);
+              if (it != def->kernel()->sources.end()) src = &it->second;
             } else {
-              src = singleLaunchSource(*def->kernel);
+              src = singleLaunchSource(*def->kernel());
             }
             return src != nullptr ? checkDevices(*src, on) : std::vector<std::string>{on};
           },
@@ -1046,7 +1087,7 @@ void bindStateManager(py::module_& m) {
           [](const PyStateManager& s, const std::string& kernelId) {
             const ExecutionPlan plan = valueOrRaise(makeExecutionPlan(*s.manager, kernelId));
             py::dict out;
-            out["kernel_id"] = plan.definition->kernel->id;
+            out["kernel_id"] = plan.definition->kernel()->id;
             out["launches"] = plan.launches;
             out["workspace_size"] = plan.workspaceSize;
             return out;
@@ -1062,8 +1103,8 @@ void bindStateManager(py::module_& m) {
             if (picked.value() == nullptr) return py::none();
             const KernelDefinition& d = *picked.value();
             py::dict out = keptDict(d, s.manager->descriptors());
-            out["priority"] = d.kernel->priority;
-            out["metadata"] = fromJson(d.member->completedMetadata);
+            out["priority"] = d.kernel()->priority;
+            out["metadata"] = fromJson(d.member->completedMetadata());
             return out;
           },
           py::arg("problem"),

@@ -118,7 +118,7 @@ std::optional<std::pair<std::string, std::optional<std::string>>> launchAt(const
   };
   for (const Pack& p : set.packs) {
     for (const PackMember& m : p.members) {
-      const Kernel& k = m.kernel;
+      const Kernel& k = m.kernel();
       if (k.file != file || !holds(k.jsonPath)) continue;
       if (singleLaunchSource(k) != nullptr) {
         if (holds(launchesPath(k))) return std::make_pair(k.id, std::optional<std::string>());
@@ -141,7 +141,7 @@ py::list codeLaunchRows(const std::shared_ptr<const DescriptorSet>& set, const s
   for (const Pack& p : set->packs) {
     const py::str packFile(p.file);
     for (const PackMember& m : p.members) {
-      const Kernel& k = m.kernel;
+      const Kernel& k = m.kernel();
       py::object kernelFile, kernelPath, id, name;  // made once per kernel, when it has such a launch
       for (const LaunchView& l : launchesOf(KernelView{set, &k})) {
         if (wanted.find(l.source->kind) == wanted.end()) continue;

@@ -190,7 +190,7 @@ int main(int argc, char** argv) {
       std::printf("%s: no kernel\n", problem.dump().c_str());
       continue;
     }
-    const ukdpack::Kernel& kernel = *chosen->kernel;
+    const ukdpack::Kernel& kernel = *chosen->kernel();
     auto plan = ukdpack::makeExecutionPlan(manager, kernel.id);
     if (!plan) return fail(plan.error());
     std::printf("%s: kernel %s (pack %s, dispatch %s), %zu launch%s, workspace %zu bytes\n", problem.dump().c_str(),

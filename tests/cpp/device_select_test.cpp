@@ -81,7 +81,7 @@ struct Fixture {
 std::string picked(const StateManager& sm, const Json& problem) {
   auto r = sm.select(problem);
   if (!r) return "error: " + r.error().str();
-  return r.value() == nullptr ? "none" : r.value()->kernel->id;
+  return r.value() == nullptr ? "none" : r.value()->kernel()->id;
 }
 
 }  // namespace

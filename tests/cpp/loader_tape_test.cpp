@@ -48,10 +48,10 @@ std::string render(const DescriptorSet& set) {
   for (const ukdpack::Pack& p : set.packs) {
     out += "pack " + p.id + " raw " + p.raw.dump() + "\n";
     for (const ukdpack::PackMember& m : p.members) {
-      const ukdpack::Kernel& k = m.kernel;
+      const ukdpack::Kernel& k = m.kernel();
       out += " kernel " + k.id + " " + k.name + " " + k.version.str() + " p" + std::to_string(k.priority) + " md " +
-             k.metadata.dump() + " completed " + m.completedMetadata.dump() + " prov " + k.provenance.dump() + " raw " +
-             m.raw.json().dump() + "\n";
+             k.metadata.dump() + " completed " + m.completedMetadata().dump() + " prov " + k.provenance.dump() +
+             " raw " + m.raw.json().dump() + "\n";
       ukdpack::allLaunchSources(k, [&](const ukdpack::KernelSource& s) {
         out += "  source " + s.kind + " " + s.fields.json().dump() + " " + s.symbol + " " +
                ukdpack::describeSignature(s.signature) + "\n";

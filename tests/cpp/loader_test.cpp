@@ -21,7 +21,7 @@ LoaderOptions ukd10Reader() {
 
 std::vector<std::string> kernelIds(const ukdpack::Pack& p) {
   std::vector<std::string> out;
-  for (const auto& m : p.members) out.push_back(m.kernel.id);
+  for (const auto& m : p.members) out.push_back(m.kernel().id);
   return out;
 }
 
@@ -41,13 +41,13 @@ TEST(Loader, LoadsAValidTreeWithEveryReference) {
   ASSERT_NE(set.engineOf(p), nullptr);
   EXPECT_EQ(set.engineOf(p)->name, "test:eng");
   ASSERT_EQ(p.members.size(), 1u);
-  const ukdpack::Kernel& k = p.members[0].kernel;
+  const ukdpack::Kernel& k = p.members[0].kernel();
   EXPECT_EQ(k.file, "sub/a.kdp.json");
   EXPECT_EQ(k.jsonPath, "$.kernelDescriptors[0]");
   EXPECT_EQ(k.baseDir, (t.root() / "sub").lexically_normal());
   EXPECT_EQ(set.rootOf(p.members[0]), t.root());
   // The KMD's default is filled in.
-  EXPECT_EQ(p.members[0].completedMetadata, (Json{{"dtype", "FLOAT"}, {"block", 256}}));
+  EXPECT_EQ(p.members[0].completedMetadata(), (Json{{"dtype", "FLOAT"}, {"block", 256}}));
 }
 
 TEST(Loader, StandaloneKernelKeepsItsOwnFileAndFolder) {
@@ -62,9 +62,9 @@ TEST(Loader, StandaloneKernelKeepsItsOwnFileAndFolder) {
   ASSERT_EQ(set.packs[0].members.size(), 1u);
   const ukdpack::PackMember& m = set.packs[0].members[0];
   EXPECT_EQ(m.ref, "ukd-s1");
-  EXPECT_EQ(m.kernel.file, "kernels/deep/s1.ukd.json");
-  EXPECT_EQ(m.kernel.jsonPath, "$");
-  EXPECT_EQ(m.kernel.baseDir, (t.root() / "kernels/deep").lexically_normal());
+  EXPECT_EQ(m.kernel().file, "kernels/deep/s1.ukd.json");
+  EXPECT_EQ(m.kernel().jsonPath, "$");
+  EXPECT_EQ(m.kernel().baseDir, (t.root() / "kernels/deep").lexically_normal());
 }
 
 TEST(Loader, KernelsKeepKernelDescriptorsOrderAcrossInlineAndStandalone) {

@@ -66,7 +66,7 @@ std::string revision(const DescriptorSet& set) {
 
 ukdpack::Kernel& kernelOf(DescriptorSet& set, const std::string& id) {
   for (auto& m : set.packs.at(0).members)
-    if (m.kernel.id == id) return m.kernel;
+    if (m.kernel().id == id) return m.editKernel();
   throw std::runtime_error("no kernel " + id);
 }
 
@@ -140,7 +140,7 @@ TEST(SelectorRevision, ChangesForKernelAndPackFields) {
   const std::vector<std::pair<std::string, std::function<void(DescriptorSet&)>>> edits = {
       {"kernel id", [](DescriptorSet& s) { kernelOf(s, "ukd-m").id = "ukd-m2"; }},
       {"priority", [](DescriptorSet& s) { kernelOf(s, "ukd-m").priority = 2; }},
-      {"metadata", [](DescriptorSet& s) { s.packs[0].members[1].completedMetadata["block"] = 128; }},
+      {"metadata", [](DescriptorSet& s) { s.packs[0].members[1].editCompletedMetadata()["block"] = 128; }},
       {"arch", [](DescriptorSet& s) { kernelOf(s, "ukd-m").arch = std::vector<std::string>{"gfx90a", "gfx942"}; }},
       {"pack arch", [](DescriptorSet& s) { s.packs[0].arch = {"gfx90a", "gfx942"}; }},
       {"engine", [](DescriptorSet& s) { s.engines[0].name = "test:other"; }},

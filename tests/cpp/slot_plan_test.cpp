@@ -63,7 +63,7 @@ TEST(DeviceSlotProgram, RunsEveryPickInSlotOrderOverOneWorkspaceWithOneSynchroni
   DeviceSlotProgram device = std::move(made).value();
   EXPECT_EQ(device.slots(), (std::vector<std::string>{"prep", "split", "finish"}));
   ASSERT_EQ(device.plans().size(), 3u);
-  EXPECT_EQ(device.plans()[1].definition().kernel->id, "ukd-split");
+  EXPECT_EQ(device.plans()[1].definition().kernel()->id, "ukd-split");
   EXPECT_EQ(device.plans()[1].launchNames(), (std::vector<std::string>{"produce", "consume"}));
   EXPECT_EQ(device.workspaceSize(), 64u);  // the split kernel's; the single ones need none
   EXPECT_EQ(device.engine().name, "test:slotted");
@@ -109,7 +109,7 @@ TEST(DeviceSlotProgram, AChosenPickIsPlannedAndAFailingPickPlansNothing) {
   ASSERT_TRUE(mixed) << mixed.error().str();
   auto made = DeviceSlotProgram::create(sm, mixed.value(), s.backend);
   ASSERT_TRUE(made) << failureOf(made);
-  EXPECT_EQ(made.value().plans()[1].definition().kernel->id, "ukd-mixed");
+  EXPECT_EQ(made.value().plans()[1].definition().kernel()->id, "ukd-mixed");
   EXPECT_EQ(made.value().plans()[1].moduleCount(), 2u);  // its launches come from two code objects
 
   SlottedFixture f;

@@ -134,13 +134,13 @@ Registry registry(std::shared_ptr<const ukdpack::MatchHandler> matcher = std::ma
 
 std::vector<std::string> names(const std::vector<const ukdpack::KernelDefinition*>& defs) {
   std::vector<std::string> out;
-  for (const auto* d : defs) out.push_back(d->kernel->name);
+  for (const auto* d : defs) out.push_back(d->kernel()->name);
   return out;
 }
 
 std::vector<std::string> picks(const ukdpack::SlotProgram& p) {
   std::vector<std::string> out;
-  for (const auto& pick : p.picks) out.push_back(pick.slot + "=" + pick.definition->kernel->name);
+  for (const auto& pick : p.picks) out.push_back(pick.slot + "=" + pick.definition->kernel()->name);
   return out;
 }
 
@@ -176,7 +176,7 @@ TEST(SlotRuntime, CatalogsKeepEachSlotsKernelsInPriorityThenIdOrderAndSelectSkip
   auto picked = sm.select(kProblem);
   ASSERT_TRUE(picked);
   ASSERT_NE(picked.value(), nullptr);
-  EXPECT_EQ(picked.value()->kernel->id, "ukd-a1");
+  EXPECT_EQ(picked.value()->kernel()->id, "ukd-a1");
   const StateManager withoutA(tree.load(), registry(std::make_shared<Refusing>(std::set<std::string>{"a1"})));
   EXPECT_EQ(withoutA.select(kProblem).value(), nullptr);
 }

@@ -41,7 +41,7 @@ Registry registryWith(const std::string& symbol, std::vector<std::string> launch
 
 std::vector<std::string> keptIds(const StateManager& sm) {
   std::vector<std::string> out;
-  for (const auto& d : sm.kept()) out.push_back(d.kernel->id);
+  for (const auto& d : sm.kept()) out.push_back(d.kernel()->id);
   return out;
 }
 
@@ -91,7 +91,7 @@ TEST(StateManager, AgreeingHandlerKeepsTheKernelsAndDropsOnlyTheOddSibling) {
   EXPECT_EQ(def->dispatchSymbol, "example_split_kv_dispatch");
   EXPECT_EQ(def->handler->launchNames(), (std::vector<std::string>{"produce", "consume"}));
   EXPECT_EQ(def->engine->name, "test:eng");
-  EXPECT_EQ(def->kernel, &sm.descriptors().packs[0].members[1].kernel);
+  EXPECT_EQ(def->kernel(), &sm.descriptors().packs[0].members[1].kernel());
 
   // find() knows kept kernels only: not the dropped one, not an unknown id.
   EXPECT_EQ(sm.find("ukd-odd"), nullptr);
@@ -99,10 +99,10 @@ TEST(StateManager, AgreeingHandlerKeepsTheKernelsAndDropsOnlyTheOddSibling) {
 
   // Moving the manager keeps those pointers valid.
   StateManager moved = StateManager(set, registryWith("example_split_kv_dispatch", {"produce", "consume"}), "");
-  const ukdpack::Kernel* before = moved.find("ukd-f32")->kernel;
+  const ukdpack::Kernel* before = moved.find("ukd-f32")->kernel();
   StateManager other = std::move(moved);
-  EXPECT_EQ(other.find("ukd-f32")->kernel, before);
-  EXPECT_EQ(other.find("ukd-f32")->kernel->name, "split.f32");
+  EXPECT_EQ(other.find("ukd-f32")->kernel(), before);
+  EXPECT_EQ(other.find("ukd-f32")->kernel()->name, "split.f32");
 
   // Execution plans run launches in the handler's order.
   auto plan = ukdpack::makeExecutionPlan(other, "ukd-f16");
@@ -300,7 +300,7 @@ TEST(StateManager, FindsKernelsByUuidInAnyCase) {
   ASSERT_EQ(sm.kept().size(), 2u) << dump(sm.diagnostics());
   const ukdpack::KernelDefinition* def = sm.find("5F0C2A9E-3B1D-4C6E-9A7F-0123456789AB");
   ASSERT_NE(def, nullptr);
-  EXPECT_EQ(def->kernel->name, "split.f32");
+  EXPECT_EQ(def->kernel()->name, "split.f32");
   EXPECT_EQ(sm.find(lower), def);
   // Other ids compare verbatim.
   EXPECT_EQ(sm.find("UKD-F16"), nullptr);

@@ -405,7 +405,7 @@ void addRawLaunches(const ukdpack::DevicePlan& plan, const Layout& layout, ukdpa
     const auto it = std::find_if(layout.launches.begin(), layout.launches.end(),
                                  [&](const LaunchLayout& l) { return l.name == launch.name; });
     if (it == layout.launches.end())
-      fail("layout: no launch '" + launch.name + "' for " + plan.definition().kernel->name, 2);
+      fail("layout: no launch '" + launch.name + "' for " + plan.definition().kernel()->name, 2);
     RawLaunch raw{launch.function, &*it, {}};
     fillArgs(*it, workspace, raw.args);
     out.push_back(std::move(raw));
@@ -437,8 +437,8 @@ int runKernel(const Options& o, const std::shared_ptr<ukdpack::DeviceBackend>& b
   ukdpack::DeviceBuffer workspace = take(ukdpack::DeviceBuffer::allocate(backend, plan.workspaceSize()));
   std::vector<RawLaunch> raw;
   addRawLaunches(plan, layout, workspace.ptr(), raw);
-  Json line = {{"kernel_id", plan.definition().kernel->id},
-               {"kernel", plan.definition().kernel->name},
+  Json line = {{"kernel_id", plan.definition().kernel()->id},
+               {"kernel", plan.definition().kernel()->name},
                {"backend", backend->name()},
                {"arch", backend->arch()},
                {"device", backend->device()},
@@ -481,8 +481,8 @@ int runEngine(const Options& o, const std::shared_ptr<ukdpack::DeviceBackend>& b
       fail("layout: no handler for dispatch symbol '" + plan.definition().dispatchSymbol + "'", 2);
     addRawLaunches(plan, layout->second, workspace.ptr(), raw);
     slots.push_back({{"slot", device.slots()[i]},
-                     {"kernel_id", plan.definition().kernel->id},
-                     {"kernel", plan.definition().kernel->name},
+                     {"kernel_id", plan.definition().kernel()->id},
+                     {"kernel", plan.definition().kernel()->name},
                      {"launches", plan.launchNames()},
                      {"modules", plan.moduleCount()}});
   }

@@ -17,10 +17,13 @@ import pytest
 from kpack_oracle import Archive
 from pack_support import REPO, copy_example, run_pack
 
+from ukdpack import _runtime
 from ukdpack.shard import archive as kpack
 from ukdpack.shard import provenance
 
 ARCH = "gfx90a"
+ARCHIVE_FOLDER = _runtime.ARCHIVE_FOLDER
+INDEX_FILE = _runtime.SHARD_INDEX_FILE
 
 
 def pack_example(tmp_path_factory: pytest.TempPathFactory, name: str,
@@ -50,16 +53,23 @@ def write(path: Path, doc: Any) -> None:
     path.write_text(json.dumps(doc, separators=(",", ":")) + "\n")
 
 
-def edit(path: Path, change: Callable[[Any], None], *, reseal: bool = True) -> None:
+def edit(path: Path, change: Callable[[Any], None], *, reseal: bool = True,
+         keep_index: bool = False) -> None:
     """Change a shard descriptor. With ``reseal`` its provenance sidecar is rebound to the
     kernels as they are now, as a packer writing them would have bound it, so a test of
     another check meets only the damage it made; without, the sidecar still binds the
-    kernels as packed."""
+    kernels as packed. The shard's index (which the edit makes stale, a finding of
+    ukdpack-validate's own) goes too, unless ``keep_index``."""
     doc = read(path)
     change(doc)
     write(path, doc)
     if reseal:
         reseal_sidecar(path)
+    if not keep_index:
+        for folder in path.parents:
+            if (folder / ARCHIVE_FOLDER).is_dir():
+                (folder / INDEX_FILE).unlink(missing_ok=True)
+                break
 
 
 def reseal_sidecar(path: Path) -> None:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import shutil
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -130,8 +131,51 @@ def _judge_loader(case: str, expect: dict[str, Any], _tmp: Path,
                                    exclude_folders=excluded)
         diags = dset.diagnostics + _runtime.check_set_rules(dset)
         failed = any(d["severity"] == "error" for d in diags)
+        # A tree read as a runtime load reads it as a shard: both paths agree there too.
+        _both_paths_agree(CORPUS / case / "tree", _tmp / "indexed", arch)
         return Verdict(1 if failed else 0, "\n".join(_diagnostic_lines(diags)))
-    dset = _runtime.load_shard(str(CORPUS / case / "shard"))
+    shard = CORPUS / case / "shard"
+    failed, lines = _judge_shard_set(_runtime.load_shard(str(shard), use_index=False), arch)
+    _both_paths_agree(shard, _tmp / "indexed", arch)
+    return Verdict(1 if failed else 0, "\n".join(lines))
+
+
+def _both_paths_agree(shard: Path, copy: Path, arch: str) -> None:
+    """The loader's other path: where the shard's load says nothing (the packer then
+    writes an index), a copy gets the index written from its JSON, and the load through
+    it must give what the JSON load gives: diagnostics, the set's rules, the kernels kept
+    and dropped, every launch's code and the whole model."""
+    shutil.copytree(shard, copy, symlinks=True)
+    data, why = _runtime.shard_index(str(copy))
+    json_set = _runtime.load_shard(str(copy), use_index=False)
+    if data is None:
+        assert why and json_set.diagnostics, why  # only a load that says something gets none
+        return
+    (copy / _runtime.SHARD_INDEX_FILE).write_bytes(data)
+    indexed = _runtime.load_shard(str(copy))
+    assert indexed.from_index, indexed.index_reason
+    assert indexed.diagnostics == json_set.diagnostics
+    assert _runtime.check_set_rules(indexed) == _runtime.check_set_rules(json_set)
+    assert _without_views(indexed.packs) == _without_views(json_set.packs)
+    assert _judge_shard_set(indexed, arch) == _judge_shard_set(json_set, arch)
+    assert _kept(indexed, arch) == _kept(json_set, arch)
+    assert _runtime.check_shard_index(str(copy)) == {"present": True, "binds": True, "why": "",
+                                                     "difference": ""}
+
+
+def _without_views(packs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The packs' dicts less each kernel's view (equal only to a view of the same set)."""
+    return [{**p, "kernels": [{k: v for k, v in kd.items() if k != "view"} for kd in p["kernels"]]}
+            for p in packs]
+
+
+def _kept(dset: _runtime.DescriptorSet, arch: str) -> list[tuple[str, Any]]:
+    sm = _runtime.StateManager(dset, handlers=_runtime.stub_handlers(dset), arch=arch)
+    return [(k["kernel_id"], k["launches"]) for k in sm.kept()]
+
+
+def _judge_shard_set(dset: _runtime.DescriptorSet, arch: str) -> tuple[bool, list[str]]:
+    """The loader judge's verdict on a loaded shard, and the lines it prints."""
     lines = _diagnostic_lines(dset.diagnostics)
     failed = any(d["severity"] == "error" for d in dset.diagnostics)
     sm = _runtime.StateManager(dset, handlers=_runtime.stub_handlers(dset), arch=arch)
@@ -152,7 +196,7 @@ def _judge_loader(case: str, expect: dict[str, Any], _tmp: Path,
     if not failed and loaded == 0:
         failed = True  # a shard that yields nothing to launch is no working shard
         lines.append("no launch loaded")
-    return Verdict(1 if failed else 0, "\n".join(lines))
+    return failed, lines
 
 
 def _shard_tool(tool: str) -> Any:

@@ -83,10 +83,11 @@ def test_an_edits_repack_is_a_cold_pack_byte_for_byte_and_reuses_the_rest(
     assert shard_files(out / ARCH) == _cold(root, tmp_path, cache)
     after = _inodes(out / ARCH)
     changed = sorted(rel for rel in after if after[rel] != before.get(rel))
-    # The edited pack's file and sidecar are new (and the archive, written every pack);
-    # every other file is the previous shard's, linked: the other packs, the standalone
-    # UKD and its sidecar, the generic descriptors.
-    assert changed == ["a.kdp.json", "a.kdp.provenance.json.gz", f"kpack/kernels_{ARCH}.kpack"]
+    # The edited pack's file and sidecar are new (and the archive and the shard's index,
+    # written every pack); every other file is the previous shard's, linked: the other
+    # packs, the standalone UKD and its sidecar, the generic descriptors.
+    assert changed == ["a.kdp.json", "a.kdp.provenance.json.gz", "index.ukdx",
+                       f"kpack/kernels_{ARCH}.kpack"]
     assert {"b/b.kdp.json", "c.kdp.json", "u.ukd.json", "u.ukd.provenance.json.gz",
             "d.udd.json"} <= set(after)
 

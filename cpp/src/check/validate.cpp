@@ -9,6 +9,7 @@
 
 #include "base/paths.hpp"
 #include "load/shard_folder.hpp"
+#include "ukdpack/load/shard_index.hpp"
 #include "ukdpack/model/arch.hpp"
 #include "ukdpack/rules/set_rules.hpp"
 
@@ -68,15 +69,15 @@ std::map<std::string, EngineVerdict> collisionVerdicts(const DescriptorSet& set,
     for (const PackMember& m : p.members) {
       const std::string slot = engine->slotted() ? p.slot.value_or("") : std::string();
       std::vector<Seen>& seen =
-          byTuple[idKey(engine->id) + "\n" + slot + "\n" + canonicalMetadataText(m.completedMetadata)];
-      if (flagged.count({m.kernel.file, jsonPathKey(m.kernel.jsonPath, "metadata")}) != 0 && !seen.empty()) {
+          byTuple[idKey(engine->id) + "\n" + slot + "\n" + canonicalMetadataText(m.completedMetadata())];
+      if (flagged.count({m.kernel().file, jsonPathKey(m.kernel().jsonPath, "metadata")}) != 0 && !seen.empty()) {
         EngineVerdict& v = out[idKey(engine->id)];
         v.id = engine->id;
         v.name = engine->name;
         v.dropped = true;
-        v.collidingKernels.emplace_back(seen.front().kernel->id, m.kernel.id);
+        v.collidingKernels.emplace_back(seen.front().kernel->id, m.kernel().id);
       }
-      seen.push_back(Seen{&m.kernel});
+      seen.push_back(Seen{&m.kernel()});
     }
   }
   for (auto& [key, v] : out) {
@@ -97,7 +98,7 @@ SlottedEngineReport slottedReport(const SlottedEngine& se, const std::string& ar
   for (const SlotCatalog& c : se.slots) {
     SlottedEngineReport::Slot slot;
     slot.name = c.name;
-    for (const KernelDefinition* d : c.kept) slot.kept.push_back(d->kernel->id);
+    for (const KernelDefinition* d : c.kept) slot.kept.push_back(d->kernel()->id);
     slot.kernels = slot.kept;
     for (const DroppedKernel& d : c.dropped) slot.kernels.push_back(d.kernelId);
     slot.dropped = c.dropped;
@@ -147,6 +148,23 @@ ValidationReport validateRoots(const std::vector<std::filesystem::path>& roots, 
   for (const Pack& p : set.packs) report.kernels += p.members.size();
   for (Diagnostic& d : checkSetRules(set)) report.diagnostics.push_back(std::move(d));
   for (Diagnostic& d : unreachableNote(set)) report.diagnostics.push_back(std::move(d));
+  // A shard's index must bind and load what its JSON loads: one that does not is
+  // never used (the runtime reads the JSON), yet it says the shard was changed after packing.
+  for (const auto& root : set.roots) {
+    const ShardIndexCheck index = checkShardIndex(root);
+    if (index.present && !index.binds) {
+      report.diagnostics.push_back(makeError(codes::SHARD_INDEX, kShardIndexFile, "",
+                                             index.why +
+                                                 "; the runtime reads the JSON instead (slower to load): repack the "
+                                                 "shard, or delete " +
+                                                 kShardIndexFile));
+    } else if (index.present && !index.difference.empty()) {
+      report.diagnostics.push_back(makeError(codes::SHARD_INDEX, kShardIndexFile, "",
+                                             "the load through " + std::string(kShardIndexFile) +
+                                                 " differs from the JSON load: " + index.difference +
+                                                 "; repack the shard, or delete " + kShardIndexFile));
+    }
+  }
 
   const std::vector<std::string> arches = passArches(set);
   const bool perArch = arches.size() > 1 || !arches.front().empty();
@@ -189,27 +207,27 @@ ValidationReport validateRoots(const std::vector<std::filesystem::path>& roots, 
     }
 
     for (const KernelDefinition& def : manager.kept()) {
-      keptIds.emplace(idKey(def.kernel->id), def.engine != nullptr ? idKey(def.engine->id) : std::string());
+      keptIds.emplace(idKey(def.kernel()->id), def.engine != nullptr ? idKey(def.engine->id) : std::string());
       if (def.engine != nullptr) {
         engines.insert(def.engine->name);
         for (const std::string& wanted : options.expectEngines)
           if (names(*def.engine, wanted)) expectedFound.insert(wanted);
       }
       // Only packed kernels have code to check; an authored tree has none yet.
-      const bool packed = allLaunchSources(*def.kernel, isPackedSource);
+      const bool packed = allLaunchSources(*def.kernel(), isPackedSource);
       if (!packed) continue;
-      const std::set<std::string> names = launchNamesOf(*def.kernel);
+      const std::set<std::string> names = launchNamesOf(*def.kernel());
       std::vector<std::optional<std::string>> launches(names.begin(), names.end());
       if (launches.empty()) launches.push_back(std::nullopt);
       for (const auto& launch : launches) {
         // A launch with feature variants is checked once per variant, as a device of
         // that setting would load it (the arch's bare name reaches only an "any" one).
-        const KernelSource* src = launch ? &def.kernel->sources.at(*launch) : singleLaunchSource(*def.kernel);
+        const KernelSource* src = launch ? &def.kernel()->sources.at(*launch) : singleLaunchSource(*def.kernel());
         const std::vector<std::string> devices =
             src != nullptr ? checkDevices(*src, arch) : std::vector<std::string>{arch};
         bool ok = true;
         for (const std::string& device : devices) {
-          auto code = manager.loadLaunchCode(def.kernel->id, launch, device);
+          auto code = manager.loadLaunchCode(def.kernel()->id, launch, device);
           if (!code) {
             note(code.error(), arch);
             ok = false;

@@ -75,10 +75,12 @@ void Loader::loadRoot(const fs::path& given, std::size_t index) {
   }
   // The files are read in parallel, each on its own; what they produced joins
   // the set in walk order, so diagnostics and ids come out as one thread's would.
+  std::vector<const IndexedFile*> entries;
+  if (lookForIndex_) entries = bindIndex(root, walked);
   std::vector<FileRead> reads(walked.size());
-  const auto work = [&](std::size_t i) {
+  const auto work = [&](std::size_t i, bool indexed) {
     try {
-      reads[i] = readFile(walked[i], root);
+      reads[i] = readFile(walked[i], root, indexed && !entries.empty() ? entries[i] : nullptr);
     } catch (...) {
       reads[i].failure = std::current_exception();
     }
@@ -88,8 +90,19 @@ void Loader::loadRoot(const fs::path& given, std::size_t index) {
   threads = std::min<std::size_t>(std::max<std::size_t>(threads, 1), walked.size());
   std::atomic<std::size_t> next{0};
   detail::runOnThreads(threads, walked.size(), [&] {
-    for (std::size_t i = next++; i < walked.size(); i = next++) work(i);
+    for (std::size_t i = next++; i < walked.size(); i = next++) work(i, true);
   });
+  if (!entries.empty()) {
+    const auto stale =
+        std::find_if(reads.begin(), reads.end(), [](const FileRead& r) { return !r.indexMismatch.empty(); });
+    set_.fromIndex = stale == reads.end();
+    if (!set_.fromIndex) {
+      // A file the index does not bind to: every kernel is read as written, as if there were no index.
+      set_.indexReason = stale->indexMismatch;
+      for (std::size_t i = 0; i < walked.size(); ++i)
+        if (reads[i].fromSpans) work(i, false);
+    }
+  }
   for (std::size_t i = 0; i < walked.size(); ++i) {
     set_.files.push_back(DescriptorSet::Walked{walked[i].rel, walked[i].type, index});
     commitFile(walked[i], std::move(reads[i]), index);
@@ -127,7 +140,7 @@ const PackMember* DescriptorSet::findKernel(std::string_view id, const Pack** pa
   const std::string key = idKey(id);
   for (const Pack& p : packs) {
     for (const PackMember& m : p.members) {
-      if (!sameIdKey(m.kernel.id, key)) continue;
+      if (!sameIdKey(m.id(), key)) continue;
       if (pack != nullptr) *pack = &p;
       return &m;
     }
@@ -156,8 +169,9 @@ const fs::path& DescriptorSet::rootOf(const PackMember& m) const {
 
 // --------------------------------------------------------------------------- load
 
-DescriptorSet loadRoots(const std::vector<fs::path>& roots, const LoaderOptions& options) {
-  detail::Loader loader(options);
+namespace {
+
+DescriptorSet run(detail::Loader& loader, const std::vector<fs::path>& roots, const LoaderOptions& options) {
   try {
     for (std::size_t i = 0; i < roots.size(); ++i) loader.loadRoot(roots[i], i);
     loader.resolve();
@@ -170,6 +184,57 @@ DescriptorSet loadRoots(const std::vector<fs::path>& roots, const LoaderOptions&
   return set;
 }
 
-DescriptorSet loadShard(const fs::path& root, const LoaderOptions& options) { return loadRoots({root}, options); }
+}  // namespace
+
+DescriptorSet loadRoots(const std::vector<fs::path>& roots, const LoaderOptions& options) {
+  detail::Loader loader(options);
+  return run(loader, roots, options);
+}
+
+DescriptorSet loadShard(const fs::path& root, const LoaderOptions& options) {
+  detail::Loader loader(options);
+  if (options.useIndex && detail::indexApplies(options)) loader.lookForIndex();
+  return run(loader, {root}, options);
+}
+
+namespace detail {
+
+DescriptorSet loadShardWithIndex(const fs::path& root, const ShardIndex& index) {
+  Loader loader(LoaderOptions{});
+  loader.lookForIndex(&index);
+  return run(loader, {root}, LoaderOptions{});
+}
+
+std::vector<const IndexedFile*> Loader::bindIndex(const fs::path& root, const std::vector<WalkedFile>& walked) {
+  std::shared_ptr<const ShardIndex> index;
+  if (givenIndex_ != nullptr) {
+    index = std::make_shared<const ShardIndex>(*givenIndex_);
+  } else {
+    std::optional<ShardIndex> read = readShardIndex(root, set_.indexReason);
+    if (!read) return {};
+    index = std::make_shared<const ShardIndex>(std::move(*read));
+  }
+  const std::string name = kShardIndexFile;
+  if (index->files.size() != walked.size()) {
+    set_.indexReason = name + " is stale: it lists " + std::to_string(index->files.size()) +
+                       " descriptor files, the shard holds " + std::to_string(walked.size());
+    return {};
+  }
+  std::vector<const IndexedFile*> entries;
+  entries.reserve(walked.size());
+  for (std::size_t i = 0; i < walked.size(); ++i) {
+    const IndexedFile& f = index->files[i];
+    if (f.rel != walked[i].rel || f.type != walked[i].type) {
+      set_.indexReason =
+          name + " is stale: it lists '" + std::string(f.rel) + "' where the shard holds '" + walked[i].rel + "'";
+      return {};
+    }
+    entries.push_back(&f);
+  }
+  boundIndex_ = index;
+  return entries;
+}
+
+}  // namespace detail
 
 }  // namespace ukdpack

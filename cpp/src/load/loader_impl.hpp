@@ -7,6 +7,7 @@
 #include <exception>
 #include <filesystem>
 #include <map>
+#include <memory>
 #include <optional>
 #include <set>
 #include <string>
@@ -15,6 +16,7 @@
 #include <vector>
 
 #include "base/paths.hpp"
+#include "load/shard_index_impl.hpp"
 #include "ukdpack/load/loader.hpp"
 
 namespace ukdpack::detail {
@@ -61,6 +63,11 @@ class Loader {
   explicit Loader(const LoaderOptions& options) : options_(options) {}
 
   void loadRoot(const fs::path& given, std::size_t index);
+  // Before loadRoot of a shard: read its index (index.ukdx), or `given`, where it binds.
+  void lookForIndex(const ShardIndex* given = nullptr) {
+    lookForIndex_ = true;
+    givenIndex_ = given;
+  }
   void resolve();
   DescriptorSet take() { return std::move(set_); }
   std::vector<Diagnostic>& diags() { return set_.diagnostics; }
@@ -96,12 +103,19 @@ class Loader {
     std::optional<Standalone> kernel;
     std::optional<std::string> unloadedId;  // the id of a file that did not load, and why
     std::string unloadedWhy;
-    bool unloadedFailed = true;  // with an error, not skipped by a version gate
-    std::exception_ptr failure;  // what reading it threw (rethrown in walk order)
+    bool unloadedFailed = true;               // with an error, not skipped by a version gate
+    std::exception_ptr failure;               // what reading it threw (rethrown in walk order)
+    std::string indexMismatch;                // why the shard index does not bind to this file
+    bool fromSpans = false;                   // its kernels were read from the index's spans
+    std::shared_ptr<SpanKernels> spanReader;  // what builds them
     bool loaded() const { return pack || dispatch || engine || metadataSchema || matcher || heuristic || kernel; }
   };
 
-  FileRead readFile(const WalkedFile& f, const fs::path& root) const;
+  // `entry`: the shard index's record of the file, checked against it and, for a
+  // KDP, its kernels read from their spans (on any mismatch, the JSON as written).
+  FileRead readFile(const WalkedFile& f, const fs::path& root, const IndexedFile* entry = nullptr) const;
+  // The index's record per walked file, when the index binds to the walk; else empty, the reason kept.
+  std::vector<const IndexedFile*> bindIndex(const fs::path& root, const std::vector<WalkedFile>& walked);
   void commitFile(const WalkedFile& f, FileRead&& read, std::size_t rootIndex);
   bool kernelSourcesOk(const Kernel& kernel, const fs::path& root, std::vector<Diagnostic>& diags,
                        detail::RealFolders& folders) const;
@@ -139,6 +153,12 @@ class Loader {
   }
 
   LoaderOptions options_;
+  bool lookForIndex_ = false;
+  const ShardIndex* givenIndex_ = nullptr;
+  // The index the load reads (its own, or a copy of the given one): the deferred kernels keep it.
+  std::shared_ptr<const ShardIndex> boundIndex_;
+  // Pack index -> the reader of its kernels, read through the index.
+  std::map<std::size_t, std::shared_ptr<SpanKernels>> spanReaders_;
   DescriptorSet set_;
   std::vector<Standalone> standalone_;
   std::vector<Slot> order_;            // every file-backed descriptor in load order

@@ -12,6 +12,7 @@
 #include "json/json_tape.hpp"
 #include "load/loader_impl.hpp"
 #include "model/object_reader.hpp"
+#include "ukdpack/base/sha256.hpp"
 #include "ukdpack/load/loader.hpp"
 
 namespace ukdpack {
@@ -29,7 +30,7 @@ JsonText writtenAs(const detail::JsonNode& doc) { return detail::textOf(doc); }
 
 // One file on its own (any thread): read, parsed by its type's reader, its
 // kernels' sources checked. Touches nothing of the set.
-Loader::FileRead Loader::readFile(const WalkedFile& f, const fs::path& root) const {
+Loader::FileRead Loader::readFile(const WalkedFile& f, const fs::path& root, const IndexedFile* entry) const {
   FileRead out;
   auto& diags = out.diags;
   auto read = detail::readRegularFile(f.path, kMaxDescriptorBytes);
@@ -40,8 +41,10 @@ Loader::FileRead Loader::readFile(const WalkedFile& f, const fs::path& root) con
     return out;
   }
   const auto text = std::make_shared<const std::string>(std::move(read.value()));
+  const std::string folder = fs::path(f.rel).parent_path().generic_string();
+  const DescriptorContext ctx{f.rel, "$", folder.empty() ? root : (root / folder).lexically_normal()};
   // The document, as a Json DOM or (the common case of kernels) a tape of the text.
-  const auto withDoc = [&](auto& doc, Json* consume) {
+  const auto withDoc = [&](auto& doc, Json* consume, const InlineKernelReader* inlineKernels = nullptr) {
     using Doc = std::decay_t<decltype(doc)>;
     const Version& max = options_.maxVersions.of(f.type);
     const VersionCheck vc = detail::checkVersionOf(doc, f.type, max);
@@ -68,13 +71,15 @@ Loader::FileRead Loader::readFile(const WalkedFile& f, const fs::path& root) con
       remember("did not load");
       return;
     }
-    const std::string folder = fs::path(f.rel).parent_path().generic_string();
-    const DescriptorContext ctx{f.rel, "$", folder.empty() ? root : (root / folder).lexically_normal()};
     if (f.type == "kdp") {
-      if (auto v = detail::parsePackFrom(doc, consume, ctx, diags, options_.maxVersions.ukd, options_.authored)) {
+      if (auto v = detail::parsePackFrom(doc, consume, ctx, diags, options_.maxVersions.ukd, options_.authored,
+                                         inlineKernels)) {
         // The pack's kernels name their files in a few folders: each resolved once.
         detail::RealFolders folders;
-        keepMembers(v->members, [&](const PackMember& m) { return kernelSourcesOk(m.kernel, root, diags, folders); });
+        // A kernel read through the index is no authored load's: nothing to check, nothing built.
+        keepMembers(v->members, [&](const PackMember& m) {
+          return m.deferred() || kernelSourcesOk(m.kernel(), root, diags, folders);
+        });
         out.pack = std::move(*v);
       }
     } else if (f.type == "ukd") {
@@ -97,6 +102,53 @@ Loader::FileRead Loader::readFile(const WalkedFile& f, const fs::path& root) con
     }
     if (!out.loaded()) remember("did not load");
   };
+  if (entry != nullptr) {
+    if (text->size() != entry->size || sha256Hex(text->data(), text->size()) != entry->sha256) {
+      out.indexMismatch = std::string(kShardIndexFile) + " is stale: " + f.rel +
+                          " is not the file it was written for (its size or sha256 differs)";
+    } else if (f.type == "kdp" && entry->spans) {
+      // The pack read from its text with each inline kernel's object cut out;
+      // each kernel is built from its own span when first asked for. Nothing is
+      // kept when a span is not exactly one kernelDescriptors object or the pack
+      // says anything: the file is then read as written.
+      std::vector<std::size_t> at;
+      auto skeleton = packSkeleton(*text, *entry, at);
+      auto skeletonText = skeleton ? std::make_shared<const std::string>(std::move(*skeleton)) : nullptr;
+      auto tape = skeletonText ? detail::JsonTape::scan(skeletonText) : nullptr;
+      std::size_t next = 0;
+      bool fits = tape != nullptr;
+      const auto reader =
+          std::make_shared<SpanKernels>(text, boundIndex_, entry, f.rel, ctx.baseDir, options_.maxVersions.ukd);
+      const InlineKernelReader fromSpan = [&](std::size_t i, std::size_t offset) -> std::optional<PackMember> {
+        if (next >= entry->kernels.size() || entry->kernels[next].listIndex != i || at[next] != offset) {
+          fits = false;
+          return std::nullopt;
+        }
+        const IndexedKernel& k = entry->kernels[next];
+        PackMember m;
+        m.index = i;
+        m.raw = JsonText(text, k.begin, k.end - k.begin);
+        auto deferred = std::make_shared<DeferredKernel>();
+        deferred->reader = reader;
+        deferred->index = next++;
+        deferred->id = k.id;
+        deferred->priority = k.priority;
+        if (k.hasArch) deferred->arch.emplace(k.arch.begin(), k.arch.end());
+        deferred->launches.assign(k.launches.begin(), k.launches.end());
+        m.defer(std::move(deferred));
+        return m;
+      };
+      if (fits) withDoc(tape->root(), nullptr, &fromSpan);
+      if (fits && next == entry->kernels.size() && out.pack && out.diags.empty()) {
+        out.fromSpans = true;
+        out.spanReader = reader;
+        return out;
+      }
+      out = FileRead{};
+      out.indexMismatch = std::string(kShardIndexFile) + " does not fit " + f.rel +
+                          ": its kernels do not read from the spans it records";
+    }
+  }
   // One scan of the text, which also words every refusal of the text itself.
   // Kernels (KDP, UKD: nearly all of a shard's bytes) are read from the tape;
   // the other types from a DOM built from it.
@@ -134,6 +186,7 @@ void Loader::commitFile(const WalkedFile& f, FileRead&& read, std::size_t rootIn
     order_.push_back(Slot{f.type, vec.size()});
     vec.push_back(std::move(*value));
   };
+  if (read.spanReader) spanReaders_[set_.packs.size()] = std::move(read.spanReader);
   place(set_.packs, read.pack);
   place(set_.dispatches, read.dispatch);
   place(set_.engines, read.engine);

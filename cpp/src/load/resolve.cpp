@@ -34,30 +34,39 @@ void Loader::uniqueIds() {
     if (set_.roots.size() > 1 && h.root < set_.roots.size()) at += " in " + set_.roots[h.root].string();
     return at;
   };
-  auto claim = [&](const std::string& id, const std::string& file, const std::string& path, const Holder& holder) {
+  // `path` is worded only for a duplicate: a kernel's is built then, not per kernel.
+  auto claim = [&](std::string_view id, const std::string& file, const auto& path, const Holder& holder) {
     const auto [it, fresh] = seen.emplace(idKey(id), holder);
     if (fresh) return true;
-    set_.diagnostics.push_back(makeError(codes::DUPLICATE_ID, file, jsonPathKey(path, "id"),
-                                         "id '" + id + "' is already used by " + where(it->second) +
+    set_.diagnostics.push_back(makeError(codes::DUPLICATE_ID, file, jsonPathKey(path(), "id"),
+                                         "id '" + std::string(id) + "' is already used by " + where(it->second) +
                                              "; ids are unique across every descriptor type of a root"));
     return false;
   };
+  const auto topPath = [] { return std::string("$"); };
   static const std::string top = "$";
   for (const Slot& s : order_) {
     if (s.type == "ukd") {
       Standalone& u = standalone_[s.index];
-      if (!claim(u.kernel.id, u.kernel.file, "$", Holder{&u.kernel.file, &top, 0, u.root})) u.removed = true;
+      if (!claim(u.kernel.id, u.kernel.file, topPath, Holder{&u.kernel.file, &top, 0, u.root})) u.removed = true;
       continue;
     }
     DescriptorInfo* d = info(s);
-    if (!claim(d->id, d->file, d->jsonPath, Holder{&d->file, &d->jsonPath, 0, d->root})) {
+    if (!claim(d->id, d->file, [&] { return d->jsonPath; }, Holder{&d->file, &d->jsonPath, 0, d->root})) {
       removed_.insert({s.type, s.index});
       continue;
     }
     if (s.type == "kdp") {
       Pack& p = set_.packs[s.index];
+      // Through a shard index the pack-time load found every kernel id unique in these
+      // very bytes: its kernels are not claimed one by one (no reference names them).
+      if (set_.fromIndex && !p.members.empty() && p.members.front().deferred()) continue;
+      // Only inline kernels so far (a pack's file, path by place): read from the
+      // member, which a shard index's load holds without building the kernel.
       keepMembers(p.members, [&](const PackMember& m) {
-        return claim(m.kernel.id, m.kernel.file, m.kernel.jsonPath, Holder{&p.file, nullptr, m.index, p.root});
+        return claim(
+            m.id(), p.file, [&] { return jsonPathIndex("$.kernelDescriptors", m.index); },
+            Holder{&p.file, nullptr, m.index, p.root});
       });
     }
   }
@@ -350,7 +359,7 @@ void Loader::resolvePacks() {
       PackMember m;
       m.index = kr.index;
       m.ref = kr.id;
-      m.kernel = u.kernel;
+      m.setKernel(u.kernel);
       m.raw = u.raw;
       m.root = u.root;
       resolved.push_back(std::move(m));
@@ -376,32 +385,35 @@ void Loader::resolvePacks() {
     const MetadataSchema* kmd = engine ? kept(set_.metadataSchemas, "kmd", engine->metadata) : nullptr;
     keepMembers(p.members, [&](PackMember& m) {
       bool ok = true;
-      if (!p.arch.empty() && m.kernel.arch && !m.kernel.arch->empty()) {
+      if (!p.arch.empty() && m.arch() && !m.arch()->empty()) {
         std::string extra;
-        for (const std::string& a : *m.kernel.arch)  // a generic family covers its members
+        for (const std::string& a : *m.arch())  // a generic family covers its members
           if (std::none_of(p.arch.begin(), p.arch.end(), [&](const std::string& pa) { return targetRunsOn(a, pa); }))
             extra += (extra.empty() ? "'" : ", '") + a + "'";
         if (!extra.empty()) {
           std::string listed;
           for (const std::string& a : p.arch) listed += (listed.empty() ? "" : ", ") + a;
-          set_.diagnostics.push_back(makeError(codes::ARCH_NOT_SUBSET, m.kernel.file,
-                                               jsonPathKey(m.kernel.jsonPath, "arch"),
+          set_.diagnostics.push_back(makeError(codes::ARCH_NOT_SUBSET, m.kernel().file,
+                                               jsonPathKey(m.kernel().jsonPath, "arch"),
                                                "arch " + extra + " not in its KDP's arch [" + listed + "] (" + p.file +
                                                    "); a kernel's arch is a subset of its pack's"));
           ok = false;
         }
       }
-      if (kmd != nullptr) {
-        if (auto md = completeMetadata(*kmd, m.kernel, set_.diagnostics)) {
-          m.completedMetadata = std::move(*md);
+      if (m.deferred()) {
+        // Read with the kernel, by its reader (the KMD it completes against is set below).
+      } else if (kmd != nullptr) {
+        if (auto md = completeMetadata(*kmd, m.kernel(), set_.diagnostics)) {
+          m.setCompletedMetadata(std::move(*md));
         } else {
           ok = false;
         }
       } else {
-        m.completedMetadata = m.kernel.metadata;
+        m.setCompletedMetadata(m.kernel().metadata);
       }
       return ok;
     });
+    if (const auto reader = spanReaders_.find(i); reader != spanReaders_.end()) reader->second->completeWith(kmd);
   }
   for (const Standalone& u : standalone_) {
     if (!u.removed && u.claimedBy.empty()) {
@@ -415,14 +427,17 @@ void Loader::resolvePacks() {
 // arch, per slot of a slotted engine (each slot is a catalog of its own, picked
 // from on its own): two kernels collide where their arch sets meet.
 void Loader::checkMetadataUnique() {
+  // Through a shard index, every kernel's bytes and the KMDs are the ones the pack-time
+  // load judged without a word: nothing to find, and each kernel is left unbuilt.
+  if (set_.fromIndex) return;
   // Per kernel only a map lookup: arch sets and wording are built on a collision.
   struct Seen {
     const Pack* pack;
     const PackMember* member;
   };
   auto archesOf = [](const Pack& p, const PackMember& m) {
-    if (m.kernel.arch && !m.kernel.arch->empty()) {
-      return std::set<std::string>(m.kernel.arch->begin(), m.kernel.arch->end());
+    if (m.kernel().arch && !m.kernel().arch->empty()) {
+      return std::set<std::string>(m.kernel().arch->begin(), m.kernel().arch->end());
     }
     return std::set<std::string>(p.arch.begin(), p.arch.end());  // empty: every arch
   };
@@ -459,7 +474,7 @@ void Loader::checkMetadataUnique() {
     const Engine* engine = catalog.first;
     std::unordered_map<std::string, Group>& groups = byCatalog[catalog];
     for (PackMember& m : p.members) {
-      const auto entry = groups.try_emplace(canonicalMetadataText(m.completedMetadata)).first;
+      const auto entry = groups.try_emplace(canonicalMetadataText(m.completedMetadata())).first;
       const std::string& text = entry->first;
       Group& group = entry->second;
       bool clash = false;
@@ -486,11 +501,11 @@ void Loader::checkMetadataUnique() {
         }
         std::string onText;
         for (const std::string& a : on) onText += (onText.empty() ? " on " : ", ") + a;
-        const Kernel& other = s.member->kernel;
+        const Kernel& other = s.member->kernel();
         const std::string where = other.jsonPath == "$" ? other.file : other.file + ": " + other.jsonPath;
         set_.diagnostics.push_back(
-            makeError(codes::METADATA_NOT_UNIQUE, m.kernel.file, jsonPathKey(m.kernel.jsonPath, "metadata"),
-                      "completed metadata " + text + " of " + kernelLabel(m.kernel) + " equals that of " +
+            makeError(codes::METADATA_NOT_UNIQUE, m.kernel().file, jsonPathKey(m.kernel().jsonPath, "metadata"),
+                      "completed metadata " + text + " of " + kernelLabel(m.kernel()) + " equals that of " +
                           kernelLabel(other) + " (" + where + ") under engine '" + engine->name + "'" +
                           (engine->slotted() ? " (slot '" + engine->slots[catalog.second].name + "')" : "") + onText +
                           "; the " + (engine->slotted() ? "slot" : "engine") + " cannot tell them apart"));

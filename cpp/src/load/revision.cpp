@@ -25,7 +25,7 @@ Json selectorRevisionDocument(const DescriptorSet& set, const Pack& pack) {
   const Engine* engine = set.engineOf(pack);
   Json kernels = Json::array();
   for (const PackMember& m : pack.members) {
-    const Kernel& k = m.kernel;
+    const Kernel& k = m.kernel();
     Json launches = Json::array();
     if (const KernelSource* single = singleLaunchSource(k)) {
       launches.push_back(launchDocument("", *single));
@@ -35,7 +35,7 @@ Json selectorRevisionDocument(const DescriptorSet& set, const Pack& pack) {
     }
     kernels.push_back({{"id", idKey(k.id)},
                        {"priority", k.priority},
-                       {"metadata", m.completedMetadata.is_null() ? k.metadata : m.completedMetadata},
+                       {"metadata", m.completedMetadata().is_null() ? k.metadata : m.completedMetadata()},
                        {"arch", k.arch ? Json(*k.arch) : Json(nullptr)},
                        {"launches", std::move(launches)}});
   }

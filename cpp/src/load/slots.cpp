@@ -55,7 +55,7 @@ std::vector<SlotGap> emptySlots(const Engine& engine, const std::vector<const Pa
   for (const Pack* p : packs) {
     const auto at = p->slot ? engine.slotIndex(*p->slot) : std::nullopt;
     if (!at) continue;
-    for (const PackMember& m : p->members) bySlot[*at].emplace_back(p, &m.kernel);
+    for (const PackMember& m : p->members) bySlot[*at].emplace_back(p, &m.kernel());
   }
   std::set<std::string> candidates;
   for (const std::string& a : arches) candidates.insert(bareArch(a));

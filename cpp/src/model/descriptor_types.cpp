@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <regex>
 #include <set>
+#include <type_traits>
 #include <utility>
 
 #include "json/json_tape.hpp"
@@ -422,7 +423,8 @@ namespace detail {
 // into their members instead of being copied.
 template <class V>
 std::optional<Pack> parsePackFrom(const V& kdp, Json* consume, const DescriptorContext& ctx,
-                                  std::vector<Diagnostic>& diags, const Version& maxUkd, bool refuseNewer) {
+                                  std::vector<Diagnostic>& diags, const Version& maxUkd, bool refuseNewer,
+                                  const InlineKernelReader* inlineKernels) {
   BasicObjectReader<V> r(kdp, ctx.file, ctx.jsonPath, diags);
   if (!r.isObject()) return std::nullopt;
   Pack p;
@@ -458,6 +460,12 @@ std::optional<Pack> parsePackFrom(const V& kdp, Json* consume, const DescriptorC
     KernelContext kernelCtx{ctx.file, "", ctx.baseDir};
     for (std::size_t i = 0; i < list->size(); ++i) {
       const V& item = (*list)[i];
+      if (inlineKernels != nullptr && item.is_object()) {
+        std::size_t offset = std::string::npos;
+        if constexpr (std::is_same_v<V, JsonNode>) offset = item.begin_offset();
+        if (auto m = (*inlineKernels)(i, offset)) p.members.push_back(std::move(*m));
+        continue;
+      }
       const std::string path = jsonPathIndex(listPath, i);
       if (item.is_string()) {
         if (item.template get<std::string>().empty()) {
@@ -498,7 +506,7 @@ std::optional<Pack> parsePackFrom(const V& kdp, Json* consume, const DescriptorC
       if (auto k = parseKernelFrom(item, kernelCtx, diags)) {
         PackMember m;
         m.index = i;
-        m.kernel = std::move(*k);
+        m.setKernel(std::move(*k));
         keepRaw(m, item, consume, i);
         p.members.push_back(std::move(m));
       }
@@ -510,9 +518,10 @@ std::optional<Pack> parsePackFrom(const V& kdp, Json* consume, const DescriptorC
 }
 
 template std::optional<Pack> parsePackFrom<Json>(const Json&, Json*, const DescriptorContext&, std::vector<Diagnostic>&,
-                                                 const Version&, bool);
+                                                 const Version&, bool, const InlineKernelReader*);
 template std::optional<Pack> parsePackFrom<JsonNode>(const JsonNode&, Json*, const DescriptorContext&,
-                                                     std::vector<Diagnostic>&, const Version&, bool);
+                                                     std::vector<Diagnostic>&, const Version&, bool,
+                                                     const InlineKernelReader*);
 
 }  // namespace detail
 

@@ -52,6 +52,22 @@ std::set<std::string> launchNamesOf(const Kernel& kernel) {
   return names;
 }
 
+const Kernel& emptyKernel() {
+  static const Kernel none;
+  return none;
+}
+
+bool PackMember::launchesAre(const std::set<std::string>& names) const {
+  if (deferred_)
+    return deferred_->launches.size() == names.size() &&
+           std::equal(names.begin(), names.end(), deferred_->launches.begin());
+  // Both sorted: compared in place.
+  const Kernel& k = kernel();
+  return k.sources.size() == names.size() &&
+         std::equal(k.sources.begin(), k.sources.end(), names.begin(),
+                    [](const auto& entry, const std::string& name) { return entry.first == name; });
+}
+
 const KernelSource* singleLaunchSource(const Kernel& kernel) {
   return kernel.sources.empty() ? &kernel.source : nullptr;
 }

@@ -5,6 +5,7 @@
 
 #include <array>
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <set>
 #include <string>
@@ -90,9 +91,15 @@ void readSchemaKey(BasicObjectReader<V>& r);
 // out of `consume` (a Json document the caller drops) instead of copying it.
 template <class V>
 std::optional<Kernel> parseKernelFrom(const V& ukd, const KernelContext& ctx, std::vector<Diagnostic>& diags);
+// `inlineKernels` (when given) builds the member of each inline kernel object
+// (its kernelDescriptors place and first byte in the text, npos in a DOM)
+// instead of reading the object: a shard index's kernels, read from their
+// own bytes; nullopt leaves it out.
+using InlineKernelReader = std::function<std::optional<PackMember>(std::size_t index, std::size_t offset)>;
 template <class V>
 std::optional<Pack> parsePackFrom(const V& kdp, Json* consume, const DescriptorContext& ctx,
-                                  std::vector<Diagnostic>& diags, const Version& maxUkd, bool refuseNewer);
+                                  std::vector<Diagnostic>& diags, const Version& maxUkd, bool refuseNewer,
+                                  const InlineKernelReader* inlineKernels = nullptr);
 template <class V>
 VersionCheck checkVersionOf(const V& doc, std::string_view type, const Version& max);
 

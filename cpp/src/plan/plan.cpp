@@ -44,14 +44,14 @@ Result<SavedPlan> capturePlan(const DescriptorSet& set, const std::string& kerne
   // A slotted engine's kernel runs only in its slot programs, whose picks a saved plan cannot hold.
   const Engine* engine = set.engineOf(*pack);
   if (pack->slot || (engine != nullptr && engine->slotted())) {
-    const Kernel& k = m->kernel;
+    const Kernel& k = m->kernel();
     return Result<SavedPlan>::failure(
         makeError(codes::PLAN_SLOTTED, k.file, k.jsonPath,
                   "cannot save a plan of " + kernelLabel(k) + ": it fills slot '" + pack->slot.value_or("") +
                       "' of engine '" + (engine != nullptr ? engine->name : pack->engine.value_or("")) +
                       "', whose kernels run only in slot programs, and slotted plans are not saved"));
   }
-  return capturePlan(m->kernel);
+  return capturePlan(m->kernel());
 }
 
 Result<ExecutionPlan> makeExecutionPlan(const StateManager& manager, const std::string& kernelId) {
@@ -62,12 +62,12 @@ Result<ExecutionPlan> makeExecutionPlan(const StateManager& manager, const std::
   }
   ExecutionPlan plan;
   plan.definition = def;
-  if (singleLaunchSource(*def->kernel) != nullptr) {
+  if (singleLaunchSource(*def->kernel()) != nullptr) {
     plan.launches = {""};
   } else {
     plan.launches = def->handler->launchNames();  // the kernel's set equals it: the manager kept it
   }
-  plan.workspaceSize = def->handler->workspaceSize(*def->kernel);
+  plan.workspaceSize = def->handler->workspaceSize(*def->kernel());
   return Result<ExecutionPlan>::success(std::move(plan));
 }
 
@@ -78,14 +78,14 @@ Result<bool> runPlan(const StateManager& manager, const ExecutionPlan& plan, voi
   }
   const KernelDefinition& def = *plan.definition;
   for (const std::string& launch : plan.launches) {
-    auto code = manager.loadLaunchCode(def.kernel->id,
+    auto code = manager.loadLaunchCode(def.kernel()->id,
                                        launch.empty() ? std::nullopt : std::optional<std::string>(launch), arch);
     if (!code) return Result<bool>::failure(code.error());
     LaunchRequest request;
-    request.kernel = def.kernel;
+    request.kernel = def.kernel();
     request.launch = launch;
     request.code = &code.value();
-    request.source = launch.empty() ? singleLaunchSource(*def.kernel) : &def.kernel->sources.at(launch);
+    request.source = launch.empty() ? singleLaunchSource(*def.kernel()) : &def.kernel()->sources.at(launch);
     request.workspace = workspace;
     request.workspaceSize = plan.workspaceSize;
     request.stream = stream;
@@ -148,7 +148,7 @@ Result<DevicePlan> DevicePlan::create(const StateManager& manager, const std::st
   auto base = makeExecutionPlan(manager, kernelId);
   if (!base) return R::failure(base.error());
   const KernelDefinition& def = *base.value().definition;
-  const Kernel& k = *def.kernel;
+  const Kernel& k = *def.kernel();
   if (!backend) {
     return R::failure(
         makeError(codes::PLAN_NO_BACKEND, k.file, k.jsonPath, kernelLabel(k) + ": no device backend given"));
@@ -218,13 +218,15 @@ std::vector<std::string> DevicePlan::launchNames() const {
   return out;
 }
 
-std::string DevicePlan::label(const PlanLaunch& launch) const { return launchLabel(*definition_->kernel, launch.name); }
+std::string DevicePlan::label(const PlanLaunch& launch) const {
+  return launchLabel(*definition_->kernel(), launch.name);
+}
 
 Result<bool> DevicePlan::run(const void* arguments) {
   if (workspaceSize_ > 0 && !workspace_) {
     auto buffer = DeviceBuffer::allocate(backend_, workspaceSize_);
     if (!buffer) {
-      const Kernel& k = *definition_->kernel;
+      const Kernel& k = *definition_->kernel();
       return Result<bool>::failure(
           within(buffer.error(), k, kernelLabel(k),
                  "cannot allocate its workspace of " + std::to_string(workspaceSize_) + " bytes"));
@@ -242,7 +244,7 @@ Result<bool> DevicePlan::run(DevicePtr workspace, std::size_t workspaceBytes, co
 
 Result<bool> DevicePlan::enqueue(DevicePtr workspace, std::size_t workspaceBytes, const void* arguments) {
   using R = Result<bool>;
-  const Kernel& k = *definition_->kernel;
+  const Kernel& k = *definition_->kernel();
   if (workspaceBytes < workspaceSize_ || (workspaceSize_ > 0 && workspace == 0)) {
     return R::failure(makeError(
         codes::WORKSPACE_TOO_SMALL, k.file, k.jsonPath,
@@ -283,7 +285,7 @@ Result<bool> DevicePlan::enqueue(DevicePtr workspace, std::size_t workspaceBytes
 Result<bool> DevicePlan::synchronize() {
   auto done = backend_->synchronize();
   if (done) return done;
-  const Kernel& k = *definition_->kernel;
+  const Kernel& k = *definition_->kernel();
   std::set<std::string> names;
   for (const PlanLaunch& l : launches_) names.insert(l.name);
   const std::string what = launches_.size() == 1 && launches_[0].name.empty()

@@ -31,7 +31,7 @@ Result<DeviceSlotProgram> DeviceSlotProgram::create(const StateManager& manager,
           inSlot(makeError(codes::PLAN_EMPTY, engine.file, "", "the pick names no kernel"), engine, pick.slot));
     }
     // Planned by id through the manager, so each pick gets every check a plan of its own gets.
-    auto plan = DevicePlan::create(manager, pick.definition->kernel->id, backend, arch);
+    auto plan = DevicePlan::create(manager, pick.definition->kernel()->id, backend, arch);
     if (!plan) return R::failure(inSlot(plan.error(), engine, pick.slot));
     out.workspaceSize_ = std::max(out.workspaceSize_, plan.value().workspaceSize());
     out.slots_.push_back(pick.slot);

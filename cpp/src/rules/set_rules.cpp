@@ -17,7 +17,7 @@ using LaunchSet = std::set<std::string>;
 struct Member {
   const Pack* pack;
   const PackMember* member;
-  const Kernel& kernel() const { return member->kernel; }
+  const Kernel& kernel() const { return member->kernel(); }
 };
 
 // A finding of one arch's pass; `message` holds "{on}" where the arches go.
@@ -89,7 +89,7 @@ void launchSets(const DescriptorSet& set, const std::string& arch, std::vector<F
   for (const Pack* pack : packs) {
     const Pack& p = *pack;
     for (const PackMember& m : p.members) {
-      if (!inShard(p, m.kernel, arch)) continue;
+      if (!inShard(p, m.kernel(), arch)) continue;
       if (!p.dispatch) {
         group("kdp", idKey(p.id)).push_back(Member{&p, &m});
       } else if (const Dispatch* udd = set.dispatchOf(p)) {
@@ -166,7 +166,7 @@ void packedTocKeys(const DescriptorSet& set, std::vector<Diagnostic>& out) {
   std::set<std::tuple<std::string, std::string, std::string, std::string>> reported;
   for (const Pack& p : set.packs) {
     for (const PackMember& m : p.members) {
-      const Kernel& k = m.kernel;
+      const Kernel& k = m.kernel();
       std::vector<std::pair<std::string, const KernelSource*>> launches;
       if (const KernelSource* single = singleLaunchSource(k)) {
         launches.emplace_back("", single);
@@ -220,7 +220,7 @@ void collectArches(const std::vector<Pack>& packs, std::set<std::string>& named)
   for (const Pack& p : packs) {
     named.insert(p.arch.begin(), p.arch.end());
     for (const PackMember& m : p.members)
-      if (m.kernel.arch) named.insert(m.kernel.arch->begin(), m.kernel.arch->end());
+      if (m.kernel().arch) named.insert(m.kernel().arch->begin(), m.kernel().arch->end());
   }
 }
 
@@ -255,7 +255,7 @@ ShardContents shardContents(const DescriptorSet& set, const std::string& arch) {
   for (const Pack& p : set.packs) {
     const std::size_t before = out.kernels.size();
     for (const PackMember& m : p.members)
-      if (arch.empty() || inShard(p, m.kernel, arch)) out.kernels.push_back(&m);
+      if (arch.empty() || inShard(p, m.kernel(), arch)) out.kernels.push_back(&m);
     if (out.kernels.size() == before) continue;
     out.packs.push_back(&p);
     for (const std::string& m : p.matchers) reached.insert(idKey(m));

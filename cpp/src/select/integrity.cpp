@@ -421,11 +421,11 @@ Result<std::vector<std::uint8_t>> loadLaunchCode(const DescriptorSet& set, const
     return Result<std::vector<std::uint8_t>>::failure(
         makeError(codes::KERNEL_UNKNOWN, "", "", "no loaded kernel has id '" + kernelId + "'"));
   }
-  if (options.cache != nullptr) return loadLaunchCode(m->kernel, set.rootOf(*m), launch, arch, options);
+  if (options.cache != nullptr) return loadLaunchCode(m->kernel(), set.rootOf(*m), launch, arch, options);
   ArchiveCache local(ArchiveCache::kDefaultMaxVerifiedBytes, set.maxDecompressedBytes);
   LaunchCodeOptions withBudget = options;
   withBudget.cache = &local;
-  return loadLaunchCode(m->kernel, set.rootOf(*m), launch, arch, withBudget);
+  return loadLaunchCode(m->kernel(), set.rootOf(*m), launch, arch, withBudget);
 }
 
 }  // namespace ukdpack

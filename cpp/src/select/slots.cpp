@@ -230,7 +230,7 @@ Result<std::vector<const KernelDefinition*>> rankSlot(const SlotCatalog& slot, c
   if (!slot.rankHandler || slot.kept.size() < 2) return R::success(slot.kept);
   std::vector<const Kernel*> kernels;
   kernels.reserve(slot.kept.size());
-  for (const KernelDefinition* d : slot.kept) kernels.push_back(d->kernel);
+  for (const KernelDefinition* d : slot.kept) kernels.push_back(d->kernel());
   const HeuristicDescriptor& uhd = *slot.rankHeuristic;
   const std::string who = "sort_kernel_catalog heuristic '" + uhd.name + "' (symbol '" + uhd.symbol.value_or("") +
                           "') of slot '" + slot.name + "'";
@@ -270,12 +270,12 @@ Result<std::string> whyNotApplicable(const SlotCatalog& slot, const KernelDefini
   if (!accepted.value()) return R::success("a matcher of its pack '" + d.pack->name + "' does not accept the problem");
   if (!slot.applicabilityHandler) return R::success(std::string());
   const HeuristicDescriptor& uhd = *slot.applicabilityHeuristic;
-  auto applies = slot.applicabilityHandler->applicable(*d.kernel, problem);
+  auto applies = slot.applicabilityHandler->applicable(*d.kernel(), problem);
   if (!applies) {
     Diagnostic e = applies.error();
     if (e.code.empty()) e.code = codes::HEURISTIC_FAILED;
     e.message = "predict_applicable_kernels heuristic '" + uhd.name + "' of slot '" + slot.name + "' failed for " +
-                kernelLabel(*d.kernel) + ": " + e.message;
+                kernelLabel(*d.kernel()) + ": " + e.message;
     return R::failure(std::move(e));
   }
   if (!applies.value()) return R::success("predict_applicable_kernels heuristic '" + uhd.name + "' rules it out");
@@ -293,8 +293,8 @@ std::string notInSlot(const SlottedEngine& se, const SlotCatalog& slot, const st
       "kernel '" + kernelId + "' cannot run in slot '" + slot.name + "' of " + engineLabel(*se.engine) + ": ";
   for (const SlotCatalog& c : se.slots) {
     for (const KernelDefinition* d : c.kept) {
-      if (idKey(d->kernel->id) == key) {
-        return asked + kernelLabel(*d->kernel) + " is a kernel of slot '" + c.name + "', not of slot '" + slot.name +
+      if (idKey(d->kernel()->id) == key) {
+        return asked + kernelLabel(*d->kernel()) + " is a kernel of slot '" + c.name + "', not of slot '" + slot.name +
                "'";
       }
     }
@@ -351,13 +351,13 @@ Result<SlotProgram> makeSlotProgram(const StateManager& manager, std::string_vie
     if (chosen != choices.end()) {
       const std::string key = idKey(chosen->second);
       const auto it = std::find_if(slot.kept.begin(), slot.kept.end(),
-                                   [&](const KernelDefinition* d) { return idKey(d->kernel->id) == key; });
+                                   [&](const KernelDefinition* d) { return idKey(d->kernel()->id) == key; });
       if (it == slot.kept.end()) return R::failure(pickError(*engine, notInSlot(*se, slot, chosen->second)));
       auto why = whyNotApplicable(slot, **it, problem);
       if (!why) return R::failure(why.error());
       if (!why.value().empty()) {
         return R::failure(pickError(*engine, "kernel '" + chosen->second + "' cannot run in slot '" + slot.name +
-                                                 "' of " + engineLabel(*engine) + ": " + kernelLabel(*(*it)->kernel) +
+                                                 "' of " + engineLabel(*engine) + ": " + kernelLabel(*(*it)->kernel()) +
                                                  " does not apply to the problem: " + why.value()));
       }
       pick.definition = *it;

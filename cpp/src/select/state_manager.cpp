@@ -25,10 +25,14 @@ bool listRunsOn(const std::vector<std::string>& list, const std::string& arch) {
 }  // namespace
 
 bool kernelRunsOn(const Pack& pack, const Kernel& kernel, const std::string& arch) {
+  return archesRunOn(pack, kernel.arch, arch);
+}
+
+bool archesRunOn(const Pack& pack, const std::optional<std::vector<std::string>>& kernelArch, const std::string& arch) {
   if (arch.empty()) return true;
   const std::string bare = bareArch(arch);
   static const std::vector<std::string> none;
-  return listRunsOn(pack.arch, bare) && listRunsOn(kernel.arch ? *kernel.arch : none, bare);
+  return listRunsOn(pack.arch, bare) && listRunsOn(kernelArch ? *kernelArch : none, bare);
 }
 
 std::vector<std::string> kernelArches(const Pack& pack, const Kernel& kernel) {
@@ -52,7 +56,8 @@ StateManager::StateManager(std::shared_ptr<const DescriptorSet> set, const Regis
   keys.reserve(kept_.size());
   keptByKey_.reserve(kept_.size());
   for (std::size_t i = 0; i < kept_.size(); ++i) {
-    const std::string& id = kept_[i].kernel->id;
+    // The member's id: a set read through a shard index builds no kernel for it.
+    const std::string_view id = kept_[i].member->id();
     const bool upper = std::any_of(id.begin(), id.end(), [](char c) { return c >= 'A' && c <= 'Z'; });
     if (std::string key = upper ? idKey(id) : std::string(); !upper || key == id) {
       keys.emplace_back(id);
@@ -73,7 +78,7 @@ StateManager::StateManager(std::shared_ptr<const DescriptorSet> set, const Regis
     std::uint64_t prefix = 0;
     for (std::size_t b = 0; b < 8; ++b)
       prefix = (prefix << 8) | (b < keys[i].size() ? static_cast<unsigned char>(keys[i][b]) : 0U);
-    order[i] = Rank{kept_[i].kernel->priority, prefix, i};
+    order[i] = Rank{kept_[i].member->priority(), prefix, i};
   }
   std::sort(order.begin(), order.end(), [&](const Rank& a, const Rank& b) {
     if (a.priority != b.priority) return a.priority > b.priority;
@@ -102,14 +107,14 @@ StateManager::StateManager(std::shared_ptr<const DescriptorSet> set, const Regis
 void StateManager::drop(const Pack& pack, const PackMember& m, const std::string& symbol, const std::string& code,
                         const std::string& reason) {
   const std::string line =
-      "dropping " + kernelLabel(m.kernel) + " of pack '" + pack.name + "' (" + pack.file + "): " + reason;
-  dropped_.push_back(DroppedKernel{m.kernel.id, m.kernel.name, pack.id, pack.name, m.kernel.file, m.kernel.jsonPath,
-                                   symbol, code, reason});
+      "dropping " + kernelLabel(m.kernel()) + " of pack '" + pack.name + "' (" + pack.file + "): " + reason;
+  dropped_.push_back(DroppedKernel{m.kernel().id, m.kernel().name, pack.id, pack.name, m.kernel().file,
+                                   m.kernel().jsonPath, symbol, code, reason});
   log_.push_back(line);
   // A pack without a dispatch is served by nothing native, by its author's
   // choice (a handler may decline a launch set): a warning. Every other drop is an error.
-  diagnostics_.push_back(code == codes::NO_DISPATCH ? makeWarning(code, m.kernel.file, m.kernel.jsonPath, line)
-                                                    : makeError(code, m.kernel.file, m.kernel.jsonPath, line));
+  diagnostics_.push_back(code == codes::NO_DISPATCH ? makeWarning(code, m.kernel().file, m.kernel().jsonPath, line)
+                                                    : makeError(code, m.kernel().file, m.kernel().jsonPath, line));
 }
 
 void StateManager::build(const Registry& registry) {
@@ -122,14 +127,18 @@ void StateManager::build(const Registry& registry) {
   std::size_t total = 0;
   for (const Pack& pack : set_->packs) total += pack.members.size();
   kept_.reserve(total);
+  // The arch's bare name and each pack's arches judged once, not per kernel.
+  const std::string bare = arch_.empty() ? std::string() : bareArch(arch_);
+  static const std::vector<std::string> none;
   for (const Pack& pack : set_->packs) {
     std::vector<const PackMember*> members;
+    const bool packRuns = arch_.empty() || listRunsOn(pack.arch, bare);
     for (const PackMember& m : pack.members) {
-      if (kernelRunsOn(pack, m.kernel, arch_)) {
+      if (packRuns && (arch_.empty() || listRunsOn(m.arch() ? *m.arch() : none, bare))) {
         members.push_back(&m);
       } else {
-        filtered_.push_back(DroppedKernel{m.kernel.id, m.kernel.name, pack.id, pack.name, m.kernel.file,
-                                          m.kernel.jsonPath, "", codes::ARCH_FILTERED,
+        filtered_.push_back(DroppedKernel{m.kernel().id, m.kernel().name, pack.id, pack.name, m.kernel().file,
+                                          m.kernel().jsonPath, "", codes::ARCH_FILTERED,
                                           "it does not run on " + bareArch(arch_)});
       }
     }
@@ -155,26 +164,26 @@ void StateManager::build(const Registry& registry) {
     const std::set<std::string> declared(declaredList.begin(), declaredList.end());
     bool anyKept = false;
     const Engine* engine = set_->engineOf(pack);  // once per pack, not per kernel
+    std::vector<BoundMatcher> packMatchers;
+    bool matchersBound = false;
     for (const PackMember* m : members) {
-      // Both sorted: compared in place, the kernel's set built only to word a mismatch.
-      const auto& launches = m->kernel.sources;
-      const bool same = launches.size() == declared.size() &&
-                        std::equal(launches.begin(), launches.end(), declared.begin(),
-                                   [](const auto& entry, const std::string& name) { return entry.first == name; });
-      if (!same) {
-        const std::set<std::string> has = launchNamesOf(m->kernel);
+      // Compared in place, the kernel's set built only to word a mismatch.
+      if (!m->launchesAre(declared)) {
+        const std::set<std::string> has = launchNamesOf(m->kernel());
         drop(pack, *m, symbol, codes::LAUNCH_SET_MISMATCH,
              "dispatch symbol '" + symbol + "' declares launches " + describeLaunchSet(declared) + ", the kernel has " +
                  describeLaunchSet(has));
         continue;
       }
-      KernelDefinition def{&m->kernel, m, &pack, dispatch, engine, handler, symbol, {}};
-      for (const std::string& id : pack.matchers) {
-        if (const MatcherDescriptor* umd = set_->findMatcher(id)) {
-          def.matchers.push_back(BoundMatcher{umd->id, umd->matchSymbol, registry.matcher(umd->matchSymbol)});
+      if (!matchersBound) {  // the pack's matchers, looked up once for all its kernels
+        for (const std::string& id : pack.matchers) {
+          if (const MatcherDescriptor* umd = set_->findMatcher(id)) {
+            packMatchers.push_back(BoundMatcher{umd->id, umd->matchSymbol, registry.matcher(umd->matchSymbol)});
+          }
         }
+        matchersBound = true;
       }
-      kept_.push_back(std::move(def));
+      kept_.push_back(KernelDefinition{m, &pack, dispatch, engine, handler, symbol, packMatchers});
       anyKept = true;
     }
     if (!anyKept) continue;
@@ -222,11 +231,11 @@ const KernelDefinition* StateManager::find(std::string_view kernelId) const {
 Result<bool> matchersAccept(const KernelDefinition& d, const Json& problem) {
   for (const BoundMatcher& m : d.matchers) {
     if (!m.handler) continue;
-    auto verdict = m.handler->matches(*d.kernel, problem);
+    auto verdict = m.handler->matches(*d.kernel(), problem);
     if (!verdict) {
       Diagnostic e = verdict.error();
       if (e.code.empty()) e.code = codes::MATCHER_FAILED;
-      e.message = "matcher '" + m.symbol + "' failed for " + kernelLabel(*d.kernel) + " of pack '" + d.pack->name +
+      e.message = "matcher '" + m.symbol + "' failed for " + kernelLabel(*d.kernel()) + " of pack '" + d.pack->name +
                   "': " + e.message;
       return Result<bool>::failure(std::move(e));
     }
@@ -274,7 +283,7 @@ Result<std::vector<std::uint8_t>> StateManager::loadLaunchCode(std::string_view 
   options.cache = cache_.get();
   options.keepBytes = keepBytes;
   options.located = located;
-  return ukdpack::loadLaunchCode(*def->kernel, set_->rootOf(*def->member), launch, arch.empty() ? arch_ : arch,
+  return ukdpack::loadLaunchCode(*def->kernel(), set_->rootOf(*def->member), launch, arch.empty() ? arch_ : arch,
                                  options);
 }
 
@@ -291,7 +300,7 @@ std::vector<std::optional<Diagnostic>> StateManager::checkLaunchCodes(
   for (std::size_t i = 0; i < launches.size(); ++i) {
     std::string key;
     if (const KernelDefinition* def = find(launches[i].first)) {
-      const Kernel& k = *def->kernel;
+      const Kernel& k = *def->kernel();
       const KernelSource* src = singleLaunchSource(k);
       if (src == nullptr && launches[i].second) {
         const auto it = k.sources.find(*launches[i].second);
@@ -350,9 +359,9 @@ std::map<std::string, std::vector<std::string>> stubLaunchSets(const DescriptorS
     const Dispatch* d = set.dispatchOf(p);
     if (d == nullptr) continue;
     const auto first = std::find_if(p.members.begin(), p.members.end(),
-                                    [&](const PackMember& m) { return kernelRunsOn(p, m.kernel, arch); });
+                                    [&](const PackMember& m) { return archesRunOn(p, m.arch(), arch); });
     if (first == p.members.end()) continue;
-    const std::set<std::string> names = launchNamesOf(first->kernel);
+    const std::set<std::string> names = launchNamesOf(first->kernel());
     out.emplace(d->dispatchSymbol, std::vector<std::string>(names.begin(), names.end()));
   }
   for (const Dispatch& d : set.dispatches) out.emplace(d.dispatchSymbol, std::vector<std::string>{});

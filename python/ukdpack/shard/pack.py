@@ -212,6 +212,15 @@ def _data(product: Product) -> bytes:
     return product.data
 
 
+def _write_index(staging: Path) -> None:
+    """The shard's index (docs/shards.md) beside its descriptors, published with them: the
+    runtime then reads each kernel from its bytes. Only a shard whose load says nothing
+    gets one; without it the runtime reads the JSON, with the same result."""
+    data, _why = _runtime.shard_index(str(staging))
+    if data is not None:
+        publish.write_file(staging, _runtime.SHARD_INDEX_FILE, data)
+
+
 def _start_entry_check(archives: _runtime.ArchiveCache, archive: Path,
                        threads: int) -> threading.Thread:
     """``archives.check_entries`` of ``archive`` on a thread of its own, started now."""
@@ -354,6 +363,7 @@ class _Assembler:
             if any(p.severity == "error" for p in result.problems):
                 publish.remove_shard(self.opts.out_root, self.arch)
                 return result
+            _write_index(self._staging)
             result.published = publish.publish(self._staging, self.opts.out_root, self.arch)
             if self.parts is not None and self.parts_record is not None:
                 reuse.write_record(self.parts_record, self.parts.made)

@@ -53,6 +53,11 @@ struct LoaderOptions {
   // Threads reading a root's files (0: one per core, at most 16). What each
   // file produces joins the set in walk order, so the result does not depend on it.
   unsigned threads = 0;
+  // Whether loadShard may read the shard's index (index.ukdx) instead of
+  // scanning every kernel: only with the other options at their defaults, and
+  // only when the index binds (ukdpack/load/shard_index.hpp). Off, or when the
+  // index does not bind, the JSON load runs; the result is the same either way.
+  bool useIndex = true;
 };
 
 // Everything one load produced. Pointers returned by the finders point into
@@ -83,6 +88,11 @@ struct DescriptorSet {
   };
   std::vector<Walked> files;
   std::vector<Skipped> skipped;
+  // Whether the load read the shard's index (index.ukdx); when it did not, why
+  // (no index, or one that does not bind). Kept apart from `diagnostics`: the
+  // set is the JSON load's either way. Empty when the load did not look for one.
+  bool fromIndex = false;
+  std::string indexReason;
   // LoaderOptions::maxDecompressedBytes of the load: what loading its launch code may decompress.
   std::uint64_t maxDecompressedBytes = kDefaultMaxDecompressedBytes;
 

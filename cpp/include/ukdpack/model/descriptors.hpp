@@ -7,10 +7,12 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <set>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "ukdpack/base/diagnostics.hpp"
@@ -256,16 +258,89 @@ struct DescriptorInfo {
   Json raw;
 };
 
+// A kernel read when it is first asked for (a shard index's: a load that reads
+// each kernel from its own bytes). `read` builds it and its completed metadata
+// exactly as the JSON load would; what the state manager ranks and filters on
+// is known up front.
+class KernelReader {
+ public:
+  virtual ~KernelReader() = default;
+  virtual void read(std::size_t index, Kernel& kernel, Json& completedMetadata) const = 0;
+};
+struct DeferredKernel {
+  std::shared_ptr<const KernelReader> reader;
+  std::size_t index = 0;  // the reader's own numbering
+  std::string_view id;    // a view of what `reader` keeps alive
+  std::int64_t priority = 0;
+  std::optional<std::vector<std::string>> arch;
+  std::vector<std::string> launches;  // sorted; empty: a single launch
+  mutable std::once_flag once;
+  mutable std::unique_ptr<Kernel> kernel;  // allocated when built: a set of 100,000 holds few
+  mutable Json completedMetadata;
+
+  void ensure() const {
+    std::call_once(once, [this] {
+      auto built = std::make_unique<Kernel>();
+      reader->read(index, *built, completedMetadata);
+      kernel = std::move(built);
+    });
+  }
+};
+
+// The kernel of a member that holds none (default-constructed).
+const Kernel& emptyKernel();
+
 // One kernel of a pack: inline in the KDP, or a standalone UKD it names by id.
 struct PackMember {
   std::size_t index = 0;  // position in the KDP's kernelDescriptors
   std::string ref;        // the standalone UKD's id; empty for an inline kernel
-  Kernel kernel;
-  JsonText raw;          // the UKD object as written, extension keys included
-  std::size_t root = 0;  // root the UKD was read from (a standalone UKD's own)
+  JsonText raw;           // the UKD object as written, extension keys included
+  std::size_t root = 0;   // root the UKD was read from (a standalone UKD's own)
+
+  // The kernel. Read only through this accessor: a load may build it on first
+  // use rather than up front (any thread), and the reference stays valid while the set lives.
+  const Kernel& kernel() const {
+    if (!deferred_) return kernel_ ? *kernel_ : emptyKernel();
+    deferred_->ensure();
+    return *deferred_->kernel;
+  }
   // The metadata completed by the engine's KMD (defaults filled in); the
   // metadata as written when the pack has no engine. Filled by the loader.
-  Json completedMetadata;
+  const Json& completedMetadata() const {
+    if (!deferred_) return completedMetadata_;
+    deferred_->ensure();
+    return deferred_->completedMetadata;
+  }
+  // What ranking and filtering read, without building a deferred kernel.
+  std::string_view id() const { return deferred_ ? deferred_->id : std::string_view(kernel().id); }
+  std::int64_t priority() const { return deferred_ ? deferred_->priority : kernel().priority; }
+  const std::optional<std::vector<std::string>>& arch() const { return deferred_ ? deferred_->arch : kernel().arch; }
+  // Whether its launch names are exactly `names` (empty: a single launch).
+  bool launchesAre(const std::set<std::string>& names) const;
+  // Whether the kernel is read on first use (and not yet built).
+  bool deferred() const { return deferred_ != nullptr; }
+
+  // The loader's (and a test's) writers. Copies of a member share its kernel
+  // until one of them is edited.
+  Kernel& editKernel() {
+    if (!kernel_) {
+      kernel_ = std::make_shared<Kernel>();
+    } else if (kernel_.use_count() > 1) {
+      kernel_ = std::make_shared<Kernel>(*kernel_);
+    }
+    return *kernel_;
+  }
+  void setKernel(Kernel kernel) { kernel_ = std::make_shared<Kernel>(std::move(kernel)); }
+  Json& editCompletedMetadata() { return completedMetadata_; }
+  void setCompletedMetadata(Json metadata) { completedMetadata_ = std::move(metadata); }
+  void defer(std::shared_ptr<const DeferredKernel> deferred) { deferred_ = std::move(deferred); }
+
+ private:
+  // Held apart, not inline: a member read through a shard index holds no kernel
+  // until it is asked for, and a set of 100,000 members stays small.
+  std::shared_ptr<Kernel> kernel_;
+  Json completedMetadata_;
+  std::shared_ptr<const DeferredKernel> deferred_;
 };
 
 // A standalone UKD reference as written in kernelDescriptors.

@@ -33,8 +33,9 @@ struct BoundMatcher {
 // A kernel the state manager keeps. The pointers point into the state
 // manager's own copy of the descriptor set: valid while the manager lives.
 struct KernelDefinition {
-  const Kernel* kernel = nullptr;
   const PackMember* member = nullptr;
+  // The kernel (a set loaded through a shard index builds it here, on first use).
+  const Kernel* kernel() const { return member != nullptr ? &member->kernel() : nullptr; }
   const Pack* pack = nullptr;
   const Dispatch* dispatch = nullptr;
   const Engine* engine = nullptr;  // nullptr when the pack names none
@@ -203,6 +204,8 @@ Result<bool> matchersAccept(const KernelDefinition& definition, const Json& prob
 // arch, else its pack's; an empty list is every arch; generic targets hold
 // their members. An empty `arch` matches every kernel.
 bool kernelRunsOn(const Pack& pack, const Kernel& kernel, const std::string& arch);
+// The same, of a kernel's arch list (absent: its pack's).
+bool archesRunOn(const Pack& pack, const std::optional<std::vector<std::string>>& kernelArch, const std::string& arch);
 
 // The arches a kernel names: its UKD arch, else its pack's (empty: every arch).
 std::vector<std::string> kernelArches(const Pack& pack, const Kernel& kernel);

@@ -1,0 +1,485 @@
+// The shard index (index.ukdx): its bytes, written from a shard's JSON load and
+// read back checked, and the one way an inline kernel is read from its span.
+//
+// Layout, little-endian: "UKDX", u32 format, u64 body size, the body's sha256
+// (32 bytes), then the body: the writer's identity (str), u32 file count and per
+// file its path (str), type (str), u64 size, sha256 hex (str), u8 spans and,
+// with spans, u32 kernel count and per kernel u32 list index, u64 begin, u64
+// end, id (str), i64 priority, u8 has arch, [u32 count, str...], u32 launch
+// count, str... A str is a u32 length and its bytes.
+#include "ukdpack/load/shard_index.hpp"
+
+#include <algorithm>
+#include <array>
+#include <cstring>
+#include <utility>
+
+#include "base/files.hpp"
+#include "json/json_tape.hpp"
+#include "load/loader_impl.hpp"
+#include "load/shard_index_impl.hpp"
+#include "model/object_reader.hpp"
+#include "ukdpack/base/sha256.hpp"
+
+#ifndef UKDPACK_VERSION
+#error "UKDPACK_VERSION must be defined (CMakeLists.txt passes the project version)"
+#endif
+
+namespace ukdpack {
+
+namespace fs = std::filesystem;
+
+namespace detail {
+
+namespace {
+
+constexpr char kMagic[4] = {'U', 'K', 'D', 'X'};
+constexpr std::uint32_t kFormat = 1;
+constexpr std::size_t kHeaderSize = 4 + 4 + 8 + 32;
+// An index larger than this is no index this reader wrote (a shard's descriptors are at most 256 MiB a file).
+constexpr std::uint64_t kMaxIndexBytes = 1ull << 30;
+
+// Who wrote it: the version, and the descriptor versions it reads (an index is
+// the load of one reader: another may read the same JSON differently).
+std::string writerIdentity() {
+  const VersionLimits v;
+  return std::string("ukdpack ") + UKDPACK_VERSION + "; kdp " + v.kdp.str() + ", ukd " + v.ukd.str() + ", udd " +
+         v.udd.str() + ", ued " + v.ued.str() + ", kmd " + v.kmd.str() + ", umd " + v.umd.str() + ", uhd " +
+         v.uhd.str();
+}
+
+class Writer {
+ public:
+  void u8(std::uint8_t v) { out_.push_back(static_cast<char>(v)); }
+  void u32(std::uint32_t v) {
+    for (int i = 0; i < 4; ++i) out_.push_back(static_cast<char>((v >> (8 * i)) & 0xFF));
+  }
+  void u64(std::uint64_t v) {
+    for (int i = 0; i < 8; ++i) out_.push_back(static_cast<char>((v >> (8 * i)) & 0xFF));
+  }
+  void str(std::string_view s) {
+    u32(static_cast<std::uint32_t>(s.size()));
+    out_.append(s.data(), s.size());
+  }
+  std::string take() { return std::move(out_); }
+
+ private:
+  std::string out_;
+};
+
+// Reads records, every length and count checked against what is left.
+class Reader {
+ public:
+  Reader(std::string_view bytes, std::size_t at) : bytes_(bytes), at_(at) {}
+  bool ok() const { return ok_; }
+  std::size_t at() const { return at_; }
+  std::size_t left() const { return bytes_.size() - at_; }
+  std::uint64_t uint(int size) {
+    if (!ok_ || left() < static_cast<std::size_t>(size)) return fail();
+    std::uint64_t v = 0;
+    for (int i = 0; i < size; ++i) v |= std::uint64_t(static_cast<unsigned char>(bytes_[at_ + i])) << (8 * i);
+    at_ += static_cast<std::size_t>(size);
+    return v;
+  }
+  std::string_view str() {
+    const std::uint64_t n = uint(4);
+    if (!ok_ || left() < n) return fail(), std::string_view();
+    const std::string_view s = bytes_.substr(at_, n);
+    at_ += n;
+    return s;
+  }
+  // A count of records each at least `minSize` bytes: more than could fit is a damaged index.
+  std::uint32_t count(std::size_t minSize) {
+    const std::uint64_t n = uint(4);
+    if (!ok_ || n > left() / minSize) return static_cast<std::uint32_t>(fail());
+    return static_cast<std::uint32_t>(n);
+  }
+
+ private:
+  std::uint64_t fail() {
+    ok_ = false;
+    return 0;
+  }
+  std::string_view bytes_;
+  std::size_t at_;
+  bool ok_ = true;
+};
+
+std::string hexToBytes(const std::string& hex) {
+  std::string out;
+  for (std::size_t i = 0; i + 1 < hex.size(); i += 2)
+    out.push_back(static_cast<char>(std::stoi(hex.substr(i, 2), nullptr, 16)));
+  return out;
+}
+
+std::string joined(const std::vector<std::string>& items) {
+  std::string out;
+  for (const std::string& s : items) out += (out.empty() ? "" : ",") + s;
+  return out;
+}
+
+std::string describeSource(const KernelSource& s) {
+  std::string out = s.kind + " fields " + std::string(s.fields.text()) + " file " + s.file.value_or("-") + " library " +
+                    s.library + " toc " + s.tocKey + " symbol " + s.symbol + " sha256 " + s.sha256 + " signature " +
+                    describeSignature(s.signature) + " targets";
+  for (const auto& [target, digest] : s.targets) out += " " + target + "=" + digest;
+  return out;
+}
+
+}  // namespace
+
+bool indexApplies(const LoaderOptions& options) {
+  const VersionLimits builtIn;
+  const VersionLimits& v = options.maxVersions;
+  return !options.authored && !options.sourceFiles && options.excludeFolders.empty() && options.arches.empty() &&
+         v.kdp == builtIn.kdp && v.ukd == builtIn.ukd && v.udd == builtIn.udd && v.ued == builtIn.ued &&
+         v.kmd == builtIn.kmd && v.umd == builtIn.umd && v.uhd == builtIn.uhd;
+}
+
+std::optional<ShardIndex> parseShardIndex(std::shared_ptr<const std::string> bytes, std::string& why) {
+  const std::string_view all(*bytes);
+  const std::string name = kShardIndexFile;
+  if (all.size() < kHeaderSize) {
+    why = name + " is truncated: " + std::to_string(all.size()) + " bytes, shorter than its header";
+    return std::nullopt;
+  }
+  if (std::memcmp(all.data(), kMagic, 4) != 0) {
+    why = name + " is no shard index (it does not start with UKDX)";
+    return std::nullopt;
+  }
+  Reader header(all, 4);
+  const std::uint64_t format = header.uint(4);
+  const std::uint64_t bodySize = header.uint(8);
+  if (format != kFormat) {
+    why = name + " has format " + std::to_string(format) + "; this reader reads format " + std::to_string(kFormat);
+    return std::nullopt;
+  }
+  if (bodySize != all.size() - kHeaderSize) {
+    why = name + " is truncated or padded: its header states a body of " + std::to_string(bodySize) +
+          " bytes, it has " + std::to_string(all.size() - kHeaderSize);
+    return std::nullopt;
+  }
+  const std::string_view digest = all.substr(16, 32);
+  if (hexToBytes(sha256Hex(all.data() + kHeaderSize, bodySize)) != digest) {
+    why = name + "'s body does not have the sha256 its header states (damaged or edited)";
+    return std::nullopt;
+  }
+  ShardIndex index;
+  Reader r(all, kHeaderSize);
+  index.writer = r.str();
+  if (r.ok() && index.writer != writerIdentity()) {
+    why = name + " was written by " + std::string(index.writer) + "; this reader is " + writerIdentity();
+    return std::nullopt;
+  }
+  const std::uint32_t files = r.count(4 + 4 + 8 + 4 + 1);
+  index.files.reserve(files);
+  for (std::uint32_t f = 0; f < files && r.ok(); ++f) {
+    IndexedFile& file = index.files.emplace_back();
+    file.rel = r.str();
+    file.type = r.str();
+    file.size = r.uint(8);
+    file.sha256 = r.str();
+    file.spans = r.uint(1) != 0;
+    if (!file.spans) continue;
+    const std::uint32_t kernels = r.count(4 + 8 + 8 + 4 + 8 + 1 + 4);
+    file.kernels.reserve(kernels);
+    for (std::uint32_t k = 0; k < kernels && r.ok(); ++k) {
+      IndexedKernel& kernel = file.kernels.emplace_back();
+      kernel.listIndex = static_cast<std::uint32_t>(r.uint(4));
+      kernel.begin = r.uint(8);
+      kernel.end = r.uint(8);
+      kernel.id = r.str();
+      kernel.priority = static_cast<std::int64_t>(r.uint(8));
+      kernel.hasArch = r.uint(1) != 0;
+      if (kernel.hasArch) {
+        const std::uint32_t n = r.count(4);
+        for (std::uint32_t i = 0; i < n && r.ok(); ++i) kernel.arch.push_back(r.str());
+      }
+      const std::uint32_t n = r.count(4);
+      for (std::uint32_t i = 0; i < n && r.ok(); ++i) kernel.launches.push_back(r.str());
+      if (kernel.begin > kernel.end || kernel.end > file.size) {
+        why = name + " places a kernel of " + std::string(file.rel) + " outside the file";
+        return std::nullopt;
+      }
+    }
+  }
+  if (!r.ok() || r.left() != 0) {
+    why = name + "'s records do not fit its body (at byte " + std::to_string(r.at()) + ")";
+    return std::nullopt;
+  }
+  index.bytes = std::move(bytes);
+  return index;
+}
+
+std::optional<ShardIndex> readShardIndex(const fs::path& root, std::string& why) {
+  const fs::path path = root / kShardIndexFile;
+  std::error_code ec;
+  if (!fs::exists(fs::symlink_status(path, ec))) {
+    why = std::string("the shard has no ") + kShardIndexFile;
+    return std::nullopt;
+  }
+  auto read = readRegularFile(path, kMaxIndexBytes);
+  if (!read) {
+    why = std::string("cannot read ") + kShardIndexFile + ": " + read.error().message;
+    return std::nullopt;
+  }
+  return parseShardIndex(std::make_shared<const std::string>(std::move(read.value())), why);
+}
+
+std::optional<PackMember> memberFromSpan(const std::shared_ptr<const std::string>& text, const IndexedKernel& k,
+                                         const KernelContext& ctx, const Version& maxUkd) {
+  // The object alone: what the JSON load's tape holds for it, read by the same reader.
+  const auto span = std::make_shared<const std::string>(*text, k.begin, k.end - k.begin);
+  const auto tape = JsonTape::scan(span);
+  if (!tape || !tape->root().is_object()) return std::nullopt;
+  std::vector<Diagnostic> diags;
+  if (checkVersionOf(tape->root(), "ukd", maxUkd).gate != VersionGate::Read) return std::nullopt;
+  auto kernel = parseKernelFrom(tape->root(), ctx, diags);
+  if (!kernel || !diags.empty()) return std::nullopt;
+  PackMember m;
+  m.index = k.listIndex;
+  m.setKernel(std::move(*kernel));
+  m.raw = JsonText(text, k.begin, k.end - k.begin);
+  return m;
+}
+
+void SpanKernels::read(std::size_t index, Kernel& kernel, Json& completedMetadata) const {
+  const IndexedKernel& k = entry_->kernels.at(index);
+  std::optional<PackMember> m = memberFromSpan(
+      text_, k, KernelContext{file_, jsonPathIndex("$.kernelDescriptors", k.listIndex), baseDir_}, maxUkd_);
+  if (m) {
+    kernel = std::move(m->editKernel());
+  } else {
+    // Not for an index that binds (its writer read every span back); what the index says, at least.
+    kernel.id = std::string(k.id);
+    kernel.priority = k.priority;
+    kernel.file = file_;
+    kernel.jsonPath = jsonPathIndex("$.kernelDescriptors", k.listIndex);
+    kernel.baseDir = baseDir_;
+  }
+  std::vector<Diagnostic> unused;  // the pack-time load completed the same bytes without a word
+  std::optional<Json> completed = kmd_ ? completeMetadata(*kmd_, kernel, unused) : std::nullopt;
+  completedMetadata = completed ? std::move(*completed) : kernel.metadata;
+}
+
+std::optional<std::string> packSkeleton(const std::string& text, const IndexedFile& file,
+                                        std::vector<std::size_t>& at) {
+  at.clear();
+  std::string out;
+  out.reserve(text.size() < 4096 ? text.size() : 4096);
+  std::uint64_t next = 0;
+  for (const IndexedKernel& k : file.kernels) {
+    if (k.begin < next || k.end > text.size() || k.end - k.begin < 2 || text[k.begin] != '{' || text[k.end - 1] != '}')
+      return std::nullopt;
+    out.append(text, next, k.begin - next);
+    at.push_back(out.size());
+    out += "{}";
+    next = k.end;
+  }
+  out.append(text, next, std::string::npos);
+  return out;
+}
+
+std::vector<std::string> describeSet(const DescriptorSet& set) {
+  std::vector<std::string> out;
+  out.push_back("diagnostics " + std::to_string(set.diagnostics.size()));
+  for (const Diagnostic& d : set.diagnostics) out.push_back("diagnostic " + d.str());
+  for (const DescriptorSet::Walked& f : set.files) out.push_back("file " + f.rel + " " + f.type);
+  out.push_back("descriptors: " + std::to_string(set.dispatches.size()) + " UDD, " +
+                std::to_string(set.engines.size()) + " UED, " + std::to_string(set.metadataSchemas.size()) + " KMD, " +
+                std::to_string(set.matchers.size()) + " UMD, " + std::to_string(set.heuristics.size()) + " UHD, " +
+                std::to_string(set.refusedPacks.size()) + " refused packs");
+  for (const Pack& p : set.packs) {
+    out.push_back("pack " + p.id + " " + p.name + " " + p.version.str() + " " + p.file + " arch " + joined(p.arch) +
+                  " matchers " + joined(p.matchers) + " engine " + p.engine.value_or("-") + " dispatch " +
+                  p.dispatch.value_or("-") + " slot " + p.slot.value_or("-") + " raw " + p.raw.dump() + " provenance " +
+                  p.provenance.dump() + " members " + std::to_string(p.members.size()));
+    for (const PackMember& m : p.members) {
+      const Kernel& k = m.kernel();
+      out.push_back(" kernel " + k.id + " of " + p.id + " at " + std::to_string(m.index) + " ref " + m.ref + " root " +
+                    std::to_string(m.root) + " name " + k.name + " version " + k.version.str() + " file " + k.file +
+                    " path " + k.jsonPath + " base " + k.baseDir.generic_string() + " priority " +
+                    std::to_string(k.priority) + " arch " + (k.arch ? joined(*k.arch) : "-") + " metadata " +
+                    k.metadata.dump() + " completed " + m.completedMetadata().dump() + " provenance " +
+                    k.provenance.dump() + " raw " + std::string(m.raw.text()));
+      if (const KernelSource* single = singleLaunchSource(k)) {
+        out.push_back("  source " + describeSource(*single));
+      } else {
+        for (const auto& [name, src] : k.sources) out.push_back("  launch " + name + " " + describeSource(src));
+      }
+    }
+  }
+  return out;
+}
+
+namespace {
+
+bool sameSignature(const Signature& a, const Signature& b) {
+  return std::equal(a.begin(), a.end(), b.begin(), b.end(), [](const SignatureArg& x, const SignatureArg& y) {
+    return x.kind == y.kind && x.size == y.size && x.offset == y.offset && x.name == y.name;
+  });
+}
+
+bool sameSource(const KernelSource& a, const KernelSource& b) {
+  return a.kind == b.kind && a.fields.text() == b.fields.text() && a.file == b.file && a.library == b.library &&
+         a.tocKey == b.tocKey && a.symbol == b.symbol && a.sha256 == b.sha256 &&
+         sameSignature(a.signature, b.signature) && a.targets == b.targets;
+}
+
+bool sameMember(const PackMember& a, const PackMember& b) {
+  const Kernel& x = a.kernel();
+  const Kernel& y = b.kernel();
+  return a.index == b.index && a.ref == b.ref && a.raw.text() == b.raw.text() && x.id == y.id && x.name == y.name &&
+         x.version == y.version && x.priority == y.priority && x.arch == y.arch && x.file == y.file &&
+         x.jsonPath == y.jsonPath && x.baseDir == y.baseDir && x.metadata == y.metadata &&
+         x.provenance == y.provenance && a.completedMetadata() == b.completedMetadata() &&
+         sameSource(x.source, y.source) &&
+         std::equal(x.sources.begin(), x.sources.end(), y.sources.begin(), y.sources.end(),
+                    [](const auto& p, const auto& q) { return p.first == q.first && sameSource(p.second, q.second); });
+}
+
+// The first kernel the two loads read differently, worded; empty when none.
+std::string firstKernelDifference(const DescriptorSet& json, const DescriptorSet& indexed) {
+  if (json.packs.size() != indexed.packs.size()) return "the packs differ";
+  for (std::size_t p = 0; p < json.packs.size(); ++p) {
+    const auto& a = json.packs[p].members;
+    const auto& b = indexed.packs[p].members;
+    if (json.packs[p].id != indexed.packs[p].id || a.size() != b.size()) return "pack " + json.packs[p].id + " differs";
+    for (std::size_t m = 0; m < a.size(); ++m)
+      if (!sameMember(a[m], b[m])) return kernelLabel(a[m].kernel()) + " (" + json.packs[p].file + ") differs";
+  }
+  return "";
+}
+
+// The first line where two descriptions differ, worded; empty when they agree.
+std::string firstDifference(const std::vector<std::string>& json, const std::vector<std::string>& indexed) {
+  const std::size_t n = std::min(json.size(), indexed.size());
+  for (std::size_t i = 0; i < n; ++i) {
+    if (json[i] != indexed[i]) return "the JSON load has \"" + json[i] + "\", the index's \"" + indexed[i] + "\"";
+  }
+  if (json.size() != indexed.size()) {
+    return json.size() > indexed.size() ? "the index's load lacks \"" + json[n] + "\""
+                                        : "the index's load has more: \"" + indexed[n] + "\"";
+  }
+  return "";
+}
+
+}  // namespace
+
+}  // namespace detail
+
+Result<std::string> buildShardIndex(const fs::path& root) {
+  using R = Result<std::string>;
+  LoaderOptions jsonOnly;
+  jsonOnly.useIndex = false;
+  const DescriptorSet set = loadShard(root, jsonOnly);
+  if (!set.diagnostics.empty()) {
+    return R::failure(makeError(codes::SHARD_INDEX, kShardIndexFile, "",
+                                "no index for a shard whose load gives diagnostics (" +
+                                    std::to_string(set.diagnostics.size()) +
+                                    ", the first: " + set.diagnostics.front().str() + ")"));
+  }
+  // Each pack's inline members, by file and list place.
+  std::map<std::string, const Pack*> packOf;
+  for (const Pack& p : set.packs) packOf.emplace(p.file, &p);
+  detail::Writer body;
+  body.str(detail::writerIdentity());
+  body.u32(static_cast<std::uint32_t>(set.files.size()));
+  const fs::path top = set.roots.front();
+  for (const DescriptorSet::Walked& f : set.files) {
+    auto read = detail::readRegularFile(top / f.rel, detail::kMaxDescriptorBytes);
+    if (!read) return R::failure(read.error());
+    const auto text = std::make_shared<const std::string>(std::move(read.value()));
+    body.str(f.rel);
+    body.str(f.type);
+    body.u64(text->size());
+    body.str(sha256Hex(text->data(), text->size()));
+    const auto pack = packOf.find(f.rel);
+    const auto tape = f.type == "kdp" && pack != packOf.end() ? detail::JsonTape::scan(text) : nullptr;
+    const detail::JsonNode* list = nullptr;
+    if (tape && tape->root().is_object()) {
+      const auto it = tape->root().find("kernelDescriptors");
+      if (it != tape->root().end() && it->is_array()) list = &*it;
+    }
+    // A KDP the tape does not read (a comment, say) is bound but read as JSON.
+    if (list == nullptr) {
+      body.u8(0);
+      continue;
+    }
+    std::vector<std::pair<const detail::JsonNode*, const PackMember*>> kernels;
+    for (std::size_t i = 0; i < list->size(); ++i) {
+      const detail::JsonNode& item = (*list)[i];
+      if (!item.is_object()) continue;
+      const auto& members = pack->second->members;
+      const auto m = std::find_if(members.begin(), members.end(),
+                                  [&](const PackMember& x) { return x.index == i && x.ref.empty(); });
+      if (m == members.end()) {
+        return R::failure(makeError(codes::SHARD_INDEX, f.rel, jsonPathIndex("$.kernelDescriptors", i),
+                                    "an inline kernel the load did not keep; no index is written"));
+      }
+      kernels.emplace_back(&item, &*m);
+    }
+    body.u8(1);
+    body.u32(static_cast<std::uint32_t>(kernels.size()));
+    for (const auto& [item, m] : kernels) {
+      const Kernel& k = m->kernel();
+      body.u32(static_cast<std::uint32_t>(m->index));
+      body.u64(item->begin_offset());
+      body.u64(item->end_offset());
+      body.str(k.id);
+      body.u64(static_cast<std::uint64_t>(k.priority));
+      body.u8(k.arch ? 1 : 0);
+      if (k.arch) {
+        body.u32(static_cast<std::uint32_t>(k.arch->size()));
+        for (const std::string& a : *k.arch) body.str(a);
+      }
+      const std::set<std::string> launches = launchNamesOf(k);
+      body.u32(static_cast<std::uint32_t>(launches.size()));
+      for (const std::string& l : launches) body.str(l);
+    }
+  }
+  const std::string b = body.take();
+  detail::Writer header;
+  std::string out(detail::kMagic, 4);
+  header.u32(detail::kFormat);
+  header.u64(b.size());
+  out += header.take();
+  out += detail::hexToBytes(sha256Hex(b.data(), b.size()));
+  out += b;
+  // What the runtime would load through it must be the JSON load, field by field.
+  std::string why;
+  const auto index = detail::parseShardIndex(std::make_shared<const std::string>(out), why);
+  if (!index) {
+    return R::failure(makeError(codes::SHARD_INDEX, kShardIndexFile, "", "the index written does not read: " + why));
+  }
+  // The load through it must bind, and every kernel read from its span must be the
+  // JSON load's (ukdpack-validate compares the whole set; this stays a fraction of a load).
+  const DescriptorSet indexed = detail::loadShardWithIndex(root, *index);
+  const std::string difference =
+      indexed.fromIndex ? detail::firstKernelDifference(set, indexed) : "it does not bind: " + indexed.indexReason;
+  if (!difference.empty()) {
+    return R::failure(makeError(codes::SHARD_INDEX, kShardIndexFile, "",
+                                "the load through the index written differs from the JSON load: " + difference));
+  }
+  return R::success(std::move(out));
+}
+
+ShardIndexCheck checkShardIndex(const fs::path& root) {
+  ShardIndexCheck check;
+  std::error_code ec;
+  check.present = fs::exists(fs::symlink_status(root / kShardIndexFile, ec));
+  if (!check.present) return check;
+  LoaderOptions jsonOnly;
+  jsonOnly.useIndex = false;
+  const DescriptorSet json = loadShard(root, jsonOnly);
+  const DescriptorSet indexed = loadShard(root);
+  check.binds = indexed.fromIndex;
+  if (!check.binds) {
+    check.why = indexed.indexReason;
+    return check;
+  }
+  check.difference = detail::firstDifference(detail::describeSet(json), detail::describeSet(indexed));
+  return check;
+}
+
+}  // namespace ukdpack

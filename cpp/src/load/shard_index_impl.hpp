@@ -1,0 +1,109 @@
+// The shard index as the loader reads it (ukdpack/load/shard_index.hpp): the
+// records, views of the index's bytes, and the one way a kernel is read from its span.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "ukdpack/load/loader.hpp"
+#include "ukdpack/load/shard_index.hpp"
+
+namespace ukdpack::detail {
+
+// One inline kernel of a KDP: where its object lies in the file, and what the
+// state manager ranks and filters on without reading it.
+struct IndexedKernel {
+  std::uint32_t listIndex = 0;  // its place in kernelDescriptors
+  std::uint64_t begin = 0;      // its object's bytes in the file, [begin, end)
+  std::uint64_t end = 0;
+  std::string_view id;
+  std::int64_t priority = 0;
+  bool hasArch = false;  // false: the pack's arches
+  std::vector<std::string_view> arch;
+  std::vector<std::string_view> launches;  // sorted; empty: a single launch
+};
+
+// One descriptor file the index binds: the walk must find exactly these, each
+// with this size and sha256. A KDP's inline kernels when `spans`.
+struct IndexedFile {
+  std::string_view rel;
+  std::string_view type;
+  std::uint64_t size = 0;
+  std::string_view sha256;  // lowercase hex
+  bool spans = false;
+  std::vector<IndexedKernel> kernels;  // in kernelDescriptors order
+};
+
+struct ShardIndex {
+  std::shared_ptr<const std::string> bytes;  // what every view points into
+  std::string_view writer;
+  std::vector<IndexedFile> files;
+};
+
+// The inline kernels of one KDP read through the index, each built when first
+// asked for (PackMember::kernel()) from its span, by memberFromSpan.
+class SpanKernels : public KernelReader {
+ public:
+  SpanKernels(std::shared_ptr<const std::string> text, std::shared_ptr<const ShardIndex> index,
+              const IndexedFile* entry, std::string file, std::filesystem::path baseDir, Version maxUkd)
+      : text_(std::move(text)),
+        index_(std::move(index)),
+        entry_(entry),
+        file_(std::move(file)),
+        baseDir_(std::move(baseDir)),
+        maxUkd_(maxUkd) {}
+  // The KMD the kernels' metadata completes against (nullptr: kept as written); set
+  // once, by the load's resolution, before any kernel is read.
+  void completeWith(const MetadataSchema* kmd) {
+    kmd_ = kmd != nullptr ? std::make_shared<const MetadataSchema>(*kmd) : nullptr;
+  }
+  void read(std::size_t index, Kernel& kernel, Json& completedMetadata) const override;
+
+ private:
+  std::shared_ptr<const std::string> text_;
+  std::shared_ptr<const ShardIndex> index_;  // what `entry_` and its views point into
+  const IndexedFile* entry_;
+  std::string file_;
+  std::filesystem::path baseDir_;
+  Version maxUkd_;
+  std::shared_ptr<const MetadataSchema> kmd_;
+};
+
+// Whether a load with `options` may use an index: a runtime load with default
+// options (no authored tree, source-file checks, excluded folders, reported
+// arches or older reader emulated).
+bool indexApplies(const LoaderOptions& options);
+
+// The index at `root`, read and checked (magic, format, body sha256, every
+// record inside the bytes, the writer's identity); nullopt with `why` when
+// it is missing or does not read.
+std::optional<ShardIndex> readShardIndex(const std::filesystem::path& root, std::string& why);
+
+// The bytes of an index (the reader's parse of them, for tests and tools).
+std::optional<ShardIndex> parseShardIndex(std::shared_ptr<const std::string> bytes, std::string& why);
+
+// Reads one inline kernel from its span of `text` as the JSON load reads it
+// (same reader, same context); the member has no root or completed metadata
+// yet. nullopt when the span does not read alone without a word.
+std::optional<PackMember> memberFromSpan(const std::shared_ptr<const std::string>& text, const IndexedKernel& k,
+                                         const KernelContext& ctx, const Version& maxUkd);
+
+// A KDP's text with each indexed inline kernel's object cut to "{}": what the
+// pack's own reader reads when its kernels come from their spans; `at`
+// receives where each "{}" lies in it. nullopt when a span does not lie in
+// order inside the text on an object.
+std::optional<std::string> packSkeleton(const std::string& text, const IndexedFile& file, std::vector<std::size_t>& at);
+
+// The load of one shard through `index` (the writer checks what it writes).
+DescriptorSet loadShardWithIndex(const std::filesystem::path& root, const ShardIndex& index);
+
+// Every field of a set's packs and kernels, one line each: what validate
+// and the index writer compare between the JSON load and the indexed one.
+std::vector<std::string> describeSet(const DescriptorSet& set);
+
+}  // namespace ukdpack::detail

@@ -1,0 +1,186 @@
+// The shard index (index.ukdx): a load through it gives the JSON load's set,
+// field by field; one that does not bind (missing, stale, truncated, altered,
+// hostile) is never used and never changes the result.
+#include <gtest/gtest.h>
+
+#include <fstream>
+
+#include "load/shard_index_impl.hpp"
+#include "runtime_support.hpp"
+#include "ukdpack/load/loader.hpp"
+#include "ukdpack/load/shard_index.hpp"
+
+using ukdpack::DescriptorSet;
+using ukdpack::LoaderOptions;
+using ukdtest::Json;
+using ukdtest::TempTree;
+
+namespace {
+
+LoaderOptions jsonOnly() {
+  LoaderOptions o;
+  o.useIndex = false;
+  return o;
+}
+
+std::vector<std::string> describe(const DescriptorSet& set) { return ukdpack::detail::describeSet(set); }
+
+// A shard of two packs: inline kernels (one multi-launch, one with its own arch),
+// a standalone UKD, and text with escapes and odd spacing the spans must keep.
+void writeShard(const TempTree& t) {
+  ukdtest::writeGenerics(t);
+  Json a = ukdtest::single("ukd-a", "a\u00e9", "A");
+  a["priority"] = 7;
+  a["arch"] = Json::array({"gfx90a"});
+  t.write("one/a.kdp.json", ukdtest::kdp("kdp-a", Json::array({a, ukdtest::single("ukd-b", "b", "B"), "ukd-s"}),
+                                         "udd-1", "ued-1", {"gfx90a", "gfx942"}));
+  t.write("one/s.ukd.json", ukdtest::single("ukd-s", "s", "S"));
+  t.write("two/b.kdp.json",
+          "{ \"id\": \"kdp-b\", \"version\": \"1.0\", \"name\": \"b\", \"arch\": [],\n"
+          "  \"matchers\": [\"umd-1\"], \"engine\": \"ued-1\", \"dispatch\": \"udd-1\",\n"
+          "  \"kernelDescriptors\": [\n    " +
+              ukdtest::single("ukd-c", "c\\n", "C").dump() + " ,\n\t" + ukdtest::single("ukd-d", "d", "HALF").dump(2) +
+              "]}\n");
+}
+
+std::string writeIndex(const TempTree& t) {
+  auto built = ukdpack::buildShardIndex(t.root());
+  EXPECT_TRUE(built) << (built ? "" : built.error().str());
+  if (!built) return "";
+  std::ofstream(t.root() / ukdpack::kShardIndexFile, std::ios::binary) << built.value();
+  return built.value();
+}
+
+void writeBytes(const TempTree& t, const std::string& bytes) {
+  std::ofstream(t.root() / ukdpack::kShardIndexFile, std::ios::binary | std::ios::trunc) << bytes;
+}
+
+}  // namespace
+
+TEST(ShardIndex, LoadsWhatTheJsonLoadsAndIsByteReproducible) {
+  TempTree t;
+  writeShard(t);
+  const DescriptorSet json = ukdpack::loadShard(t.root(), jsonOnly());
+  ASSERT_TRUE(json.diagnostics.empty()) << ukdtest::dump(json.diagnostics);
+  EXPECT_FALSE(json.fromIndex);
+  EXPECT_EQ(json.indexReason, "");
+  const DescriptorSet none = ukdpack::loadShard(t.root());
+  EXPECT_FALSE(none.fromIndex);
+  EXPECT_EQ(none.indexReason, "the shard has no index.ukdx");
+  const std::string bytes = writeIndex(t);
+  EXPECT_EQ(bytes.substr(0, 4), "UKDX");
+  EXPECT_EQ(writeIndex(t), bytes);  // the index file itself is no descriptor: the same bytes again
+  const DescriptorSet indexed = ukdpack::loadShard(t.root());
+  EXPECT_TRUE(indexed.fromIndex) << indexed.indexReason;
+  EXPECT_EQ(describe(indexed), describe(json));
+  const auto check = ukdpack::checkShardIndex(t.root());
+  EXPECT_TRUE(check.present && check.binds && check.difference.empty()) << check.why << check.difference;
+  // Options other than the defaults never read it.
+  LoaderOptions authoredLike;
+  authoredLike.sourceFiles = true;
+  EXPECT_FALSE(ukdpack::loadShard(t.root(), authoredLike).fromIndex);
+}
+
+TEST(ShardIndex, AnEditedJsonIsNeverServedFromAStaleIndex) {
+  TempTree t;
+  writeShard(t);
+  writeIndex(t);
+  // The same length, one priority changed: only the digest tells.
+  const std::filesystem::path kdp = t.root() / "one/a.kdp.json";
+  std::string text;
+  {
+    std::ifstream in(kdp, std::ios::binary);
+    text.assign(std::istreambuf_iterator<char>(in), {});
+  }
+  const std::size_t at = text.find("\"priority\": 7");
+  ASSERT_NE(at, std::string::npos);
+  text[at + 12] = '8';
+  t.write("one/a.kdp.json", text);
+  const DescriptorSet indexed = ukdpack::loadShard(t.root());
+  EXPECT_FALSE(indexed.fromIndex);
+  EXPECT_NE(indexed.indexReason.find("one/a.kdp.json is not the file it was written for"), std::string::npos)
+      << indexed.indexReason;
+  EXPECT_EQ(describe(indexed), describe(ukdpack::loadShard(t.root(), jsonOnly())));
+  EXPECT_EQ(indexed.packs.at(0).members.at(0).kernel().priority, 8);
+  // A file added, or one removed: the walk no longer matches.
+  TempTree u;
+  writeShard(u);
+  writeIndex(u);
+  u.write("two/extra.umd.json", Json{{"id", "umd-2"}, {"version", "1.0"}, {"name", "m2"}, {"match_symbol", "m2"}});
+  const DescriptorSet added = ukdpack::loadShard(u.root());
+  EXPECT_FALSE(added.fromIndex);
+  EXPECT_NE(added.indexReason.find("is stale"), std::string::npos) << added.indexReason;
+  EXPECT_EQ(describe(added), describe(ukdpack::loadShard(u.root(), jsonOnly())));
+  // validate names it.
+  const auto check = ukdpack::checkShardIndex(u.root());
+  EXPECT_TRUE(check.present);
+  EXPECT_FALSE(check.binds);
+}
+
+TEST(ShardIndex, TruncatedOrAlteredBytesNeverChangeTheResult) {
+  TempTree t;
+  writeShard(t);
+  const std::string bytes = writeIndex(t);
+  const std::vector<std::string> json = describe(ukdpack::loadShard(t.root(), jsonOnly()));
+  ASSERT_GT(bytes.size(), 100u);
+  std::size_t used = 0;
+  for (std::size_t n = 0; n < bytes.size(); n += 1 + n / 8) {
+    writeBytes(t, bytes.substr(0, n));
+    const DescriptorSet s = ukdpack::loadShard(t.root());
+    EXPECT_FALSE(s.fromIndex) << n;
+    EXPECT_FALSE(s.indexReason.empty()) << n;
+    EXPECT_EQ(describe(s), json) << n;
+  }
+  for (std::size_t i = 0; i < bytes.size(); i += 3) {
+    std::string altered = bytes;
+    altered[i] = static_cast<char>(altered[i] ^ 0x5a);
+    writeBytes(t, altered);
+    const DescriptorSet s = ukdpack::loadShard(t.root());
+    used += s.fromIndex ? 1 : 0;
+    EXPECT_EQ(describe(s), json) << i;
+  }
+  EXPECT_EQ(used, 0u);  // the body's sha256 catches every altered byte
+}
+
+TEST(ShardIndex, AHostileIndexWithAValidDigestIsCaughtByItsSpans) {
+  TempTree t;
+  writeShard(t);
+  const std::string bytes = writeIndex(t);
+  std::string why;
+  auto index = ukdpack::detail::parseShardIndex(std::make_shared<const std::string>(bytes), why);
+  ASSERT_TRUE(index) << why;
+  const std::vector<std::string> json = describe(ukdpack::loadShard(t.root(), jsonOnly()));
+  // Each span moved by one byte, or two kernels' spans swapped: the spans no longer
+  // are the kernelDescriptors objects, so the file is read as written.
+  for (auto& f : index->files) {
+    if (f.kernels.size() < 2) continue;
+    ukdpack::detail::ShardIndex moved = *index;
+    for (auto& g : moved.files)
+      if (g.rel == f.rel) ++g.kernels[0].begin;
+    const DescriptorSet a = ukdpack::detail::loadShardWithIndex(t.root(), moved);
+    EXPECT_FALSE(a.fromIndex) << f.rel;
+    EXPECT_EQ(describe(a), json);
+    ukdpack::detail::ShardIndex swapped = *index;
+    for (auto& g : swapped.files)
+      if (g.rel == f.rel) std::swap(g.kernels[0], g.kernels[1]);
+    const DescriptorSet b = ukdpack::detail::loadShardWithIndex(t.root(), swapped);
+    EXPECT_FALSE(b.fromIndex) << f.rel;
+    EXPECT_EQ(describe(b), json);
+    ukdpack::detail::ShardIndex dropped = *index;
+    for (auto& g : dropped.files)
+      if (g.rel == f.rel) g.kernels.pop_back();
+    const DescriptorSet c = ukdpack::detail::loadShardWithIndex(t.root(), dropped);
+    EXPECT_FALSE(c.fromIndex) << f.rel;
+    EXPECT_EQ(describe(c), json);
+  }
+}
+
+TEST(ShardIndex, AShardWhoseLoadSaysAnythingGetsNone) {
+  TempTree t;
+  writeShard(t);
+  t.write("one/orphan.ukd.json", ukdtest::single("ukd-o", "o", "O"));  // an orphan: a note
+  const auto built = ukdpack::buildShardIndex(t.root());
+  ASSERT_FALSE(built);
+  EXPECT_EQ(built.error().code, ukdpack::codes::SHARD_INDEX);
+  EXPECT_NE(built.error().message.find("gives diagnostics"), std::string::npos) << built.error().message;
+}

@@ -1,0 +1,97 @@
+"""The shard's index (index.ukdx, docs/cpp-consumer.md): the packer writes it beside a
+shard whose load says nothing, the runtime's load reads the kernels through it, and a
+shard edited after packing is read from its JSON and reported by ukdpack-validate."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from shard_support import ARCH, edit, pack_example
+
+from ukdpack import _runtime
+
+INDEX = _runtime.SHARD_INDEX_FILE
+
+
+@pytest.fixture(scope="module")
+def shard(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return pack_example(tmp_path_factory, "index")[1] / ARCH
+
+
+def _validate(folder: Path) -> subprocess.CompletedProcess[str]:
+    exe = Path(sys.executable).parent / "ukdpack-validate"
+    return subprocess.run([str(exe), str(folder)], capture_output=True, text=True, check=False,
+                          timeout=120)
+
+
+def _without_views(packs: list[dict[str, object]]) -> list[object]:
+    return [{**p, "kernels": [{k: v for k, v in kd.items() if k != "view"}
+                              for kd in p["kernels"]]}  # type: ignore[attr-defined]
+            for p in packs]
+
+
+def test_the_packer_writes_an_index_the_runtime_loads_through(shard: Path) -> None:
+    assert (shard / INDEX).is_file()
+    indexed = _runtime.load_shard(str(shard))
+    assert indexed.from_index, indexed.index_reason
+    assert indexed.index_reason == ""
+    json_set = _runtime.load_shard(str(shard), use_index=False)
+    assert not json_set.from_index and json_set.index_reason == ""
+    assert indexed.diagnostics == json_set.diagnostics == []
+    assert _without_views(indexed.packs) == _without_views(json_set.packs)
+    # Written from the descriptors alone: the same bytes again.
+    data, why = _runtime.shard_index(str(shard))
+    assert why == "" and data == (shard / INDEX).read_bytes()
+    assert _runtime.check_shard_index(str(shard)) == {"present": True, "binds": True, "why": "",
+                                                      "difference": ""}
+    assert _validate(shard).returncode == 0
+
+
+def test_an_edited_descriptor_is_read_as_written_and_validate_says_why(shard: Path,
+                                                                        tmp_path: Path) -> None:
+    copy = tmp_path / ARCH
+    shutil.copytree(shard, copy)
+    kdp = sorted(copy.rglob("*.kdp.json"))[0]
+    rel = kdp.relative_to(copy).as_posix()
+    edit(kdp, lambda d: d["kernelDescriptors"][0].__setitem__("priority", 91), keep_index=True)
+    dset = _runtime.load_shard(str(copy))
+    assert not dset.from_index
+    assert f"{rel} is not the file it was written for" in dset.index_reason
+    assert dset.pack(dset.packs[0]["id"]) is not None
+    first = next(p for p in dset.packs if p["file"] == rel)
+    assert first["kernels"][0]["priority"] == 91  # the JSON, never the stale index
+    r = _validate(copy)
+    assert r.returncode == 1
+    assert f"{rel} is not the file it was written for" in r.stderr
+    assert "repack the shard" in r.stderr
+    # Deleting it clears the finding; the load is the same.
+    (copy / INDEX).unlink()
+    assert _validate(copy).returncode == 0
+    assert _runtime.load_shard(str(copy)).index_reason == f"the shard has no {INDEX}"
+
+
+def test_a_damaged_index_changes_nothing(shard: Path, tmp_path: Path) -> None:
+    copy = tmp_path / ARCH
+    shutil.copytree(shard, copy)
+    want = _without_views(_runtime.load_shard(str(copy), use_index=False).packs)
+    data = (copy / INDEX).read_bytes()
+    for damaged in (data[: len(data) // 2], data[:-1], data + b"\0", b"UKDX" + data[4:20],
+                    data[:60] + bytes([data[60] ^ 1]) + data[61:]):
+        (copy / INDEX).write_bytes(damaged)
+        dset = _runtime.load_shard(str(copy))
+        assert not dset.from_index and dset.index_reason.startswith(INDEX)
+        assert _without_views(dset.packs) == want
+        assert dset.diagnostics == []
+        assert _validate(copy).returncode == 1
+
+
+def test_a_shard_whose_load_says_anything_gets_no_index(tmp_path: Path) -> None:
+    shard = tmp_path / "s"
+    shard.mkdir()
+    (shard / "a.kdp.json").write_text("{}\n")
+    data, why = _runtime.shard_index(str(shard))
+    assert data is None and "gives diagnostics" in why

@@ -107,6 +107,8 @@ class ScaleHandler:
 
 def _manager(shard: Path, split: SplitHandler | None = None) -> _runtime.StateManager:
     dset = _runtime.load_shard(str(shard))
+    # The packer wrote the shard's index: the kernels run here were read through it.
+    assert dset.from_index, dset.index_reason
     return _runtime.StateManager(
         dset, handlers={"device_split_dispatch": split or SplitHandler(),
                         "device_scale_dispatch": ScaleHandler(), **_slot_handlers()},

@@ -134,7 +134,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     (void)set.findPack(pack.id);
     (void)set.dispatchOf(pack);
     if (const ukdpack::Engine* engine = set.engineOf(pack)) (void)set.metadataOf(*engine);
-    for (const ukdpack::PackMember& m : pack.members) (void)set.findKernel(m.kernel.id);
+    for (const ukdpack::PackMember& m : pack.members) (void)set.findKernel(m.kernel().id);
   }
   return 0;
 }

@@ -93,7 +93,7 @@ def test_shard_layout_and_generics(example_pack: tuple[Path, Path, Path]) -> Non
     _, out, _ = example_pack
     files = set(shard_files(out / "gfx90a"))
     assert files == {
-        "kpack/kernels_gfx90a.kpack",
+        "kpack/kernels_gfx90a.kpack", "index.ukdx",
         "attention/scale.kdp.json", "attention/scale.kdp.provenance.json.gz",
         "attention/split_kv.kdp.json", "attention/split_kv.kdp.provenance.json.gz",
         "attention/attention.kmd.json", "attention/attention.ued.json",

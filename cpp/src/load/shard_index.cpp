@@ -314,39 +314,100 @@ std::vector<std::string> describeSet(const DescriptorSet& set) {
 
 namespace {
 
-bool sameSignature(const Signature& a, const Signature& b) {
-  return std::equal(a.begin(), a.end(), b.begin(), b.end(), [](const SignatureArg& x, const SignatureArg& y) {
-    return x.kind == y.kind && x.size == y.size && x.offset == y.offset && x.name == y.name;
-  });
+// Appends one field, length-prefixed, so that no two different field lists read alike.
+void field(std::string& out, std::string_view v) {
+  out += std::to_string(v.size());
+  out += ':';
+  out.append(v);
 }
 
-bool sameSource(const KernelSource& a, const KernelSource& b) {
-  return a.kind == b.kind && a.fields.text() == b.fields.text() && a.file == b.file && a.library == b.library &&
-         a.tocKey == b.tocKey && a.symbol == b.symbol && a.sha256 == b.sha256 &&
-         sameSignature(a.signature, b.signature) && a.targets == b.targets;
+void sourceFields(std::string& out, const KernelSource& s) {
+  field(out, s.kind);
+  field(out, s.fields.text());
+  field(out, s.file ? "1" + *s.file : "0");
+  field(out, s.library);
+  field(out, s.tocKey);
+  field(out, s.symbol);
+  field(out, s.sha256);
+  field(out, std::to_string(s.signature.size()));
+  for (const SignatureArg& a : s.signature) {
+    field(out, a.kind);
+    field(out, std::to_string(a.size));
+    field(out, std::to_string(a.offset));
+    field(out, a.name ? "1" + *a.name : "0");
+  }
+  field(out, std::to_string(s.targets.size()));
+  for (const auto& [target, digest] : s.targets) {
+    field(out, target);
+    field(out, digest);
+  }
 }
 
-bool sameMember(const PackMember& a, const PackMember& b) {
-  const Kernel& x = a.kernel();
-  const Kernel& y = b.kernel();
-  return a.index == b.index && a.ref == b.ref && a.raw.text() == b.raw.text() && x.id == y.id && x.name == y.name &&
-         x.version == y.version && x.priority == y.priority && x.arch == y.arch && x.file == y.file &&
-         x.jsonPath == y.jsonPath && x.baseDir == y.baseDir && x.metadata == y.metadata &&
-         x.provenance == y.provenance && a.completedMetadata() == b.completedMetadata() &&
-         sameSource(x.source, y.source) &&
-         std::equal(x.sources.begin(), x.sources.end(), y.sources.begin(), y.sources.end(),
-                    [](const auto& p, const auto& q) { return p.first == q.first && sameSource(p.second, q.second); });
+// The sha256 of everything the runtime reads of one member: the JSON load's and the
+// index load's must agree, and only one load's digests are held while the other loads.
+std::string memberDigest(const PackMember& m, const Kernel& k, const Json& completed) {
+  std::string s;
+  field(s, std::to_string(m.index));
+  field(s, m.ref);
+  field(s, m.raw.text());
+  field(s, k.id);
+  field(s, k.name);
+  field(s, k.version.str());
+  field(s, std::to_string(k.priority));
+  field(s, k.arch ? std::to_string(k.arch->size()) : "-");
+  if (k.arch)
+    for (const std::string& a : *k.arch) field(s, a);
+  field(s, k.file);
+  field(s, k.jsonPath);
+  field(s, k.baseDir.generic_string());
+  field(s, k.metadata.dump());
+  field(s, k.provenance.dump());
+  field(s, completed.dump());
+  sourceFields(s, k.source);
+  field(s, std::to_string(k.sources.size()));
+  for (const auto& [name, src] : k.sources) {
+    field(s, name);
+    sourceFields(s, src);
+  }
+  return sha256Hex(s.data(), s.size());
 }
 
-// The first kernel the two loads read differently, worded; empty when none.
-std::string firstKernelDifference(const DescriptorSet& json, const DescriptorSet& indexed) {
-  if (json.packs.size() != indexed.packs.size()) return "the packs differ";
-  for (std::size_t p = 0; p < json.packs.size(); ++p) {
-    const auto& a = json.packs[p].members;
-    const auto& b = indexed.packs[p].members;
-    if (json.packs[p].id != indexed.packs[p].id || a.size() != b.size()) return "pack " + json.packs[p].id + " differs";
-    for (std::size_t m = 0; m < a.size(); ++m)
-      if (!sameMember(a[m], b[m])) return kernelLabel(a[m].kernel()) + " (" + json.packs[p].file + ") differs";
+// Per pack (in order): its id and each member's digest.
+using SetDigests = std::vector<std::pair<std::string, std::vector<std::string>>>;
+
+SetDigests setDigests(const DescriptorSet& set) {
+  SetDigests out;
+  out.reserve(set.packs.size());
+  for (const Pack& p : set.packs) {
+    std::vector<std::string> members;
+    members.reserve(p.members.size());
+    for (const PackMember& m : p.members) members.push_back(memberDigest(m, m.kernel(), m.completedMetadata()));
+    out.emplace_back(p.id, std::move(members));
+  }
+  return out;
+}
+
+// The first kernel the index's load reads differently from the JSON load's digests,
+// worded; empty when none.
+std::string firstKernelDifference(const SetDigests& json, const DescriptorSet& indexed) {
+  if (json.size() != indexed.packs.size()) return "the packs differ";
+  for (std::size_t p = 0; p < json.size(); ++p) {
+    const auto& a = json[p].second;
+    const Pack& pack = indexed.packs[p];
+    if (json[p].first != pack.id || a.size() != pack.members.size()) return "pack " + json[p].first + " differs";
+    for (std::size_t i = 0; i < a.size(); ++i) {
+      // Each kernel read from its span and dropped again: the check holds no built kernel.
+      const PackMember& m = pack.members[i];
+      Kernel read;
+      Json completed;
+      const bool deferred = m.readUnkept(read, completed);
+      const Kernel& k = deferred ? read : m.kernel();
+      if (a[i] != memberDigest(m, k, deferred ? completed : m.completedMetadata()))
+        return kernelLabel(k) + " (" + pack.file + ") differs";
+      // What ranking and filtering read without building the kernel must be the kernel's.
+      if (m.id() != k.id || m.priority() != k.priority || m.arch() != k.arch || !m.launchesAre(launchNamesOf(k)))
+        return kernelLabel(k) + " (" + pack.file + "): the index records another id, priority, arches or launches";
+    }
   }
   return "";
 }
@@ -372,7 +433,7 @@ Result<std::string> buildShardIndex(const fs::path& root) {
   using R = Result<std::string>;
   LoaderOptions jsonOnly;
   jsonOnly.useIndex = false;
-  const DescriptorSet set = loadShard(root, jsonOnly);
+  DescriptorSet set = loadShard(root, jsonOnly);
   if (!set.diagnostics.empty()) {
     return R::failure(makeError(codes::SHARD_INDEX, kShardIndexFile, "",
                                 "no index for a shard whose load gives diagnostics (" +
@@ -453,10 +514,13 @@ Result<std::string> buildShardIndex(const fs::path& root) {
     return R::failure(makeError(codes::SHARD_INDEX, kShardIndexFile, "", "the index written does not read: " + why));
   }
   // The load through it must bind, and every kernel read from its span must be the
-  // JSON load's (ukdpack-validate compares the whole set; this stays a fraction of a load).
+  // JSON load's (ukdpack-validate compares the whole set). The JSON load is kept as
+  // digests only, so the pack holds one loaded set at a time.
+  const detail::SetDigests expected = detail::setDigests(set);
+  set = DescriptorSet{};
   const DescriptorSet indexed = detail::loadShardWithIndex(root, *index);
   const std::string difference =
-      indexed.fromIndex ? detail::firstKernelDifference(set, indexed) : "it does not bind: " + indexed.indexReason;
+      indexed.fromIndex ? detail::firstKernelDifference(expected, indexed) : "it does not bind: " + indexed.indexReason;
   if (!difference.empty()) {
     return R::failure(makeError(codes::SHARD_INDEX, kShardIndexFile, "",
                                 "the load through the index written differs from the JSON load: " + difference));

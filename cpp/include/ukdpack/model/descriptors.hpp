@@ -319,6 +319,13 @@ struct PackMember {
   bool launchesAre(const std::set<std::string>& names) const;
   // Whether the kernel is read on first use (and not yet built).
   bool deferred() const { return deferred_ != nullptr; }
+  // A deferred kernel read anew into `kernel` and `completed`, and not kept: a check
+  // that reads every kernel once then holds none. False (nothing read) when not deferred.
+  bool readUnkept(Kernel& kernel, Json& completed) const {
+    if (!deferred_) return false;
+    deferred_->reader->read(deferred_->index, kernel, completed);
+    return true;
+  }
 
   // The loader's (and a test's) writers. Copies of a member share its kernel
   // until one of them is edited.

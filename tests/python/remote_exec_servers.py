@@ -13,6 +13,7 @@ is set to 50 ms: the defaults cost over a second per action.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import os
 import pwd
 import shutil
@@ -25,7 +26,16 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+import grpc
+from hip_objects import hipcc, hipcc_identity
 from remote_servers import free_port
+
+from ukdpack.remote.protos.build.bazel.remote.execution.v2 import (
+    remote_execution_pb2 as re_pb2,
+)
+from ukdpack.remote.protos.build.bazel.remote.execution.v2 import (
+    remote_execution_pb2_grpc as re_grpc,
+)
 
 REPO = Path(__file__).resolve().parents[2]
 WORKER = REPO / "tests" / "remote_exec" / "worker.py"
@@ -36,6 +46,19 @@ TOOLCHAIN_KEY = "ukdpack-toolchain"
 #: Platform keys the server matches on (the REAPI convention's OSFamily, and ours).
 MATCH_KEYS = ("OSFamily", TOOLCHAIN_KEY)
 START_TIMEOUT = 30.0
+
+
+def toolchain() -> str:
+    """What the workers offer and the actions ask for under TOOLCHAIN_KEY: the tests'
+    stand-in for the compile cache's compiler fingerprint (hipcc's version text)."""
+    return hashlib.sha256(hipcc_identity(hipcc()).encode()).hexdigest()[:16]
+
+
+def genco_argv(source: str, out: str, arch: str = "gfx90a") -> list[str]:
+    """The packer's device-only hipcc command line (produce/compiler.py), with paths
+    relative to the input root."""
+    return [hipcc(), "--genco", f"--offload-arch={arch}", "-O3", "-fuse-cuid=none",
+            source, "-o", out]
 
 
 def buildgrid_venv() -> Path:
@@ -161,10 +184,11 @@ instances:
 
 def farm(base: Path, workers: int = 2,
          properties: Mapping[str, str] | None = None) -> Iterator[Farm]:
-    """PostgreSQL, BuildGrid and ``workers`` workers offering ``properties`` (OSFamily
-    linux and the toolchain key, unless given), all on loopback; stopped on exit."""
+    """PostgreSQL, BuildGrid and ``workers`` workers offering ``properties`` (unless
+    given: OSFamily linux and this machine's hipcc as the toolchain), all on loopback;
+    stopped on exit."""
     bgd = buildgrid_venv() / "bin" / "bgd"
-    props = dict(properties or {"OSFamily": "linux", TOOLCHAIN_KEY: "any"})
+    props = dict(properties or {"OSFamily": "linux", TOOLCHAIN_KEY: toolchain()})
     base.mkdir(parents=True, exist_ok=True)
     procs: list[subprocess.Popen[bytes]] = []
     logs: list[Path] = []
@@ -244,3 +268,59 @@ def farm(base: Path, workers: int = 2,
         with contextlib.suppress(OSError):
             shutil.copy(db_dir / "postgres.log", base / "postgres.log")
         shutil.rmtree(db_dir, ignore_errors=True)
+
+
+def digest(data: bytes) -> re_pb2.Digest:
+    """The REAPI digest (sha256, size) of ``data``."""
+    return re_pb2.Digest(hash=hashlib.sha256(data).hexdigest(), size_bytes=len(data))
+
+
+class ReapiClient:
+    """The few REAPI calls a test or bench makes (a client's side), on one channel."""
+
+    def __init__(self, remote: Farm) -> None:
+        self.remote = remote
+        self.channel = grpc.insecure_channel(remote.address)
+        self.cas = re_grpc.ContentAddressableStorageStub(self.channel)
+        self.execution = re_grpc.ExecutionStub(self.channel)
+
+    def action(self, argv: list[str], inputs: dict[str, bytes], outputs: list[str],
+               env: dict[str, str] | None = None, toolchain_value: str | None = None,
+               cache: bool = True) -> re_pb2.Digest:
+        """Stores an action (its command, a flat input root of ``inputs``) and its
+        blobs; its digest."""
+        props = dict(self.remote.properties)
+        if toolchain_value is not None:
+            props[TOOLCHAIN_KEY] = toolchain_value
+        root = re_pb2.Directory(files=[re_pb2.FileNode(name=n, digest=digest(b))
+                                       for n, b in sorted(inputs.items())])
+        command = re_pb2.Command(
+            arguments=argv, output_paths=sorted(outputs),
+            environment_variables=[re_pb2.Command.EnvironmentVariable(name=k, value=v)
+                                   for k, v in sorted((env or {}).items())],
+            platform=re_pb2.Platform(properties=[
+                re_pb2.Platform.Property(name=k, value=v) for k, v in sorted(props.items())]))
+        blobs = [*inputs.values(), root.SerializeToString(), command.SerializeToString()]
+        action = re_pb2.Action(command_digest=digest(blobs[-1]),
+                               input_root_digest=digest(blobs[-2]), do_not_cache=not cache)
+        blobs.append(action.SerializeToString())
+        self.cas.BatchUpdateBlobs(re_pb2.BatchUpdateBlobsRequest(requests=[
+            re_pb2.BatchUpdateBlobsRequest.Request(digest=digest(b), data=b) for b in blobs]))
+        return digest(blobs[-1])
+
+    def execute(self, action: re_pb2.Digest, timeout: float = 60) -> re_pb2.ExecuteResponse:
+        """Execute, streamed to the end."""
+        for op in self.execution.Execute(re_pb2.ExecuteRequest(action_digest=action),
+                                         timeout=timeout):
+            if op.done:
+                assert op.WhichOneof("result") == "response", op
+                response = re_pb2.ExecuteResponse()
+                op.response.Unpack(response)
+                return response
+        raise AssertionError(f"the Execute stream ended before the action was done\n"
+                             f"{self.remote.log_tails()}")
+
+    def read(self, d: re_pb2.Digest) -> bytes:
+        """A blob of the content store."""
+        reply = self.cas.BatchReadBlobs(re_pb2.BatchReadBlobsRequest(digests=[d]))
+        return bytes(reply.responses[0].data)

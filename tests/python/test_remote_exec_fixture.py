@@ -4,23 +4,16 @@ hipcc device-only compile among them, and answers a repeat from its action cache
 
 from __future__ import annotations
 
-import hashlib
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
 import grpc
 import pytest
-from hip_objects import hip_env, hipcc, hipcc_identity
-from remote_exec_servers import TOOLCHAIN_KEY, Farm, farm
+from hip_objects import hip_env
+from remote_exec_servers import Farm, ReapiClient, farm, genco_argv, toolchain
 
 from ukdpack.produce.codeobject import target_arch
-from ukdpack.remote.protos.build.bazel.remote.execution.v2 import (
-    remote_execution_pb2 as re_pb2,
-)
-from ukdpack.remote.protos.build.bazel.remote.execution.v2 import (
-    remote_execution_pb2_grpc as re_grpc,
-)
 
 KERNEL = b"""\
 #include <hip/hip_runtime.h>
@@ -31,75 +24,14 @@ extern "C" __global__ void scale(float* x, float a, int n) {
 """
 
 
-def toolchain() -> str:
-    """What the workers and actions name as the compiler (the tests' stand-in for the
-    compile cache's fingerprint)."""
-    return hashlib.sha256(hipcc_identity(hipcc()).encode()).hexdigest()[:16]
-
-
 @pytest.fixture(scope="module")
 def remote(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Farm]:
-    yield from farm(tmp_path_factory.mktemp("farm"), workers=2,
-                    properties={"OSFamily": "linux", TOOLCHAIN_KEY: toolchain()})
-
-
-def digest(data: bytes) -> re_pb2.Digest:
-    return re_pb2.Digest(hash=hashlib.sha256(data).hexdigest(), size_bytes=len(data))
-
-
-class Client:
-    """The few REAPI calls a test makes, on one channel."""
-
-    def __init__(self, remote: Farm) -> None:
-        self.remote = remote
-        self.channel = grpc.insecure_channel(remote.address)
-        self.cas = re_grpc.ContentAddressableStorageStub(self.channel)
-        self.execution = re_grpc.ExecutionStub(self.channel)
-
-    def action(self, argv: list[str], inputs: dict[str, bytes], outputs: list[str],
-               env: dict[str, str] | None = None, toolchain_value: str | None = None,
-               cache: bool = True) -> re_pb2.Digest:
-        """Stores an action (its command, a flat input root of ``inputs``) and its
-        blobs; its digest."""
-        props = dict(self.remote.properties)
-        if toolchain_value is not None:
-            props[TOOLCHAIN_KEY] = toolchain_value
-        root = re_pb2.Directory(files=[re_pb2.FileNode(name=n, digest=digest(b))
-                                       for n, b in sorted(inputs.items())])
-        command = re_pb2.Command(
-            arguments=argv, output_paths=sorted(outputs),
-            environment_variables=[re_pb2.Command.EnvironmentVariable(name=k, value=v)
-                                   for k, v in sorted((env or {}).items())],
-            platform=re_pb2.Platform(properties=[
-                re_pb2.Platform.Property(name=k, value=v) for k, v in sorted(props.items())]))
-        blobs = [*inputs.values(), root.SerializeToString(), command.SerializeToString()]
-        action = re_pb2.Action(command_digest=digest(blobs[-1]),
-                               input_root_digest=digest(blobs[-2]), do_not_cache=not cache)
-        blobs.append(action.SerializeToString())
-        self.cas.BatchUpdateBlobs(re_pb2.BatchUpdateBlobsRequest(requests=[
-            re_pb2.BatchUpdateBlobsRequest.Request(digest=digest(b), data=b) for b in blobs]))
-        return digest(blobs[-1])
-
-    def execute(self, action: re_pb2.Digest, timeout: float = 60) -> re_pb2.ExecuteResponse:
-        """Execute, streamed to the end."""
-        for op in self.execution.Execute(re_pb2.ExecuteRequest(action_digest=action),
-                                         timeout=timeout):
-            if op.done:
-                assert op.WhichOneof("result") == "response", op
-                response = re_pb2.ExecuteResponse()
-                op.response.Unpack(response)
-                return response
-        raise AssertionError(f"the Execute stream ended before the action was done\n"
-                             f"{self.remote.log_tails()}")
-
-    def read(self, d: re_pb2.Digest) -> bytes:
-        reply = self.cas.BatchReadBlobs(re_pb2.BatchReadBlobsRequest(digests=[d]))
-        return bytes(reply.responses[0].data)
+    yield from farm(tmp_path_factory.mktemp("farm"), workers=2)
 
 
 @pytest.fixture
-def client(remote: Farm) -> Iterator[Client]:
-    c = Client(remote)
+def client(remote: Farm) -> Iterator[ReapiClient]:
+    c = ReapiClient(remote)
     yield c
     c.channel.close()
 
@@ -109,7 +41,7 @@ def worker_runs(remote: Farm) -> int:
     return sum(p.read_text().count(": exit ") for p in remote.logs if p.name.startswith("worker"))
 
 
-def test_a_worker_runs_an_action_in_its_input_root(client: Client) -> None:
+def test_a_worker_runs_an_action_in_its_input_root(client: ReapiClient) -> None:
     argv = ["/bin/sh", "-c", "mkdir -p out && tr a-z A-Z < in.txt > out/up.txt; "
             "echo to-stdout; echo \"$GREETING\" >&2; exit 3"]
     action = client.action(argv, {"in.txt": b"hello farm\n"}, ["out/up.txt"],
@@ -126,11 +58,8 @@ def test_a_worker_runs_an_action_in_its_input_root(client: Client) -> None:
 
 
 def test_a_hip_compile_comes_back_byte_identical_and_then_from_the_action_cache(
-        client: Client, remote: Farm, tmp_path: Path) -> None:
-    # The packer's device-only hipcc command line (produce/compiler.py), relative to
-    # the input root.
-    argv = [hipcc(), "--genco", "--offload-arch=gfx90a", "-O3", "-fuse-cuid=none",
-            "kernel.hip", "-o", "kernel.co"]
+        client: ReapiClient, remote: Farm, tmp_path: Path) -> None:
+    argv = genco_argv("kernel.hip", "kernel.co")
     (tmp_path / "kernel.hip").write_bytes(KERNEL)
     subprocess.run(argv, cwd=tmp_path, env=hip_env(), check=True, capture_output=True)
     local = (tmp_path / "kernel.co").read_bytes()
@@ -155,7 +84,7 @@ def test_a_hip_compile_comes_back_byte_identical_and_then_from_the_action_cache(
     assert worker_runs(remote) == runs + 1, "the repeat ran on a worker"
 
 
-def test_an_action_for_another_toolchain_reaches_no_worker(client: Client,
+def test_an_action_for_another_toolchain_reaches_no_worker(client: ReapiClient,
                                                            remote: Farm) -> None:
     runs = worker_runs(remote)
     action = client.action(["/bin/true"], {}, [], toolchain_value="another-compiler",

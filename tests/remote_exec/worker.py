@@ -218,14 +218,23 @@ def main() -> int:
     cas = Cas(channel, args.instance)
     props = [worker_pb2.Device.Property(key=k, value=v)
              for k, v in (p.split("=", 1) for p in args.property)]
-    session = bots.CreateBotSession(bots_pb2.CreateBotSessionRequest(
+    request = bots_pb2.CreateBotSessionRequest(
         parent=args.instance, bot_session=bots_pb2.BotSession(
             bot_id=args.bot_id, status=bots_pb2.OK,
             worker=worker_pb2.Worker(devices=[worker_pb2.Device(
-                handle=args.bot_id, properties=props)]))), wait_for_ready=True,
-        # BuildGrid long-polls for work for 80% of a call's deadline, but not on a
-        # deadline under its network timeout (3 s): a short one registers at once.
-        timeout=2)
+                handle=args.bot_id, properties=props)])))
+    # BuildGrid long-polls for work for 80% of a call's deadline, unless that is under
+    # its network timeout (3 s): a deadline of 3.5 s registers the bot at once. Retried
+    # for a while, as a busy server may answer late.
+    give_up = time.monotonic() + 30
+    while True:
+        try:
+            session = bots.CreateBotSession(request, wait_for_ready=True, timeout=3.5)
+            break
+        except grpc.RpcError as e:
+            if time.monotonic() > give_up or e.code() not in (
+                    grpc.StatusCode.DEADLINE_EXCEEDED, grpc.StatusCode.UNAVAILABLE):
+                raise
     print(f"{args.bot_id}: session {session.name}", file=sys.stderr, flush=True)
     while True:
         for lease in session.leases:

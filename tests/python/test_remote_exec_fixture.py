@@ -84,6 +84,25 @@ def test_a_hip_compile_comes_back_byte_identical_and_then_from_the_action_cache(
     assert worker_runs(remote) == runs + 1, "the repeat ran on a worker"
 
 
+def test_a_failed_compile_returns_the_compilers_exit_code_and_stderr(
+        client: ReapiClient, tmp_path: Path) -> None:
+    broken = KERNEL.replace(b"x[i] *= a;", b"x[i] *= undeclared_name;")
+    argv = genco_argv("kernel.hip", "kernel.co")
+    (tmp_path / "kernel.hip").write_bytes(broken)
+    local = subprocess.run(argv, cwd=tmp_path, env=hip_env(), check=False,
+                           capture_output=True)
+    assert local.returncode != 0 and b"undeclared_name" in local.stderr
+
+    action = client.action(argv, {"kernel.hip": broken}, ["kernel.co"],
+                           env={"HIP_PLATFORM": "amd"}, toolchain_value=toolchain(),
+                           cache=False)
+    response = client.execute(action)
+    assert response.status.code == 0, response.status
+    assert response.result.exit_code == local.returncode
+    assert client.read(response.result.stderr_digest) == local.stderr
+    assert not response.result.output_files
+
+
 def test_an_action_for_another_toolchain_reaches_no_worker(client: ReapiClient,
                                                            remote: Farm) -> None:
     runs = worker_runs(remote)

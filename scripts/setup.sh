@@ -22,6 +22,7 @@ packages=(
   libzstd-dev libmsgpack-cxx-dev nlohmann-json3-dev libssl-dev libgtest-dev
   util-linux procps                  # unshare, kill/race tests (ps, pkill)
   nginx-light redis-server           # servers the remote-cache tests start on loopback
+  postgresql python3.11-venv         # BuildGrid's database and Python (remote-execution tests)
   zsh                                # the shell-completion test loads its script in zsh
 )
 missing=()
@@ -80,4 +81,21 @@ build_install --no-build-isolation --force-reinstall --no-deps \
 say "installing ukdpack's Python dependencies and extras (dvc, test, remote)"
 build_install --no-build-isolation \
   -C build-dir=build/py -C cmake.define.UKDPACK_BUILD_TESTS=ON ".[dvc,test,remote]"
+
+# The remote-execution tests' server, BuildGrid, in an environment of its own: it pins
+# its own grpcio/protobuf/SQLAlchemy, and the packer must not depend on them. 0.4.4 is the
+# last release that installs on Debian 12's Python 3.11 (0.4.5 and later need 3.12 or
+# 3.13). psycopg2, not psycopg 3: BuildGrid's job notifier (PostgreSQL LISTEN/NOTIFY)
+# calls the connection's .poll(), which only psycopg2 has; the tests' connection string
+# names it (postgresql+psycopg2://), since a bare postgresql:// picks psycopg 3 when it
+# is installed and Execute then never reports completion.
+buildgrid_python=${UKDPACK_BUILDGRID_PYTHON:-/usr/bin/python3.11}
+if [ ! -x .venv-buildgrid/bin/bgd ]; then
+  say "creating .venv-buildgrid with $("$buildgrid_python" --version 2>&1) (BuildGrid 0.4.4 for the remote-execution tests)"
+  "$buildgrid_python" -m venv .venv-buildgrid
+  .venv-buildgrid/bin/python -m pip install -q --disable-pip-version-check \
+    "buildgrid==0.4.4" "psycopg2-binary==2.9.13"
+else
+  say "BuildGrid: .venv-buildgrid present"
+fi
 say "ready (.venv/bin/ukdpack)"

@@ -42,6 +42,8 @@ HEAVY = frozenset({
         "cache_stats_and_verify_survive_a_hostile_listing",
         "a_dripping_server_costs_one_deadline", "a_flooding_server_is_read_only_up_to_the_limit",
         "a_redis_value_larger_than_its_entry_says_is_not_read")),
+    # Starts PostgreSQL, BuildGrid and two workers (about 5-12 s) and compiles on them.
+    "test_remote_exec_fixture",
 })
 
 

@@ -19,7 +19,8 @@ TOP_MODULES = {
     "__main__": "commands",
 }
 SUBPACKAGES = {
-    "authored": "authored", "produce": "produce", "shard": "shard", "tools": "tools",
+    "authored": "authored", "produce": "produce", "remote": "produce", "shard": "shard",
+    "tools": "tools",
     "doctor": "commands", "generate": "commands", "init": "commands",
 }
 

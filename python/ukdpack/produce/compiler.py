@@ -438,6 +438,16 @@ def rerun_argv(compiler: Compiler, keyed: Sequence[str], source: Path, output: P
     return [*argv, "-MD", "-MF", str(depfile), "-o", str(output), str(source)]
 
 
+def scan_argv(compiler: Compiler, keyed: Sequence[str], source: Path, depfile: Path,
+              root: Path) -> list[str]:
+    """The local preprocessor's dependency scan of a hip compile (``-M`` into
+    ``depfile``, no object): what remote execution puts into an action's input root."""
+    argv = rerun_argv(compiler, keyed, source, depfile, depfile, root)[:-6]
+    argv = [a for a in argv if a not in ("--genco", "-c")]
+    return [*argv, "--cuda-device-only", "-M", "-MF", str(depfile), "-o", os.devnull,
+            str(source)]
+
+
 def parse_depfile(text: str) -> list[str]:
     """The prerequisites of a Makefile-style depfile written by clang (-MD)."""
     body = text.replace("\\\r\n", " ").replace("\\\n", " ")

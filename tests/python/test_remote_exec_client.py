@@ -4,10 +4,12 @@ what of a worker's answer is refused."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
+from pack_support import REPO, run_pack
 
 from ukdpack.errors import UsageError
 from ukdpack.produce import remote_exec
@@ -112,3 +114,16 @@ def test_a_failure_reads_with_the_paths_a_local_compile_prints(tmp_path: Path) -
     assert got.message.splitlines() == [
         f"{tmp_path}/sub/k.hip:3:1: error: boom", f"In file included from {tmp_path}/k.h:1:",
         "../../sub/k.hip x"]
+
+
+def test_without_grpcio_the_pack_names_the_remote_extra(tmp_path: Path) -> None:
+    fake = tmp_path / "fake" / "grpc"
+    fake.mkdir(parents=True)
+    (fake / "__init__.py").write_text("raise ImportError(\"No module named 'grpc'\")\n")
+    path = os.pathsep.join(filter(None, [str(fake.parent), os.environ.get("PYTHONPATH")]))
+    r = run_pack(REPO / "tests" / "corpus" / "ok_minimal" / "tree", tmp_path / "out",
+                 ["gfx90a"], "--remote-exec", "grpc://127.0.0.1:1", cache=tmp_path / "c",
+                 env={"PYTHONPATH": path})
+    assert r.returncode == 1, r.stderr
+    assert "pip install 'ukdpack[remote]'" in r.stderr and "Traceback" not in r.stderr
+    assert not (tmp_path / "out" / "gfx90a").exists()

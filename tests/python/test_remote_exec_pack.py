@@ -24,7 +24,7 @@ import pytest
 from google.protobuf.message import DecodeError
 from pack_support import REPO, compiles, run_pack, shard_files
 from remote_exec_servers import TOOLCHAIN_KEY, Farm, digest, farm
-from remote_servers import free_port
+from remote_servers import free_port, nginx
 
 from ukdpack.produce import compiler
 from ukdpack.remote.protos.build.bazel.remote.execution.v2 import (
@@ -226,6 +226,61 @@ def test_credentials_are_sent_but_never_printed(setup: Setup, tmp_path: Path) ->
     assert prop.rc == 2 and "fingerprint" in prop.err
     for text in (ok.out, ok.err, bad.out, bad.err, prop.out, prop.err):
         assert SECRET not in text and TOKEN not in text and "robot" not in text
+
+
+def test_a_farm_result_fills_the_team_cache_in_front_of_it(setup: Setup,
+                                                           tmp_path: Path) -> None:
+    for team in nginx(tmp_path / "nginx"):
+        first = _pack(setup, _tree(tmp_path / "a"), tmp_path / "out-a", tmp_path / "cache-a",
+                      "--remote-exec", setup.farm.url, *PROPERTY, "--remote-cache", team.url,
+                      "--json")
+        assert first.rc == 0, first.err
+        doc = json.loads(first.out)
+        assert doc["remote_cache"]["misses"] == 4 and doc["remote_cache"]["uploads"] == 4, doc
+        assert doc["remote_exec"]["executed"] + doc["remote_exec"]["cache_hits"] == 4, doc
+        assert first.local_compiles == 0
+        # The team cache answers now: no farm asked, no compile here.
+        second = _pack(setup, _tree(tmp_path / "b"), tmp_path / "out-b", tmp_path / "cache-b",
+                       "--remote-cache", team.url, "--json")
+        assert second.rc == 0, second.err
+        assert json.loads(second.out)["remote_cache"]["remote_hits"] == 4
+        assert second.local_compiles == 0
+        for arch in ARCHES:
+            assert shard_files(tmp_path / "out-b" / arch) == setup.local[arch]
+
+
+def test_ctrl_c_cancels_the_actions_in_flight(setup: Setup, tmp_path: Path) -> None:
+    # No worker offers this pool: the actions wait in the farm's queue until cancelled.
+    tree = _tree(tmp_path / "t")
+    (tree / "k.h").write_text("#define VALUE 7.0f\n")  # not in the farm's action cache
+    args = [sys.executable, "-m", "ukdpack", "pack", "--source-root", str(tree),
+            "--out-root", str(tmp_path / "out"), "--plain", "--cache-dir",
+            str(tmp_path / "cache"), "--hipcc", str(setup.hipcc), "--arch", "gfx90a",
+            "--remote-exec", setup.farm.url, *PROPERTY, "--remote-exec-property",
+            "Pool=nowhere"]
+    env = dict(os.environ, HIP_PLATFORM="amd", UKDPACK_TEST_LOCAL_COMPILES=str(setup.log))
+    cas = setup.farm.logs[1].parent / "cas"
+
+    def stored() -> int:
+        return sum(1 for p in cas.rglob("*") if p.is_file())
+
+    blobs = stored()
+    proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env=env)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and proc.poll() is None and stored() == blobs:
+        time.sleep(0.05)  # until the actions' blobs are uploaded
+    time.sleep(1.0)  # and Execute called
+    assert proc.poll() is None, proc.communicate()
+    before = len(compiles(setup.log))
+    proc.send_signal(signal.SIGINT)
+    started = time.monotonic()
+    _, err = proc.communicate(timeout=30)
+    assert time.monotonic() - started < 10, err
+    assert proc.returncode == 130, err
+    assert "Traceback" not in err
+    assert len(compiles(setup.log)) == before  # nothing compiled here instead
+    assert not (tmp_path / "out" / "gfx90a").exists()
 
 
 def _server_pid(remote: Farm) -> int:

@@ -127,3 +127,18 @@ def test_without_grpcio_the_pack_names_the_remote_extra(tmp_path: Path) -> None:
     assert r.returncode == 1, r.stderr
     assert "pip install 'ukdpack[remote]'" in r.stderr and "Traceback" not in r.stderr
     assert not (tmp_path / "out" / "gfx90a").exists()
+
+
+def test_the_include_closure_follows_quoted_and_angle_includes_in_the_root(
+        tmp_path: Path) -> None:
+    from ukdpack.produce.compiler import include_closure
+
+    (tmp_path / "inc" / "lib").mkdir(parents=True)
+    (tmp_path / "src").mkdir()
+    (tmp_path / "inc" / "lib" / "a.h").write_text('#include "b.h"\n#include <hip/hip_runtime.h>\n')
+    (tmp_path / "inc" / "lib" / "b.h").write_text("#if X\n#include <lib/a.h>\n#endif\n")
+    (tmp_path / "src" / "local.h").write_text("")
+    text = b'#include <lib/a.h>\n#include "local.h"\n#include HEADER\n'
+    found = include_closure(tmp_path / "src" / "k.hip", text, ["-O3", "-I../inc"])
+    assert sorted(found) == sorted(str(tmp_path / p) for p in
+                                   ("inc/lib/a.h", "inc/lib/b.h", "src/local.h"))

@@ -184,6 +184,23 @@ def test_a_compile_error_on_a_worker_reads_as_a_local_one(setup: Setup,
     assert errors(remote.err) == errors(local.err), remote.err
 
 
+def test_an_include_the_source_text_hides_is_found_by_the_preprocessor(
+        setup: Setup, tmp_path: Path) -> None:
+    # The includes followed in the text miss a macro-named one: the first action fails on
+    # the worker, the local preprocessor's scan finds the header, the second succeeds.
+    tree = _tree(tmp_path / "t")
+    k2 = tree / "sub" / "deep" / "k2.hip"
+    k2.write_text(k2.read_text().replace('#include "../../k.h"',
+                                         '#define HEADER "../../k.h"\n#include HEADER'))
+    local = _pack(setup, tree, tmp_path / "out-l", tmp_path / "cache-l")
+    remote = _pack(setup, tree, tmp_path / "out-r", tmp_path / "cache-r",
+                   "--remote-exec", setup.farm.url, *PROPERTY)
+    assert local.rc == remote.rc == 0, remote.err
+    assert remote.local_compiles == 0, remote.err
+    for arch in ARCHES:
+        assert shard_files(tmp_path / "out-r" / arch) == shard_files(tmp_path / "out-l" / arch)
+
+
 def test_a_farm_that_is_down_costs_one_warning_or_fails_under_require(
         setup: Setup, tmp_path: Path) -> None:
     down = f"grpc://robot:{SECRET}@127.0.0.1:{free_port()}"
@@ -330,39 +347,58 @@ def test_a_farm_killed_mid_pack_costs_one_warning_and_nothing_else(
         assert shard_files(tmp_path / "out" / arch) == setup.local[arch]
 
 
-def _actions(cas: Path) -> dict[tuple[str, str], re_pb2.Digest]:
-    """The compile actions in the farm's content store by (source, arch)."""
+def _actions(cas: Path, tree: Path) -> dict[tuple[str, str], re_pb2.Digest]:
+    """The compile actions in the farm's content store of the files of ``tree``, by
+    (source, arch)."""
     blobs = {}
     for p in cas.rglob("*"):
         if p.is_file():
             data = p.read_bytes()
             blobs[digest(data).hash] = data
+
+    def files(d: re_pb2.Digest, prefix: str = "") -> dict[str, bytes] | None:
+        raw = blobs.get(d.hash)
+        if raw is None:
+            return None
+        found: dict[str, bytes] = {}
+        directory = re_pb2.Directory.FromString(raw)
+        for f in directory.files:
+            if f.digest.hash not in blobs:
+                return None
+            found[prefix + f.name] = blobs[f.digest.hash]
+        for sub in directory.directories:
+            below = files(sub.digest, f"{prefix}{sub.name}/")
+            if below is None:
+                return None
+            found.update(below)
+        return found
+
     found = {}
     for data in blobs.values():
         try:
             action = re_pb2.Action.FromString(data)
+            command = re_pb2.Command.FromString(blobs.get(action.command_digest.hash, b""))
+            inputs = files(action.input_root_digest) if action.input_root_digest.hash else None
         except DecodeError:  # most blobs are no Action
             continue
-        raw = blobs.get(action.command_digest.hash)
-        if raw is None or not action.input_root_digest.hash:
-            continue
-        try:
-            command = re_pb2.Command.FromString(raw)
-        except DecodeError:
-            continue
         args = list(command.arguments)
-        if "--genco" in args:
-            arch = next(a.split("=")[1] for a in args if a.startswith("--offload-arch="))
-            found[(os.path.basename(args[-1]), arch)] = digest(data)
+        if "--genco" not in args or not inputs or any(
+                not (tree / p).is_file() or (tree / p).read_bytes() != b
+                for p, b in inputs.items()):
+            continue
+        arch = next(a.split("=")[1] for a in args if a.startswith("--offload-arch="))
+        found[(os.path.basename(args[-1]), arch)] = digest(data)
     return found
 
 
 def test_a_poisoned_action_result_is_refused(setup: Setup, tmp_path: Path) -> None:
     # A warm farm (the first test ran these actions; run them again if alone).
-    seed = _pack(setup, _tree(tmp_path / "seed"), tmp_path / "out-s", tmp_path / "cache-s",
+    tree = _tree(tmp_path / "seed")
+    seed = _pack(setup, tree, tmp_path / "out-s", tmp_path / "cache-s",
                  "--remote-exec", setup.farm.url, *PROPERTY)
     assert seed.rc == 0, seed.err
-    actions = _actions(setup.farm.logs[1].parent / "cas")
+    actions = _actions(setup.farm.logs[1].parent / "cas", tree)
+    assert len(actions) == 4, actions
     channel = grpc.insecure_channel(setup.farm.address)
     ac = re_grpc.ActionCacheStub(channel)
     cas = re_grpc.ContentAddressableStorageStub(channel)

@@ -449,7 +449,7 @@ class Producer:
                              f"{blocking.kind} ({rel(blocking.found)}), not a regular file; a "
                              "compiler would wait on it: make it a file")
         if self.remote_exec is not None and compiler_kind == "hip":
-            done = self._execute(job, comp, key, keyed, rerun)
+            done = self._execute(job, comp, key, keyed, rerun, source_text)
             if done is not None:
                 return done
         with tempfile.TemporaryDirectory(prefix="ukdpack-cc-") as tmp, self._local_slots:
@@ -473,7 +473,7 @@ class Producer:
         return self._finish(job, outcome.data, deps, True, f"the object compiled from {job.rel}")
 
     def _execute(self, job: Job, comp: Compiler, key: str, keyed: Sequence[str],
-                 rerun: Mapping[str, Any]) -> Product | None:
+                 rerun: Mapping[str, Any], source_text: bytes) -> Product | None:
         """The job's object from the farm (remote_exec.py), checked as a local compile's
         is, and kept in the local cache and the team cache; None when it is to be compiled
         here (the tier is off or faulted, the compile reads files outside the root, or the
@@ -486,10 +486,16 @@ class Producer:
             tier.local()
             return None
         source = self.root / job.rel
-        recorded = self.cache.recorded_deps(key, self.root)
-        # The recorded inputs first (no scan); a compile failing on them may read a file
-        # added since: scanned and run once more.
-        for deps in ([recorded, None] if recorded is not None else [None]):
+        # The inputs: those the compile cache recorded for this key, else the includes
+        # followed in the source text (no process); a compile failing on them may read a
+        # file they lack (a macro-named include, a header added since): the local
+        # preprocessor's scan then tells, and the action runs once more.
+        first = self.cache.recorded_deps(key, self.root)
+        if first is None:
+            first = compiler.include_closure(source, source_text, keyed)
+        failed: remote_exec.RemoteCompile | None = None  # the first inputs' failed compile
+        tried: Mapping[str, str] | None = None
+        for deps in (first, None):
             if deps is None:
                 with tempfile.TemporaryDirectory(prefix="ukdpack-scan-") as tmp, \
                         self._local_slots:
@@ -503,9 +509,14 @@ class Producer:
                 deps = scanned
             files = remote_exec.input_files([str(source), *deps], self.root,
                                             comp.include_dirs)
+            if isinstance(files, str) and deps is first:
+                continue  # the includes followed may name more than a compile reads
             if isinstance(files, str):
                 tier.local()
                 return None
+            if failed is not None and files == tried:
+                break  # the scan finds what was sent: the failure stands
+            tried = files
             try:
                 inputs = {rel: read_regular(Path(path)) for rel, path in files.items()}
             except OSError:
@@ -526,11 +537,12 @@ class Producer:
             if isinstance(made, str):
                 self._refuse(job, tier, made)
                 return None
-            if not made.ok and deps is recorded:
-                continue  # scanned anew: the recorded inputs may lack a header added since
+            if not made.ok and deps is first:
+                failed = made
+                continue  # scanned: the first inputs may lack a header the compile reads
             if not made.ok:
-                raise _fail(job, f"compiling {job.what()} failed", made.message,
-                            os.path.basename(comp.path))
+                failed = made
+                break
             what = f"the object the farm compiled from {job.rel}"
             try:
                 product = self._finish(job, made.data, made.deps, not made.cached, what)
@@ -541,7 +553,10 @@ class Producer:
             if self.remote is not None:
                 self._upload(key, made.deps, made.data, rerun, made.seconds, comp.include_dirs)
             return product
-        return None
+        if failed is None:
+            return None
+        raise _fail(job, f"compiling {job.what()} failed", failed.message,
+                    os.path.basename(comp.path))
 
     def _refuse(self, job: Job, tier: RemoteExecTier, why: str) -> None:
         """An answer of the farm refused: the job compiles here (``require``: fails)."""

@@ -43,7 +43,7 @@ include_guard(GLOBAL)
 #                                (http(s):// or redis://; docs/remote-cache.md)
 #   UKDPACK_REMOTE_CACHE_MODE    read or read-write (default: read-write)
 #   UKDPACK_REMOTE_EXEC          remote-execution farm (grpc[s]://HOST:PORT[/INSTANCE])
-#                                for pack targets without REMOTE_EXEC (docs/cli.md)
+#                                for pack targets without REMOTE_EXEC (docs/packing.md)
 #   UKDPACK_REMOTE_EXEC_MODE     auto or require (default: auto)
 set(UKDPACK_PYTHON "" CACHE FILEPATH
     "Python that runs ukdpack's packer (default: the one ukdpack was built for)")
@@ -59,7 +59,7 @@ set(UKDPACK_REMOTE_CACHE "" CACHE STRING
     "remote compile cache URL for every pack (http(s):// or redis://; docs/remote-cache.md)")
 set(UKDPACK_REMOTE_CACHE_MODE "" CACHE STRING "read or read-write (default: read-write)")
 set(UKDPACK_REMOTE_EXEC "" CACHE STRING
-    "remote-execution farm for every pack: grpc[s]://HOST:PORT[/INSTANCE] (docs/cli.md)")
+    "remote-execution farm for every pack: grpc[s]://HOST:PORT[/INSTANCE] (docs/packing.md)")
 set(UKDPACK_REMOTE_EXEC_MODE "" CACHE STRING "auto or require (default: auto)")
 
 # _ukd_fail_unparsed(<function> <prefix>): stop on arguments nobody asked for.
@@ -505,7 +505,7 @@ endfunction()
 #   EXCLUDE_FOLDERS       folder names the walk leaves out
 #   REMOTE_EXEC           run the compiles on a remote-execution farm:
 #                         grpc[s]://HOST:PORT[/INSTANCE] (default: UKDPACK_REMOTE_EXEC;
-#                         pack --remote-exec, docs/cli.md); credentials go in the
+#                         pack --remote-exec, docs/packing.md); credentials go in the
 #                         environment ($UKDPACK_REMOTE_EXEC_TOKEN), never in the URL
 # Cache variables UKDPACK_REMOTE_CACHE (URL) and UKDPACK_REMOTE_CACHE_MODE (read or
 # read-write) give every pack command a remote compile cache (docs/remote-cache.md);
@@ -526,6 +526,17 @@ function(ukd_add_pack_target)
   endif()
   if(ARG_JOBS AND NOT ARG_JOBS MATCHES "^[1-9][0-9]*$")
     message(FATAL_ERROR "ukd_add_pack_target(${ARG_NAME}): JOBS '${ARG_JOBS}' is no positive number")
+  endif()
+  # The remote-execution farm: the keyword, else the cache variable.
+  set(_farm "${ARG_REMOTE_EXEC}")
+  if(NOT _farm)
+    set(_farm "${UKDPACK_REMOTE_EXEC}")
+  endif()
+  if(_farm AND NOT _farm MATCHES "^grpcs?://")
+    # shown without its userinfo: a credential is never printed
+    string(REGEX REPLACE "^([A-Za-z0-9+.-]*://)?.*@" "\\1***@" _shown "${_farm}")
+    message(FATAL_ERROR "ukd_add_pack_target(${ARG_NAME}): REMOTE_EXEC '${_shown}' is no "
+                        "grpc://HOST:PORT[/INSTANCE] or grpcs:// URL")
   endif()
   set(_requested "${ARG_ARCHES}")
   if(NOT _requested)
@@ -624,16 +635,8 @@ function(ukd_add_pack_target)
       list(APPEND _opts --remote-cache-mode "${UKDPACK_REMOTE_CACHE_MODE}")
     endif()
   endif()
-  # The farm behind both caches: the keyword, else the cache variable.
-  set(_farm "${ARG_REMOTE_EXEC}")
-  if(NOT _farm)
-    set(_farm "${UKDPACK_REMOTE_EXEC}")
-  endif()
+  # The farm behind both caches (checked above).
   if(_farm)
-    if(NOT _farm MATCHES "^grpcs?://")
-      message(FATAL_ERROR "ukd_add_pack_target(${ARG_NAME}): REMOTE_EXEC '${_farm}' is no "
-                          "grpc://HOST:PORT[/INSTANCE] or grpcs:// URL")
-    endif()
     list(APPEND _opts --remote-exec "${_farm}")
     if(UKDPACK_REMOTE_EXEC_MODE)
       list(APPEND _opts --remote-exec-mode "${UKDPACK_REMOTE_EXEC_MODE}")

@@ -760,7 +760,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="objects larger than this are not uploaded (default 64 MiB)")
     p.add_argument("--remote-exec", metavar="URL",
                    help="run compiles on a build farm through the Remote Execution API: "
-                   "grpc[s]://HOST:PORT[/INSTANCE] (else $UKDPACK_REMOTE_EXEC; docs/cli.md)")
+                   "grpc[s]://HOST:PORT[/INSTANCE] (else $UKDPACK_REMOTE_EXEC; docs/packing.md)")
     p.add_argument("--remote-exec-jobs", type=_positive_count, default=64, metavar="N",
                    help="actions in flight on the farm (default 64)")
     p.add_argument("--remote-exec-property", action="append", default=[], metavar="K=V",

@@ -1,10 +1,10 @@
 """Remote execution of compiles on a team's build farm (``pack --remote-exec``,
-docs/cli.md), the tier behind the local cache and the team cache.
+docs/packing.md "Remote execution"), the tier behind the local cache and the team cache.
 
 One action per hip compile: the argv the local compile runs, spelled relative to an
-input root that holds the source-root files the compile reads (from the compile cache's
-record of an earlier compile of the same key, else the local preprocessor's ``-M``
-scan). The compiler's files are not inputs: its fingerprint (the compile cache's
+input root that holds the source-root files the compile reads (the compile cache's
+record of an earlier compile of the same key, else the includes followed in the source
+text; after a failure on those, the local preprocessor's ``-M`` scan). The compiler's files are not inputs: its fingerprint (the compile cache's
 compiler identity) is the ``ukdpack-toolchain`` platform property, so only a worker
 offering that toolchain takes the action, and the action key stays hermetic. Paths are
 spelled so that the object is byte-identical to the local one: the source as

@@ -49,7 +49,7 @@ T = TypeVar("T")
 
 @dataclass(frozen=True)
 class Policy:
-    """Deadlines (seconds) and retries; docs/cli.md lists them."""
+    """Deadlines (seconds) and retries; docs/packing.md ("Remote execution") lists them."""
 
     connect: float = 5.0  # first contact (GetCapabilities)
     call: float = 30.0  # one content-store or action-cache call

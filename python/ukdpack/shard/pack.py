@@ -125,7 +125,7 @@ class PackOptions:
     lock_timeout: float = 600.0
     job_timeout: float = DEFAULT_JOB_TIMEOUT
     remote: RemoteConfig | None = None  # the shared cache tier (docs/remote-cache.md)
-    #: compiles on a build farm, behind both caches (docs/cli.md, --remote-exec)
+    #: compiles on a build farm, behind both caches (docs/packing.md, --remote-exec)
     remote_exec: RemoteExecConfig | None = None
     #: target IDs with features per bare arch (arch_variants); an arch not here builds
     #: one object per source, for the bare arch

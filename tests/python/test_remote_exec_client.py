@@ -142,3 +142,18 @@ def test_the_include_closure_follows_quoted_and_angle_includes_in_the_root(
     found = include_closure(tmp_path / "src" / "k.hip", text, ["-O3", "-I../inc"])
     assert sorted(found) == sorted(str(tmp_path / p) for p in
                                    ("inc/lib/a.h", "inc/lib/b.h", "src/local.h"))
+
+
+def test_the_shared_include_walk_still_finds_a_quoted_fifo_only(tmp_path: Path) -> None:
+    from ukdpack.produce.compiler import include_closure, special_include
+
+    (tmp_path / "inc").mkdir()
+    os.mkfifo(tmp_path / "inc" / "pipe.h")
+    (tmp_path / "a.h").write_text('#include "pipe.h"\n')
+    quoted = special_include(tmp_path / "k.hip", b'#include "a.h"\n', ["-Iinc"])
+    assert quoted is not None and (quoted.name, quoted.kind) == ("pipe.h", "a FIFO")
+    assert quoted.including == tmp_path / "a.h"
+    assert special_include(tmp_path / "k.hip", b"#include <pipe.h>\n", ["-I", "inc"]) is None
+    # The closure lists regular files only: the FIFO is no input.
+    assert include_closure(tmp_path / "k.hip", b'#include "a.h"\n', ["-Iinc"]) == \
+        [str(tmp_path / "a.h")]

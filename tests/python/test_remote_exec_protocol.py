@@ -1,7 +1,8 @@
 """The REAPI client's protocol edges against a scripted in-process gRPC server (what a
 real farm does only by accident): an Execute stream dropped before the operation is
 done is resumed with WaitExecution; a blob whose bytes are not its digest's is refused;
-a server that keeps refusing costs a bounded number of tries and a few seconds."""
+a server that keeps refusing costs a bounded number of tries and a few seconds; an
+action-cache hit whose object was evicted runs the action."""
 
 from __future__ import annotations
 
@@ -24,6 +25,7 @@ from ukdpack.remote.protos.build.bazel.remote.execution.v2 import (
     remote_execution_pb2_grpc as re_grpc,
 )
 from ukdpack.remote.protos.google.longrunning import operations_pb2
+from ukdpack.remote.protos.google.rpc import status_pb2
 from ukdpack.remote.url import parse_url
 
 OBJECT = b"\x7fELF the object"
@@ -37,6 +39,7 @@ class Script:
     drop: int = 1
     refuse_all: bool = False
     serve: bytes = OBJECT
+    cached: bool = False  # the action cache holds a result, whose object was evicted
     calls: list[str] = field(default_factory=list)
 
 
@@ -70,9 +73,16 @@ class Execution(re_grpc.ExecutionServicer):
 
 
 class Cache(re_grpc.ActionCacheServicer):
+    def __init__(self, script: Script) -> None:
+        self.script = script
+
     def GetActionResult(self, request: re_pb2.GetActionResultRequest,
                         context: grpc.ServicerContext) -> re_pb2.ActionResult:
-        context.abort(grpc.StatusCode.NOT_FOUND, "no entry")
+        if not self.script.cached:
+            context.abort(grpc.StatusCode.NOT_FOUND, "no entry")
+        response = re_pb2.ExecuteResponse()
+        _done("cached").response.Unpack(response)
+        return response.result
 
 
 class Cas(re_grpc.ContentAddressableStorageServicer):
@@ -85,6 +95,12 @@ class Cas(re_grpc.ContentAddressableStorageServicer):
 
     def BatchReadBlobs(self, request: re_pb2.BatchReadBlobsRequest,
                        context: grpc.ServicerContext) -> re_pb2.BatchReadBlobsResponse:
+        if self.script.cached:  # evicted once, then stored again by the execution
+            self.script.cached = False
+            return re_pb2.BatchReadBlobsResponse(responses=[
+                re_pb2.BatchReadBlobsResponse.Response(
+                    digest=d, status=status_pb2.Status(code=grpc.StatusCode.NOT_FOUND.value[0]))
+                for d in request.digests])
         return re_pb2.BatchReadBlobsResponse(responses=[
             re_pb2.BatchReadBlobsResponse.Response(digest=d, data=self.script.serve)
             for d in request.digests])
@@ -95,7 +111,7 @@ def server() -> Iterator[tuple[Script, str]]:
     script = Script()
     srv = grpc.server(futures.ThreadPoolExecutor(max_workers=4))
     re_grpc.add_ExecutionServicer_to_server(Execution(script), srv)
-    re_grpc.add_ActionCacheServicer_to_server(Cache(), srv)
+    re_grpc.add_ActionCacheServicer_to_server(Cache(script), srv)
     re_grpc.add_ContentAddressableStorageServicer_to_server(Cas(script), srv)
     port = free_port()
     srv.add_insecure_port(f"127.0.0.1:{port}")
@@ -149,3 +165,16 @@ def test_a_server_that_keeps_refusing_costs_bounded_tries(server: tuple[Script, 
         ex.close()
     assert script.calls == ["Execute"] * (1 + Policy().stream_retries)
     assert time.monotonic() - started < 5
+
+
+def test_a_cached_result_whose_object_was_evicted_runs_the_action(
+        server: tuple[Script, str]) -> None:
+    script, url = server
+    script.drop, script.cached = 0, True
+    ex = _executor(url)
+    try:
+        result = ex.run(SPEC)
+    finally:
+        ex.close()
+    assert result.outputs == {"out.o": OBJECT} and not result.cached
+    assert script.calls == ["Execute"]

@@ -197,8 +197,12 @@ class Executor:
                 raise RemoteExecFault(f"Execute: the server answered code "
                                       f"{response.status.code}: {response.status.message}")
             self.counts.executed += 1
-            result = await self._result(response.result, spec.outputs, False,
-                                        built.digest.hash)
+            try:
+                result = await self._result(response.result, spec.outputs, False,
+                                            built.digest.hash)
+            except _NotFound:
+                raise RemoteExecFault("the action's outputs are not in the store it "
+                                      "answered from") from None
             return ExecResult(result.exit_code, result.stdout, result.stderr, result.outputs,
                               response.cached_result, built.digest.hash, uploaded)
 
@@ -215,7 +219,10 @@ class Executor:
         if found.exit_code != 0:
             return None
         spec_outputs = [f.path for f in found.output_files]
-        return await self._result(found, spec_outputs, True, built.digest.hash)
+        try:
+            return await self._result(found, spec_outputs, True, built.digest.hash)
+        except _NotFound:  # an output evicted from the store: the action runs again
+            return None
 
     async def _result(self, result: re_pb2.ActionResult, wanted: Sequence[str], cached: bool,
                       action: str) -> ExecResult:
@@ -315,6 +322,8 @@ class Executor:
                                                  instance_name=self.url.instance,
                                                  digests=batch))
                     for r in reply.responses:
+                        if r.status.code == grpc.StatusCode.NOT_FOUND.value[0]:
+                            raise _NotFound()
                         if r.status.code != 0:
                             raise RemoteExecFault(f"BatchReadBlobs: {r.digest.hash[:16]} "
                                                   f"missing: {r.status.message}")
@@ -331,10 +340,15 @@ class Executor:
     async def _read_stream(self, d: re_pb2.Digest) -> bytes:
         async def once() -> bytes:
             parts = []
-            async for r in self._bs.Read(bytestream_pb2.ReadRequest(
-                    resource_name=self._resource(d, False)), timeout=self.policy.call,
-                    metadata=self._metadata):
-                parts.append(r.data)
+            try:
+                async for r in self._bs.Read(bytestream_pb2.ReadRequest(
+                        resource_name=self._resource(d, False)), timeout=self.policy.call,
+                        metadata=self._metadata):
+                    parts.append(r.data)
+            except grpc.aio.AioRpcError as e:
+                if e.code() == grpc.StatusCode.NOT_FOUND:
+                    raise _NotFound() from None
+                raise
             return b"".join(parts)
         return await self._retrying("ByteStream.Read", once)
 

@@ -42,6 +42,9 @@ include_guard(GLOBAL)
 #   UKDPACK_REMOTE_CACHE         remote compile cache URL for every pack command
 #                                (http(s):// or redis://; docs/remote-cache.md)
 #   UKDPACK_REMOTE_CACHE_MODE    read or read-write (default: read-write)
+#   UKDPACK_REMOTE_EXEC          remote-execution farm (grpc[s]://HOST:PORT[/INSTANCE])
+#                                for pack targets without REMOTE_EXEC (docs/packing.md)
+#   UKDPACK_REMOTE_EXEC_MODE     auto or require (default: auto)
 set(UKDPACK_PYTHON "" CACHE FILEPATH
     "Python that runs ukdpack's packer (default: the one ukdpack was built for)")
 cmake_host_system_information(RESULT _ukd_cores QUERY NUMBER_OF_LOGICAL_CORES)
@@ -55,6 +58,9 @@ option(UKDPACK_REQUIRE_DVC_OUTPUTS "Make missing DVC outputs fatal in ukd_check_
 set(UKDPACK_REMOTE_CACHE "" CACHE STRING
     "remote compile cache URL for every pack (http(s):// or redis://; docs/remote-cache.md)")
 set(UKDPACK_REMOTE_CACHE_MODE "" CACHE STRING "read or read-write (default: read-write)")
+set(UKDPACK_REMOTE_EXEC "" CACHE STRING
+    "remote-execution farm for every pack: grpc[s]://HOST:PORT[/INSTANCE] (docs/packing.md)")
+set(UKDPACK_REMOTE_EXEC_MODE "" CACHE STRING "auto or require (default: auto)")
 
 # _ukd_fail_unparsed(<function> <prefix>): stop on arguments nobody asked for.
 macro(_ukd_fail_unparsed fn prefix)
@@ -497,11 +503,16 @@ endfunction()
 #   INSTALL_DESTINATION   install the shards (without stamps or staging) there
 #   COMPONENT             install component of the shards (default: ukdpack_<n>)
 #   EXCLUDE_FOLDERS       folder names the walk leaves out
+#   REMOTE_EXEC           run the compiles on a remote-execution farm:
+#                         grpc[s]://HOST:PORT[/INSTANCE] (default: UKDPACK_REMOTE_EXEC;
+#                         pack --remote-exec, docs/packing.md); credentials go in the
+#                         environment ($UKDPACK_REMOTE_EXEC_TOKEN), never in the URL
 # Cache variables UKDPACK_REMOTE_CACHE (URL) and UKDPACK_REMOTE_CACHE_MODE (read or
-# read-write) give every pack command a remote compile cache (docs/remote-cache.md).
+# read-write) give every pack command a remote compile cache (docs/remote-cache.md);
+# UKDPACK_REMOTE_EXEC_MODE (auto or require) applies to REMOTE_EXEC.
 function(ukd_add_pack_target)
   cmake_parse_arguments(PARSE_ARGV 0 ARG "REQUIRED;ALLOW_UNKNOWN_ARCHES"
-    "NAME;SOURCE_ROOT;OUT_ROOT;GROUP;JOBS;HIPCC;NVCC;CACHE_DIR;HANDLERS;INSTALL_DESTINATION;COMPONENT"
+    "NAME;SOURCE_ROOT;OUT_ROOT;GROUP;JOBS;HIPCC;NVCC;CACHE_DIR;HANDLERS;INSTALL_DESTINATION;COMPONENT;REMOTE_EXEC"
     "ARCHES;DEPENDS;EXCLUDE_FOLDERS")
   _ukd_fail_unparsed(ukd_add_pack_target ARG)
   _ukd_require(ukd_add_pack_target ARG NAME SOURCE_ROOT OUT_ROOT)
@@ -515,6 +526,17 @@ function(ukd_add_pack_target)
   endif()
   if(ARG_JOBS AND NOT ARG_JOBS MATCHES "^[1-9][0-9]*$")
     message(FATAL_ERROR "ukd_add_pack_target(${ARG_NAME}): JOBS '${ARG_JOBS}' is no positive number")
+  endif()
+  # The remote-execution farm: the keyword, else the cache variable.
+  set(_farm "${ARG_REMOTE_EXEC}")
+  if(NOT _farm)
+    set(_farm "${UKDPACK_REMOTE_EXEC}")
+  endif()
+  if(_farm AND NOT _farm MATCHES "^grpcs?://")
+    # shown without its userinfo: a credential is never printed
+    string(REGEX REPLACE "^([A-Za-z0-9+.-]*://)?.*@" "\\1***@" _shown "${_farm}")
+    message(FATAL_ERROR "ukd_add_pack_target(${ARG_NAME}): REMOTE_EXEC '${_shown}' is no "
+                        "grpc://HOST:PORT[/INSTANCE] or grpcs:// URL")
   endif()
   set(_requested "${ARG_ARCHES}")
   if(NOT _requested)
@@ -611,6 +633,13 @@ function(ukd_add_pack_target)
     list(APPEND _opts --remote-cache "${UKDPACK_REMOTE_CACHE}")
     if(UKDPACK_REMOTE_CACHE_MODE)
       list(APPEND _opts --remote-cache-mode "${UKDPACK_REMOTE_CACHE_MODE}")
+    endif()
+  endif()
+  # The farm behind both caches (checked above).
+  if(_farm)
+    list(APPEND _opts --remote-exec "${_farm}")
+    if(UKDPACK_REMOTE_EXEC_MODE)
+      list(APPEND _opts --remote-exec-mode "${UKDPACK_REMOTE_EXEC_MODE}")
     endif()
   endif()
 

@@ -31,6 +31,7 @@ from ukdpack.words import count
 
 if TYPE_CHECKING:
     from ukdpack.produce.remote import RemoteConfig
+    from ukdpack.produce.remote_exec import RemoteExecConfig
 
 Handler = Callable[[argparse.Namespace], int]
 
@@ -144,7 +145,7 @@ def _pack(args: argparse.Namespace) -> int:
         depfile=Path(args.depfile) if args.depfile is not None else None,
         depfile_target=args.depfile_target, exclude_folders=tuple(args.exclude_folder),
         required=args.required, lock_timeout=args.lock_timeout, job_timeout=args.job_timeout,
-        remote=_remote_config(args))
+        remote=_remote_config(args), remote_exec=_remote_exec_config(args))
     result = pack(opts, reporter)
     if result.failed:
         reporter.info(f"failed: {', '.join(result.failed)} ({len(result.failed)} of "
@@ -401,6 +402,35 @@ def _remote_config(args: argparse.Namespace) -> RemoteConfig | None:
     return remote.RemoteConfig(url, mode, args.remote_cache_timeout,
                                getattr(args, "remote_cache_max_object", None)
                                or remote.DEFAULT_MAX_OBJECT)
+
+
+def _remote_exec_config(args: argparse.Namespace) -> RemoteExecConfig | None:
+    """Remote execution as the flags (else $UKDPACK_REMOTE_EXEC*) ask for it; None without
+    a URL (an empty one included)."""
+    url = args.remote_exec if args.remote_exec is not None else \
+        os.environ.get("UKDPACK_REMOTE_EXEC", "")
+    if not url:
+        return None
+    from ukdpack.produce import remote_exec
+    from ukdpack.remote.url import parse_url
+
+    parse_url(url)  # a usage error now (the URL shown redacted), not after the tree loads
+    mode = args.remote_exec_mode or os.environ.get("UKDPACK_REMOTE_EXEC_MODE") or "auto"
+    if mode not in remote_exec.MODES:
+        raise UsageError(f"$UKDPACK_REMOTE_EXEC_MODE: expected auto or require, found "
+                         f"{mode!r}")
+    properties: dict[str, str] = {}
+    for text in args.remote_exec_property:
+        key, eq, value = text.partition("=")
+        if not eq or not key or has_controls(text):
+            raise UsageError(f"--remote-exec-property {text!r}: expected KEY=VALUE (a "
+                             "platform property the farm's workers offer, e.g. OSFamily=linux)")
+        if key == remote_exec.TOOLCHAIN_PROPERTY:
+            raise UsageError(f"--remote-exec-property {key}: this property is the compiler's "
+                             "fingerprint, which ukdpack sets itself")
+        properties[key] = value
+    return remote_exec.RemoteExecConfig(url, args.remote_exec_jobs,
+                                        tuple(sorted(properties.items())), mode)
 
 
 def _cmd_remote_cache(args: argparse.Namespace, config: RemoteConfig) -> int:
@@ -728,6 +758,17 @@ def build_parser() -> argparse.ArgumentParser:
                    "compiled too (default; else $UKDPACK_REMOTE_CACHE_MODE)")
     p.add_argument("--remote-cache-max-object", type=_positive_count, metavar="BYTES",
                    help="objects larger than this are not uploaded (default 64 MiB)")
+    p.add_argument("--remote-exec", metavar="URL",
+                   help="run compiles on a build farm through the Remote Execution API: "
+                   "grpc[s]://HOST:PORT[/INSTANCE] (else $UKDPACK_REMOTE_EXEC; docs/packing.md)")
+    p.add_argument("--remote-exec-jobs", type=_positive_count, default=64, metavar="N",
+                   help="actions in flight on the farm (default 64)")
+    p.add_argument("--remote-exec-property", action="append", default=[], metavar="K=V",
+                   help="a platform property the farm's workers must offer (repeatable)")
+    p.add_argument("--remote-exec-mode", choices=("auto", "require"),
+                   help="auto: a farm that is down or failing costs one warning and the "
+                   "compiles run here (default); require: the pack fails instead (else "
+                   "$UKDPACK_REMOTE_EXEC_MODE)")
     p.set_defaults(handler=cmd_pack)
 
     p = sub.add_parser("dvc-status", help="which DVC outputs under a root are present")

@@ -1,7 +1,8 @@
 """The one place that keeps credentials out of what ukdpack prints or writes.
 
 A credential reaches ukdpack as the userinfo of a URL (``redis://:pw@host/0``) or from
-the environment (``$UKDPACK_REMOTE_CACHE_TOKEN``, ``$UKDPACK_REMOTE_CACHE_BASIC_AUTH``).
+the environment (``$UKDPACK_REMOTE_CACHE_TOKEN``, ``$UKDPACK_REMOTE_CACHE_BASIC_AUTH``, and
+remote execution's ``$UKDPACK_REMOTE_EXEC_TOKEN``, ``$UKDPACK_REMOTE_EXEC_BASIC_AUTH``).
 ``redact`` blanks every one of them in a text, whatever form it takes there: as given,
 percent-encoded or decoded, and escaped as ``repr`` or JSON write it (a token ending in
 ``\\r`` shows as ``tok\\r``), nested up to twice (the JSON of a message quoting a repr).
@@ -24,6 +25,8 @@ from ukdpack.errors import UsageError, escape_controls, has_controls
 
 TOKEN_ENV = "UKDPACK_REMOTE_CACHE_TOKEN"  # bearer token (HTTP)
 BASIC_ENV = "UKDPACK_REMOTE_CACHE_BASIC_AUTH"  # user:password (HTTP basic, Redis ACL)
+EXEC_TOKEN_ENV = "UKDPACK_REMOTE_EXEC_TOKEN"  # bearer token (remote execution, gRPC)
+EXEC_BASIC_ENV = "UKDPACK_REMOTE_EXEC_BASIC_AUTH"  # user:password (remote execution)
 BLANK = "***"
 
 #: ``scheme://`` then anything up to the last ``@`` before a space: the userinfo, however
@@ -87,12 +90,13 @@ def secrets() -> list[str]:
     found: list[str] = []
     for url in urls:
         found += _url_secrets(url)
-    token = os.environ.get(TOKEN_ENV, "")
-    basic = os.environ.get(BASIC_ENV, "")
-    for s in (token, basic.partition(":")[2]):
-        found += [s, s.strip()]
-    if basic.partition(":")[2].strip():
-        found.append(_basic(basic.strip()))
+    for token_env, basic_env in ((TOKEN_ENV, BASIC_ENV), (EXEC_TOKEN_ENV, EXEC_BASIC_ENV)):
+        token = os.environ.get(token_env, "")
+        basic = os.environ.get(basic_env, "")
+        for s in (token, basic.partition(":")[2]):
+            found += [s, s.strip()]
+        if basic.partition(":")[2].strip():
+            found.append(_basic(basic.strip()))
     return [s for s in dict.fromkeys(found) if s]
 
 

@@ -44,6 +44,8 @@ HEAVY = frozenset({
         "a_redis_value_larger_than_its_entry_says_is_not_read")),
     # Starts PostgreSQL, BuildGrid and two workers (about 5-12 s) and compiles on them.
     "test_remote_exec_fixture",
+    # The same farm, and packs of a small tree through it (two units, two arches).
+    "test_remote_exec_pack",
 })
 
 

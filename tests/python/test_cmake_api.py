@@ -41,6 +41,12 @@ def _script(tmp_path: Path, body: str) -> subprocess.CompletedProcess[str]:
      "ukd_add_pack_target: missing values for: HIPCC"),
     ("ukd_add_pack_target(NAME n SOURCE_ROOT s OUT_ROOT o CACHE_DIR)",
      "ukd_add_pack_target: missing values for: CACHE_DIR"),
+    ("ukd_add_pack_target(NAME n SOURCE_ROOT s OUT_ROOT o REMOTE_EXEC)",
+     "ukd_add_pack_target: missing values for: REMOTE_EXEC"),
+    ("ukd_add_pack_target(NAME n SOURCE_ROOT . OUT_ROOT o ARCHES gfx90a "
+     "REMOTE_EXEC http://farm:1)", "REMOTE_EXEC 'http://farm:1' is"),
+    ("ukd_add_pack_target(NAME n SOURCE_ROOT . OUT_ROOT o ARCHES gfx90a "
+     "REMOTE_EXEC grcp://me:Pa55@farm:1)", "REMOTE_EXEC 'grcp://***@farm:1' is"),
     ("ukd_add_shard_tests(NAME n)", "ukd_add_shard_tests: unknown arguments: NAME;n"),
     ("ukd_add_shard_tests(PACK_NAME nope)", "ukd_add_shard_tests: no pack target named 'nope'"),
 ])
@@ -48,6 +54,7 @@ def test_functions_refuse_bad_arguments(tmp_path: Path, call: str, fragment: str
     r = _script(tmp_path, call)
     assert r.returncode != 0
     assert fragment in r.stderr
+    assert "Pa55" not in r.stderr  # a credential in a URL is never printed
 
 
 NAMES = ["gfx90a", "gfx90a:xnack-", "gfx940", "gfx942:sramecc+:xnack-", "gfx1030", "gfx1100",
@@ -179,7 +186,8 @@ set(UKDPACK_VALIDATE [==[{validate}]==])
 include([==[{module}]==])
 ukd_add_dvc_pull_target(NAME t ROOT [==[{root}]==])
 ukd_add_pack_target(NAME t SOURCE_ROOT [==[{root}]==] OUT_ROOT out ARCHES gfx90a gfx1030
-                    REQUIRED EXCLUDE_FOLDERS [==[skip me|x]==])
+                    REQUIRED EXCLUDE_FOLDERS [==[skip me|x]==]
+                    REMOTE_EXEC [==[grpc://farm.example:8980/main]==])
 enable_testing()
 ukd_add_shard_tests(PACK_NAME t)
 """
@@ -268,6 +276,7 @@ def test_lists_travel_as_lists(lists: Lists) -> None:
     assert env == ["--modify", f"PYTHONPATH=set:{site}",
                    "--modify", f"PYTHONPATH=path_list_append:{lists.extra_path}"]
     assert pack[pack.index("--exclude-folder") + 1] == "skip me|x"
+    assert pack[pack.index("--remote-exec") + 1] == "grpc://farm.example:8980/main"
     # REQUIRED judges every arch, not the first alone.
     required = next(c for c in lists.commands("ukd_pack_t") if "UkdRequireShards.cmake" in " ".join(c))
     assert _after_dashes(required) == ["gfx90a", "gfx1030"]

@@ -327,6 +327,12 @@ class CompileCache:
                     return Hit(data, tuple(deps))
         return None
 
+    def recorded_deps(self, base_key: str, root: Path) -> list[str] | None:
+        """The files (absolute) the newest recorded compile of ``base_key`` read, whatever
+        their digests now; None when none is recorded (remote execution's input root)."""
+        entries = self._manifest(base_key)
+        return list(_absolute(entries[-1]["deps"], root)) if entries else None
+
     def portable_deps(self, root: Path, deps: Iterable[str]) -> dict[str, str] | None:
         """Each file's digest by its recorded (root-relative when under ``root``) path;
         None when one cannot be read."""

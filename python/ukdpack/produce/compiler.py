@@ -29,7 +29,7 @@ import shutil
 import signal
 import stat
 import subprocess
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
@@ -373,8 +373,9 @@ def key_argv(kind: str, build: Mapping[str, Any], arch: str, driver: str = "") -
     return [*_pinned(kind, arch, driver), *defines, *flags]
 
 
-_QUOTED_INCLUDE = re.compile(rb'^[ \t]*#[ \t]*include[ \t]*"([^"\r\n]+)"', re.MULTILINE)
-#: Headers read at most while looking for one that is no regular file.
+_INCLUDE = re.compile(rb'^[ \t]*#[ \t]*include[ \t]*(?:"([^"\r\n]+)"|<([^>\r\n]+)>)',
+                      re.MULTILINE)
+#: Headers read at most while following includes.
 _MAX_HEADERS = 2000
 
 
@@ -388,21 +389,32 @@ class SpecialInclude:
     kind: str  # "a FIFO", ...
 
 
-def special_include(source: Path, text: bytes, argv: Sequence[str]) -> SpecialInclude | None:
-    """The first quoted ``#include`` of ``source`` (whose bytes are ``text``), or of the
-    headers it reaches that way, that resolves to a FIFO, socket or device: a compiler
-    opening one waits for a writer until --job-timeout, so the pack refuses it before
-    compiling. Looked up as the compiler does: the including file's folder, then the
-    ``-I`` folders of ``argv`` (relative to the source's folder, where compiles run). An
-    angle-bracket include or a macro is not followed; --job-timeout still bounds those."""
+def _include_dirs_of(source: Path, argv: Sequence[str]) -> list[Path]:
+    """The ``-I`` folders of ``argv`` (``-Idir`` and ``-I dir``), relative to the
+    source's folder, where compiles run."""
     dirs = [source.parent / a[2:] for a in argv if a.startswith("-I") and len(a) > 2]
+    dirs += [source.parent / b for a, b in itertools.pairwise(argv) if a == "-I"]
+    return dirs
+
+
+def _includes(source: Path, text: bytes, argv: Sequence[str], angle: bool
+              ) -> Iterator[tuple[Path, str, Path, int]]:
+    """(including file, name as written, what it resolved to, its mode) of each
+    ``#include`` of ``source`` (whose bytes are ``text``) and of the headers reached that
+    way, looked up as the compiler does: a quoted name in the including file's folder,
+    then the ``-I`` folders; an angle-bracket one (``angle``) in the ``-I`` folders. The
+    first match counts; a name found nowhere (a system header) or a macro is not
+    followed. A match that is no regular file is yielded, not read."""
+    dirs = _include_dirs_of(source, argv)
     seen: set[str] = set()
     todo = [(source, text)]
     while todo and len(seen) < _MAX_HEADERS:
         including, body = todo.pop()
-        for m in _QUOTED_INCLUDE.finditer(body):
-            name = os.fsdecode(m.group(1))
-            for base in (including.parent, *dirs):
+        for m in _INCLUDE.finditer(body):
+            if m.group(2) is not None and not angle:
+                continue
+            name = os.fsdecode(m.group(1) or m.group(2))
+            for base in ((including.parent, *dirs) if m.group(1) is not None else dirs):
                 found = base / name
                 try:
                     mode = os.stat(found).st_mode
@@ -410,15 +422,35 @@ def special_include(source: Path, text: bytes, argv: Sequence[str]) -> SpecialIn
                     continue
                 if stat.S_ISDIR(mode):
                     continue
-                if not stat.S_ISREG(mode):
-                    return SpecialInclude(including, name, found, kind_of(mode))
+                yield including, name, found, mode
                 real = os.path.realpath(found)
-                if real not in seen:
+                if stat.S_ISREG(mode) and real not in seen:
                     seen.add(real)
                     with contextlib.suppress(OSError):
                         todo.append((found, read_regular(found)))
                 break
+
+
+def special_include(source: Path, text: bytes, argv: Sequence[str]) -> SpecialInclude | None:
+    """The first quoted ``#include`` of ``source`` (whose bytes are ``text``), or of the
+    headers it reaches that way, that resolves to a FIFO, socket or device: a compiler
+    opening one waits for a writer until --job-timeout, so the pack refuses it before
+    compiling (``_includes`` tells how names are looked up; an angle-bracket include or a
+    macro is not followed; --job-timeout still bounds those)."""
+    for including, name, found, mode in _includes(source, text, argv, angle=False):
+        if not stat.S_ISREG(mode):
+            return SpecialInclude(including, name, found, kind_of(mode))
     return None
+
+
+def include_closure(source: Path, text: bytes, argv: Sequence[str]) -> list[str]:
+    """The files ``source`` includes, directly or through the headers it reaches (quoted
+    and angle-bracket names found in its folder or the ``-I`` folders; ``_includes``), as
+    absolute paths: a cheap stand-in for a preprocessor's dependency scan, a superset of
+    what a compile reads from these folders (every branch of an ``#if`` is followed), that
+    misses only a macro-named include."""
+    return list(dict.fromkeys(os.path.abspath(found) for _, _, found, mode
+                              in _includes(source, text, argv, True) if stat.S_ISREG(mode)))
 
 
 def compile_argv(compiler: Compiler, source: Path, build: Mapping[str, Any], arch: str,
@@ -436,6 +468,16 @@ def rerun_argv(compiler: Compiler, keyed: Sequence[str], source: Path, output: P
     if compiler.kind == "hip":
         argv.insert(len(_pinned("hip", "", compiler.driver)) + 1, f"-ffile-prefix-map={root}=.")
     return [*argv, "-MD", "-MF", str(depfile), "-o", str(output), str(source)]
+
+
+def scan_argv(compiler: Compiler, keyed: Sequence[str], source: Path, depfile: Path,
+              root: Path) -> list[str]:
+    """The local preprocessor's dependency scan of a hip compile (``-M`` into
+    ``depfile``, no object): what remote execution puts into an action's input root."""
+    argv = rerun_argv(compiler, keyed, source, depfile, depfile, root)[:-6]
+    argv = [a for a in argv if a not in ("--genco", "-c")]
+    return [*argv, "--cuda-device-only", "-M", "-MF", str(depfile), "-o", os.devnull,
+            str(source)]
 
 
 def parse_depfile(text: str) -> list[str]:

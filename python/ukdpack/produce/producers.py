@@ -35,12 +35,14 @@ from ukdpack.errors import Problem, UkdError
 from ukdpack.files import FileRange, read_regular, unnamed_file
 from ukdpack.produce import codeobject, compiler
 from ukdpack.produce.cache import CompileCache, base_key
+from ukdpack.produce.compiler import Compiler
 from ukdpack.produce.plan import Job
 from ukdpack.spool import DEFAULT_LEVEL as ARCHIVE_LEVEL
 from ukdpack.spool import RECORDS_OFFSET, SpooledRecord
 
 if TYPE_CHECKING:
     from ukdpack.produce.remote import RemoteTier
+    from ukdpack.produce.remote_exec import RemoteExecTier
 
 
 @dataclass(frozen=True)
@@ -168,7 +170,8 @@ class Producer:
     def __init__(self, root: Path, cache: CompileCache, jobs: int,
                  compilers: Mapping[str, str | None] | None = None,
                  timeout: float = compiler.DEFAULT_JOB_TIMEOUT,
-                 remote: RemoteTier | None = None, spool_dir: Path | None = None) -> None:
+                 remote: RemoteTier | None = None, spool_dir: Path | None = None,
+                 remote_exec: RemoteExecTier | None = None) -> None:
         self.root = root
         self._root = str(root)
         # Prebuilt objects' archive records go to an unnamed file in ``spool_dir`` (the
@@ -176,9 +179,13 @@ class Producer:
         self._spool_dir = spool_dir
         self._spool: int | None = None  # the spool's descriptor, opened at the first batch
         self.remote = remote  # the shared tier behind the cache (remote.py), if any
+        self.remote_exec = remote_exec  # the farm behind both (remote_exec.py), if any
         self.timeout = timeout
         self.cache = cache
         self.jobs = max(1, jobs)
+        # Local compiles (and dependency scans) at a time: the pool may be wider, its
+        # threads waiting on the farm's actions (remote execution).
+        self._local_slots = threading.BoundedSemaphore(self.jobs)
         self._explicit = dict(compilers or {})  # kind -> path given on the command line
         self._compilers: dict[str, compiler.Compiler] = {}
         self._lock = threading.Lock()
@@ -284,12 +291,13 @@ class Producer:
         # released) in this thread, while the pool runs the other jobs.
         prebuilt = [j for j in order if kind(j.kind).producer == "prebuilt"]
         rest = [j for j in order if kind(j.kind).producer != "prebuilt"]
-        if self.jobs == 1 or len(rest) <= 1:
+        width = max(self.jobs, self.remote_exec.jobs if self.remote_exec is not None else 0)
+        if width == 1 or len(rest) <= 1:
             for job in rest:  # in this thread: an interrupt reaches the compile itself
                 one(job)
             self._run_prebuilt(prebuilt, one)
             return _share(results, shared.values())
-        pool = ThreadPoolExecutor(max_workers=self.jobs, thread_name_prefix="ukdpack-job")
+        pool = ThreadPoolExecutor(max_workers=width, thread_name_prefix="ukdpack-job")
         try:
             # Cache lookups run in this thread, each miss handed to the pool as it is
             # found: the compiles start at once and the lookups overlap them.
@@ -351,6 +359,8 @@ class Producer:
         Waits for the running jobs at most STOP_GRACE seconds."""
         self._stopping.set()
         pool.shutdown(wait=False, cancel_futures=True)
+        if self.remote_exec is not None:  # the farm's actions in flight end now
+            self.remote_exec.cancel()
         deadline = time.monotonic() + STOP_GRACE
         while time.monotonic() < deadline:
             with self._busy_lock:
@@ -438,7 +448,11 @@ class Producer:
             raise _fail(job, f"{rel(blocking.including)} includes \"{blocking.name}\", which is "
                              f"{blocking.kind} ({rel(blocking.found)}), not a regular file; a "
                              "compiler would wait on it: make it a file")
-        with tempfile.TemporaryDirectory(prefix="ukdpack-cc-") as tmp:
+        if self.remote_exec is not None and compiler_kind == "hip":
+            done = self._execute(job, comp, key, keyed, rerun, source_text)
+            if done is not None:
+                return done
+        with tempfile.TemporaryDirectory(prefix="ukdpack-cc-") as tmp, self._local_slots:
             out, dep = Path(tmp) / "out.o", Path(tmp) / "out.d"
             argv = compiler.compile_argv(comp, source, build, job.compile_target, out, dep,
                                          self.root)
@@ -457,6 +471,100 @@ class Producer:
         if self.remote is not None:
             self._upload(key, deps, outcome.data, rerun, seconds, comp.include_dirs)
         return self._finish(job, outcome.data, deps, True, f"the object compiled from {job.rel}")
+
+    def _execute(self, job: Job, comp: Compiler, key: str, keyed: Sequence[str],
+                 rerun: Mapping[str, Any], source_text: bytes) -> Product | None:
+        """The job's object from the farm (remote_exec.py), checked as a local compile's
+        is, and kept in the local cache and the team cache; None when it is to be compiled
+        here (the tier is off or faulted, the compile reads files outside the root, or the
+        answer was refused)."""
+        from ukdpack.produce import remote_exec
+
+        tier = self.remote_exec
+        assert tier is not None and job.rel is not None
+        if tier.off:
+            tier.local()
+            return None
+        source = self.root / job.rel
+        # The inputs: those the compile cache recorded for this key, else the includes
+        # followed in the source text (no process); a compile failing on them may read a
+        # file they lack (a macro-named include, a header added since): the local
+        # preprocessor's scan then tells, and the action runs once more.
+        first = self.cache.recorded_deps(key, self.root)
+        if first is None:
+            first = compiler.include_closure(source, source_text, keyed)
+        failed: remote_exec.RemoteCompile | None = None  # the first inputs' failed compile
+        tried: Mapping[str, str] | None = None
+        for deps in (first, None):
+            if deps is None:
+                with tempfile.TemporaryDirectory(prefix="ukdpack-scan-") as tmp, \
+                        self._local_slots:
+                    if self._stopping.is_set():
+                        raise _fail(job, "the pack was interrupted")
+                    scanned = remote_exec.scan_deps(comp, keyed, source, self.root, Path(tmp),
+                                                    self.timeout)
+                if isinstance(scanned, str):
+                    tier.local()
+                    return None
+                deps = scanned
+            files = remote_exec.input_files([str(source), *deps], self.root,
+                                            comp.include_dirs)
+            if isinstance(files, str) and deps is first:
+                continue  # the includes followed may name more than a compile reads
+            if isinstance(files, str):
+                tier.local()
+                return None
+            if failed is not None and files == tried:
+                break  # the scan finds what was sent: the failure stands
+            tried = files
+            try:
+                inputs = {rel: read_regular(Path(path)) for rel, path in files.items()}
+            except OSError:
+                tier.local()
+                return None
+            spec = remote_exec.compile_spec(comp, keyed, job.rel, inputs, tier.config.properties,
+                                            self.timeout)
+            started = time.monotonic()
+            try:
+                result = tier.run(spec)
+            except UkdError as e:  # interrupted, or a fault under --remote-exec-mode require
+                raise _fail(job, str(e.problems[0])) from None
+            if result is None:
+                tier.local()
+                return None
+            made = remote_exec.remote_compile(result, job.rel, files, self.root,
+                                              comp.include_dirs, time.monotonic() - started)
+            if isinstance(made, str):
+                self._refuse(job, tier, made)
+                return None
+            if not made.ok and deps is first:
+                failed = made
+                continue  # scanned: the first inputs may lack a header the compile reads
+            if not made.ok:
+                failed = made
+                break
+            what = f"the object the farm compiled from {job.rel}"
+            try:
+                product = self._finish(job, made.data, made.deps, not made.cached, what)
+            except JobFailed as e:  # not a code object of the job's target: never used
+                self._refuse(job, tier, e.problem.message)
+                return None
+            self.cache.store(key, self.root, made.deps, made.data, rerun)
+            if self.remote is not None:
+                self._upload(key, made.deps, made.data, rerun, made.seconds, comp.include_dirs)
+            return product
+        if failed is None:
+            return None
+        raise _fail(job, f"compiling {job.what()} failed", failed.message,
+                    os.path.basename(comp.path))
+
+    def _refuse(self, job: Job, tier: RemoteExecTier, why: str) -> None:
+        """An answer of the farm refused: the job compiles here (``require``: fails)."""
+        try:
+            tier.refuse(f"the result for {job.what()} is refused: {why}")
+        except UkdError as e:
+            raise _fail(job, str(e.problems[0])) from None
+        tier.local()
 
     def _upload(self, key: str, deps: Sequence[str], data: bytes, rerun: Mapping[str, Any],
                 seconds: float, toolchain: Sequence[str]) -> None:

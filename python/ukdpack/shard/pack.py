@@ -46,6 +46,7 @@ from ukdpack.words import count
 
 if TYPE_CHECKING:
     from ukdpack.produce.remote import RemoteConfig, RemoteStats, RemoteTier
+    from ukdpack.produce.remote_exec import RemoteExecConfig, RemoteExecStats, RemoteExecTier
 
 DEFAULT_GROUP = "kernels"
 
@@ -124,6 +125,8 @@ class PackOptions:
     lock_timeout: float = 600.0
     job_timeout: float = DEFAULT_JOB_TIMEOUT
     remote: RemoteConfig | None = None  # the shared cache tier (docs/remote-cache.md)
+    #: compiles on a build farm, behind both caches (docs/packing.md, --remote-exec)
+    remote_exec: RemoteExecConfig | None = None
     #: target IDs with features per bare arch (arch_variants); an arch not here builds
     #: one object per source, for the bare arch
     variants: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
@@ -152,6 +155,7 @@ class PackReport:
     compiles: int = 0  # compiler runs that made an object
     failed_jobs: int = 0  # code objects not made (a failed compile, a missing compiler)
     remote: RemoteStats | None = None  # the remote cache tier's use, when one was given
+    remote_exec: RemoteExecStats | None = None  # remote execution's, when asked for
 
     @property
     def failed(self) -> list[str]:
@@ -685,6 +689,12 @@ def _pack(opts: PackOptions, reporter: Reporter) -> PackReport:
         from ukdpack.produce.remote import RemoteTier
 
         remote = RemoteTier(opts.remote)
+    farm = None
+    if opts.remote_exec is not None:
+        from ukdpack.produce.remote_exec import RemoteExecTier
+
+        farm = RemoteExecTier(opts.remote_exec)
+        farm.start()  # down: one warning (require: the pack fails here, before any work)
     # Prebuilt objects are spooled in the out root (made now: each arch's lock makes it
     # anyway), where one arch's archive can be the spool itself (ArchiveWriter.write);
     # else in the system's temporary folder, from which the archives copy them.
@@ -693,20 +703,23 @@ def _pack(opts: PackOptions, reporter: Reporter) -> PackReport:
     spool_dir = out_root if out_root.is_dir() else Path(tempfile.gettempdir())
     cache_admin.limit(cache.root)  # a bad limit fails now, not after the compiles
     producer = Producer(root, cache, opts.jobs, {"hip": opts.hipcc, "cuda": opts.nvcc},
-                        opts.job_timeout, remote, spool_dir=spool_dir)
+                        opts.job_timeout, remote, spool_dir=spool_dir, remote_exec=farm)
     try:
         # Shared: no prune, clear or eviction removes an entry while this pack may use it.
         with cache_admin.pack_lock(cache.root, opts.lock_timeout, say):
             return _produce_and_publish(opts, reporter, report, tree, plans, handlers,
-                                        producer, remote)
+                                        producer, remote, farm)
     finally:
         producer.close()
+        if farm is not None and report.remote_exec is None:  # interrupted: close it anyway
+            farm.finish()
         cache_admin.evict_after_pack(cache.root, say)
 
 
 def _produce_and_publish(opts: PackOptions, reporter: Reporter, report: PackReport, tree: Tree,
                          plans: Sequence[ArchPlan], handlers: HandlerManifest | None,
-                         producer: Producer, remote: RemoteTier | None) -> PackReport:
+                         producer: Producer, remote: RemoteTier | None,
+                         farm: RemoteExecTier | None = None) -> PackReport:
     """Run every job, then build, check and publish each arch's shard."""
     root, out_root = opts.source_root, opts.out_root
     say = functools.partial(_say, reporter)
@@ -714,6 +727,9 @@ def _produce_and_publish(opts: PackOptions, reporter: Reporter, report: PackRepo
     reporter.batch_started(len(jobs), f"producing for {', '.join(opts.arches)}")
     products = producer.run(jobs, lambda job, s, outcome: reporter.job_done(
         escape_controls(job.what()) if reporter.names(outcome) else "", s, outcome))
+    if farm is not None:  # the farm's work is done: its summary before the shards'
+        report.remote_exec = farm.finish()
+        reporter.info(report.remote_exec.line())
     report.compiles, report.failed_jobs = producer.compiles, producer.failed
     producer.cache.save_digests()
     reused = len(jobs) - producer.compiles - producer.failed
@@ -881,5 +897,7 @@ def pack_report(opts: PackOptions, report: PackReport) -> dict[str, Any]:
         "dormant": report.dormant, "compiled": report.compiles,
         "failed_code_objects": report.failed_jobs,
         "remote_cache": report.remote.doc() if report.remote is not None else None,
+        **({"remote_exec": report.remote_exec.doc()} if report.remote_exec is not None
+           else {}),
         "arches": arches})
 

@@ -180,6 +180,7 @@ class Tree:
         their runtime check, which loads a set of its own) then reuse its memory. The
         models are made first if nothing asked for them yet: they are read from the set."""
         _ = self.descriptors
+        _ = self.problems  # the whole-set rules' thread is done with the set too
         for arch in arches:
             self._kept_contents[arch] = self._contents(arch)
         object.__setattr__(self, "dset", None)  # frozen: this is the one late change

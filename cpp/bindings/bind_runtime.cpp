@@ -846,11 +846,18 @@ void bindSetChecks(py::module_& m) {
   m.def(
       "check_set_rules",
       [](const PySet& dset, const std::vector<std::string>& arches) {
-        return diagnosticList(checkSetRules(*dset.set, arches));
+        const std::shared_ptr<const DescriptorSet> set = dset.set;  // kept while the GIL is released
+        std::vector<Diagnostic> found;
+        {
+          // The packer runs its own rules beside these (authored/load.py): the set is read-only.
+          py::gil_scoped_release released;
+          found = checkSetRules(*set, arches);
+        }
+        return diagnosticList(found);
       },
       py::arg("dset"), py::arg("arches") = std::vector<std::string>{},
       "The whole-set rules (launch sets per dispatch handler, packed toc keys) over a loaded set, for the "
-      "shards of `arches` (empty: every arch): diagnostic dicts.");
+      "shards of `arches` (empty: every arch): diagnostic dicts. Releases the GIL while it checks.");
   m.def(
       "shard_contents",
       [](const PySet& dset, const std::string& arch) {

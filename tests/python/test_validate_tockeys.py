@@ -89,3 +89,36 @@ def test_a_collision_names_the_first_kernel_and_where_it_is(
     # Kernel 'c' and the consume launch build a/k.hip as 'a' does: the same inputs.
     assert not result.valid
     assert result.summary() == "invalid: 2 errors (8 descriptors, 2 packs, 4 kernels)"
+
+
+_FILES = ["k.kdp.json", "e/k.kdp.json", "e/f/k.kdp.json", "./k.kdp.json", "e//k.kdp.json",
+          "e/../k.kdp.json", "/abs/k.kdp.json", ".e/k.kdp.json", "e./k.kdp.json"]
+_NAMES = ["a.o", "sub/a.o", "sub/deep/a.o", "./a.o", "sub/./a.o", "../a.o", "sub/../a.o",
+          "sub/..", "sub/.", "..", ".", "", "/abs/a.o", "//a.o", "a//b.o", "a.o/", ".hidden",
+          "..dots", "...", "sub/.hidden", "a\\b.o", "é.o", "with space.o"]
+
+
+@pytest.mark.parametrize("file", _FILES)
+def test_joined_is_the_normalized_join(file: str) -> None:
+    """``joined`` spells a plain name's join without ``normpath``: the same path as the
+    normalized join, for every corner ('.', '..', empty components, absolute names)."""
+    import posixpath
+
+    from ukdpack.authored.model import joined
+
+    for name in _NAMES:
+        want = posixpath.normpath(posixpath.join(posixpath.dirname(file), name))
+        assert joined(file, name) == want, (file, name)
+
+
+def test_stem_of_is_the_file_name_less_its_extension() -> None:
+    """A prebuilt object's stem is its file's name less the extension, as
+    ``posixpath.splitext(posixpath.basename(...))`` gives it (a leading dot is no
+    extension), with what a toc key may not hold replaced."""
+    import posixpath
+
+    for rel in ["objects/009/obj018400.hsaco", "a.o", "sub/.hidden", "sub/..dots.o", "x",
+                "a/b.c.d", "a/b c.o", "é.o", "a/.o", "a/...", "a/.b.o"]:
+        base = posixpath.splitext(posixpath.basename(rel))[0]
+        want = tockey._NOT_STEM.sub("_", base) or "object"
+        assert tockey.stem_of("hsaco", {"file": rel}, rel) == want, rel

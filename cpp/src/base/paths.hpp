@@ -18,9 +18,33 @@ struct PathVerdict {
   bool regularFile = false;      // seen to be a regular file (not a link) while checking
 };
 
+// A folder of checked paths, its links resolved once (`real`). `inside`: `real` lies
+// inside the resolved root. `fd`: the folder opened once a second file of it is checked,
+// so that each file's lstat looks up one name, not its whole path from '/'.
+struct RealFolder {
+  std::filesystem::path real;
+  bool inside = false;
+  int fd = -1;
+  unsigned checked = 0;
+};
+
 // Folders with their links resolved, by their joined path: a caller checking many
 // paths that share folders (a pack's kernels and their objects) resolves each once.
-using RealFolders = std::unordered_map<std::string, std::filesystem::path>;
+// Closes the folders it opened.
+class RealFolders {
+ public:
+  RealFolders() = default;
+  RealFolders(const RealFolders&) = delete;
+  RealFolders& operator=(const RealFolders&) = delete;
+  ~RealFolders();
+
+  std::unordered_map<std::string, RealFolder> byPath;
+  RealFolder* last = nullptr;  // the folder of the last file checked, and its key
+  const std::string* lastKey = nullptr;
+  std::string joined;  // containedRegularFile's buffer: no allocation per file
+  unsigned open = 0;   // folders opened (at most kMaxOpen)
+  static constexpr unsigned kMaxOpen = 32;
+};
 
 // `root` and `baseDir` are absolute and normalized. With `noSymlinkHop`, every
 // existing component below the root is lstat'ed and none may be a link (the
@@ -32,6 +56,16 @@ using RealFolders = std::unordered_map<std::string, std::filesystem::path>;
 PathVerdict checkContained(const std::filesystem::path& root, const std::filesystem::path& baseDir,
                            const std::string& name, bool noSymlinkHop, const std::filesystem::path* realRoot = nullptr,
                            RealFolders* folders = nullptr);
+
+// Whether checkContained(root, baseDir, name, false, &realRoot, &folders) finds `name` a
+// regular file inside the root, answered without std::filesystem for the common case: a
+// plain relative name (no '.', '..' or empty component, no backslash, no drive), a
+// normalized root and baseDir, a folder whose resolved path lies inside the resolved root
+// and one lstat (fstatat on the opened folder) that sees a regular file. False means
+// "not shown": checkContained and describeFileProblem say what it is (a missing file,
+// a link, an escape), so every message stays theirs.
+bool containedRegularFile(const std::filesystem::path& root, const std::filesystem::path& realRoot,
+                          const std::filesystem::path& baseDir, const std::string& name, RealFolders& folders);
 
 // What a directory entry is, without opening it ("a FIFO", "a socket", ...): a FIFO
 // named like a descriptor or a source must not block (opening one waits for a writer).

@@ -225,6 +225,8 @@ bool Loader::kernelSourcesOk(const Kernel& kernel, const fs::path& root, std::ve
     if (*info->fileField == '\0' || !(options_.authored || options_.sourceFiles)) return;
     if (!src.file) return;
     const std::string& given = *src.file;
+    // The common case, a plain name of a file that is there, without std::filesystem.
+    if (!realRoot_.empty() && detail::containedRegularFile(root, realRoot_, kernel.baseDir, given, folders)) return;
     const auto verdict =
         detail::checkContained(root, kernel.baseDir, given, false, realRoot_.empty() ? nullptr : &realRoot_, &folders);
     const std::string msg = detail::describeFileProblem(verdict, given, info->fileWhat, kernel.file);

@@ -4,6 +4,7 @@
 #include <set>
 #include <string>
 #include <system_error>
+#include <utility>
 #include <vector>
 
 #include "base/files.hpp"
@@ -60,27 +61,35 @@ struct WalkContext {
   std::set<std::string> excluded;
 };
 
+// What an entry is, links followed: from the folder's listing where it says (no stat
+// per file: a tree's folders of objects hold tens of thousands), else from a stat.
+fs::file_type entryType(const fs::directory_entry& e, bool isLink, std::error_code& ec) {
+  if (!isLink) {
+    if (e.is_regular_file(ec)) return fs::file_type::regular;
+    if (e.is_directory(ec)) return fs::file_type::directory;
+  }
+  return e.status(ec).type();
+}
+
 void walkFolder(const fs::path& folder, const std::string& relFolder, const WalkContext& ctx,
                 std::vector<WalkedFile>& out, std::vector<Diagnostic>& diags) {
   std::error_code ec;
-  std::vector<fs::directory_entry> entries;
-  for (fs::directory_iterator it(folder, ec), end; !ec && it != end; it.increment(ec)) entries.push_back(*it);
+  std::vector<std::pair<std::string, fs::directory_entry>> entries;  // by name
+  for (fs::directory_iterator it(folder, ec), end; !ec && it != end; it.increment(ec))
+    entries.emplace_back(it->path().filename().string(), *it);
   if (ec) {
     diags.push_back(
         makeError(codes::READ_FAILED, relFolder.empty() ? "." : relFolder, "", "cannot list folder: " + ec.message()));
     return;
   }
-  std::sort(entries.begin(), entries.end(), [](const fs::directory_entry& a, const fs::directory_entry& b) {
-    return a.path().filename().string() < b.path().filename().string();
-  });
+  std::sort(entries.begin(), entries.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
   auto note = [&](const std::string& rel, const std::string& why) {
     diags.push_back(Diagnostic{Severity::Note, codes::SKIPPED, "", "", "skipping " + escapedText(rel) + ": " + why});
   };
-  for (const fs::directory_entry& e : entries) {
-    const std::string name = e.path().filename().string();
+  for (const auto& [name, e] : entries) {
     const std::string rel = relFolder.empty() ? name : relFolder + "/" + name;
     const bool isLink = e.is_symlink(ec);
-    const fs::file_type type = e.status(ec).type();  // follows links
+    const fs::file_type type = entryType(e, isLink, ec);
     const bool isDir = type == fs::file_type::directory;
     const bool realDir = isDir && !isLink;
     const bool isJson = name.size() >= 5 && name.compare(name.size() - 5, 5, ".json") == 0;
@@ -90,8 +99,9 @@ void walkFolder(const fs::path& folder, const std::string& relFolder, const Walk
     }
     // A name that is no UTF-8 text cannot be a file field, an id's origin or a JSON
     // report's string: refused, named with its bytes escaped, and not read (a folder
-    // only when descriptors lie in it; any other is no business of the walk).
-    if ((isJson || (realDir && holdsDescriptors(e.path()))) && !detail::validUtf8(name)) {
+    // only when descriptors lie in it; any other is no business of the walk). The
+    // name is looked at first: a folder's subtree is searched only when it is no UTF-8.
+    if ((isJson || realDir) && !detail::validUtf8(name) && (isJson || holdsDescriptors(e.path()))) {
       diags.push_back(makeError(codes::NAME_NOT_UTF8, escapedText(rel), "",
                                 std::string("the ") + (isDir ? "folder" : "file") +
                                     " name is not UTF-8 text; it was not " + (isDir ? "walked" : "read") +

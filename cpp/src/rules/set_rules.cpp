@@ -88,13 +88,21 @@ void launchSets(const DescriptorSet& set, const std::string& arch, std::vector<F
   for (const Pack& p : set.refusedPacks) packs.push_back(&p);
   for (const Pack* pack : packs) {
     const Pack& p = *pack;
+    // The pack's group, looked up at its first kernel in the shard (one lookup a pack,
+    // not one a kernel); no group is added while the pack's kernels join it.
+    std::vector<Member>* into = nullptr;
+    bool looked = false;
     for (const PackMember& m : p.members) {
       if (!inShard(p, m.kernel(), arch)) continue;
-      if (!p.dispatch) {
-        group("kdp", idKey(p.id)).push_back(Member{&p, &m});
-      } else if (const Dispatch* udd = set.dispatchOf(p)) {
-        group("symbol", udd->dispatchSymbol).push_back(Member{&p, &m});
+      if (!looked) {
+        looked = true;
+        if (!p.dispatch) {
+          into = &group("kdp", idKey(p.id));
+        } else if (const Dispatch* udd = set.dispatchOf(p)) {
+          into = &group("symbol", udd->dispatchSymbol);
+        }
       }
+      if (into != nullptr) into->push_back(Member{&p, &m});
     }
   }
   for (const auto& [key, members] : groups) {
@@ -104,7 +112,10 @@ void launchSets(const DescriptorSet& set, const std::string& arch, std::vector<F
                         })->pack;
     std::map<std::string, LaunchSet> declared;  // UDD file -> its launches
     if (how == "symbol") {
+      const Pack* last = nullptr;
       for (const Member& m : members) {
+        if (m.pack == last) continue;  // a pack's kernels are together, and name one UDD
+        last = m.pack;
         const Dispatch* udd = set.dispatchOf(*m.pack);
         if (udd != nullptr && udd->launches)
           declared[udd->file] = LaunchSet(udd->launches->begin(), udd->launches->end());
@@ -169,13 +180,14 @@ void packedTocKeys(const DescriptorSet& set, std::vector<Diagnostic>& out) {
       const Kernel& k = m.kernel();
       std::vector<std::pair<std::string, const KernelSource*>> launches;
       if (const KernelSource* single = singleLaunchSource(k)) {
-        launches.emplace_back("", single);
+        if (isPackedSource(*single)) launches.emplace_back("", single);
       } else {
-        for (const auto& [name, src] : k.sources) launches.emplace_back(name, &src);
+        for (const auto& [name, src] : k.sources)
+          if (isPackedSource(src)) launches.emplace_back(name, &src);
       }
+      if (launches.empty()) continue;  // an authored tree's kernels: nothing packed, no paths built
       const std::string folder = std::filesystem::path(k.file).parent_path().generic_string();
       for (const auto& [name, src] : launches) {
-        if (!isPackedSource(*src)) continue;
         const std::string archive = (std::filesystem::path(folder) / src->library).lexically_normal().generic_string();
         const std::string path = name.empty() ? jsonPathKey(k.jsonPath, "kernel_source")
                                               : jsonPathKey(jsonPathKey(k.jsonPath, "sources"), name);

@@ -11,6 +11,7 @@ no descriptor JSON itself.
 from __future__ import annotations
 
 import functools
+import threading
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -94,8 +95,16 @@ class Tree:
     authored: bool
     files: tuple[DescriptorFile, ...]
     skipped: tuple[Skipped, ...]
-    problems: tuple[Problem, ...]
+    loaded: tuple[Problem, ...]  # the load's problems; ``problems`` adds the whole-set rules'
     dset: Any = field(repr=False, compare=False, default=None)  # _runtime.DescriptorSet
+    set_rules: SetRules | None = field(repr=False, compare=False, default=None)
+
+    @functools.cached_property
+    def problems(self) -> tuple[Problem, ...]:
+        """Every problem the runtime found: the load's, then the whole-set rules'
+        (waited for here: they run on a thread of their own while the packer's rules
+        start)."""
+        return self.loaded + (self.set_rules.result() if self.set_rules else ())
 
     @functools.cached_property
     def descriptors(self) -> tuple[Descriptor, ...]:
@@ -171,6 +180,7 @@ class Tree:
         their runtime check, which loads a set of its own) then reuse its memory. The
         models are made first if nothing asked for them yet: they are read from the set."""
         _ = self.descriptors
+        _ = self.problems  # the whole-set rules' thread is done with the set too
         for arch in arches:
             self._kept_contents[arch] = self._contents(arch)
         object.__setattr__(self, "dset", None)  # frozen: this is the one late change
@@ -212,6 +222,34 @@ class Tree:
         return [from_runtime(d) for d in _runtime.unreachable_note(self.dset)]
 
 
+class SetRules:
+    """The runtime's whole-set rules over a loaded set, on a thread of their own: the
+    runtime releases the GIL while it checks, so the packer's toc-key rule runs beside
+    them (``validate`` at 100,000 kernels: 0.15 s beside 0.26 s)."""
+
+    def __init__(self, dset: Any, arches: list[str]) -> None:
+        self._found: tuple[Problem, ...] = ()
+        self._failure: BaseException | None = None
+        # Not a daemon: a process ending meanwhile waits for it rather than tear the
+        # set down under it.
+        self._thread = threading.Thread(target=self._check, args=(dset, arches),
+                                        name="ukdpack-set-rules")
+        self._thread.start()
+
+    def _check(self, dset: Any, arches: list[str]) -> None:
+        try:
+            self._found = tuple(from_runtime(d) for d in _runtime.check_set_rules(dset, arches))
+        except BaseException as e:  # raised again where the result is asked for
+            self._failure = e
+
+    def result(self) -> tuple[Problem, ...]:
+        """The rules' problems, once they are checked."""
+        self._thread.join()
+        if self._failure is not None:
+            raise self._failure
+        return self._found
+
+
 def load_tree(root: Path, exclude_folders: Iterable[str] = (), *, authored: bool = True,
               arches: Sequence[str] | None = None) -> Tree:
     """Read every descriptor under ``root`` through the runtime's loader; every problem
@@ -229,12 +267,12 @@ def _load(root: Path, exclude_folders: Iterable[str], authored: bool, asked: lis
     if dset is None:
         dset = _runtime.load_shard(str(root), exclude_folders=exclude, authored=authored,
                                    arches=asked)
+    set_rules = SetRules(dset, asked)
     problems = [from_runtime(d) for d in dset.diagnostics if d["code"] != _runtime.Code.SKIPPED]
-    problems += [from_runtime(d) for d in _runtime.check_set_rules(dset, asked)]
     files = tuple(DescriptorFile(rel, root / rel, dtype) for rel, dtype, _ in dset.files)
     skipped = tuple(Skipped(rel, why) for rel, why in dset.skipped)
     return Tree(root=root, authored=authored, files=files, skipped=skipped,
-                problems=tuple(problems), dset=dset)
+                loaded=tuple(problems), dset=dset, set_rules=set_rules)
 
 
 def _models(dset: Any) -> tuple[Descriptor, ...]:

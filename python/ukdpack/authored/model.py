@@ -28,11 +28,25 @@ def id_key(descriptor_id: str) -> str:
     return descriptor_id.lower() if _UUID.match(descriptor_id) else descriptor_id
 
 
-@functools.lru_cache(maxsize=65536)
+def _plain(path: str) -> bool:
+    """A relative path with no empty, '.' or '..' component: one ``normpath`` leaves as
+    it is."""
+    return (path != "" and path[0] != "/" and path[-1] != "/" and "//" not in path
+            and "/./" not in f"/{path}/" and "/../" not in f"/{path}/")
+
+
 def joined(descriptor_file: str, name: str) -> str:
     """Root-relative path of ``name`` written in ``descriptor_file`` (relative to that
-    file's folder). A plain join: the runtime checked it stays inside the root. Many
-    kernels of a tree name the same few files: each pair is joined once."""
+    file's folder). A plain join: the runtime checked it stays inside the root."""
+    if _plain(name) and _plain(descriptor_file):  # the common case: nothing to normalize
+        folder = descriptor_file.rpartition("/")[0]
+        return f"{folder}/{name}" if folder else name
+    return _normalized_join(descriptor_file, name)
+
+
+@functools.lru_cache(maxsize=65536)
+def _normalized_join(descriptor_file: str, name: str) -> str:
+    # Many kernels of a tree name the same few files: each pair is joined once.
     return posixpath.normpath(posixpath.join(posixpath.dirname(descriptor_file), name))
 
 

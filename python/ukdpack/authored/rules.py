@@ -36,10 +36,10 @@ def check(tree: Tree, missing_prebuilt: MissingPrebuilt = "error") -> list[Probl
     DVC outputs not pulled yet reported at ``missing_prebuilt`` severity (``skip``:
     not at all, for the packer, which fails only the arches needing them), plus the
     packer's toc-key rule."""
-    problems = _with_dvc_hints(tree, missing_prebuilt)
-    if tree.authored:
-        problems += _toc_keys(tree)
-    return problems
+    # The toc-key rule first: the runtime's whole-set rules run beside it, and
+    # ``tree.problems`` waits for them.
+    toc_keys = _toc_keys(tree) if tree.authored else []
+    return _with_dvc_hints(tree, missing_prebuilt) + toc_keys
 
 
 def _toc_keys(tree: Tree) -> list[Problem]:

@@ -1,0 +1,175 @@
+"""A model of a big pack through remote execution, fed with the costs measured on the
+tests' farm (``bench/results/remote_exec_throughput.json``) and the pack's own fixed cost
+at 100,000 kernels (``bench/results/scale.json``).
+
+    python bench/remote_exec_model.py [--throughput FILE] [--out FILE]
+
+The formula (bench/README.md, "Model: a 100,000-kernel pack on a farm"):
+
+* compiles ``C = ceil(K / k) * A`` for ``K`` kernels, ``k`` kernels per translation
+  unit (one compile per unit and arch), ``A`` arches;
+* cold farm: ``T = F + C / X + L`` with throughput
+  ``X = min(W / (t_c + o), J / L, S)``: ``W`` workers each busy ``t_c + o`` an action,
+  ``J`` actions in flight each taking ``L = u + t_c + o + h_1`` from the client's first
+  call to its output read (Little's law), and the farm's own bound ``S``;
+* warm action cache: ``T = F + C * h`` (every compile an action-cache hit; no worker);
+* local, for scale: ``T = F + C * t_c / P`` on ``P`` cores.
+
+Writes ``bench/results/remote_exec_model.json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+from dataclasses import asdict, dataclass, replace
+from pathlib import Path
+from typing import Any
+
+BENCH = Path(__file__).resolve().parent
+
+
+@dataclass(frozen=True)
+class Costs:
+    """Per-action costs, seconds (measured; see ``inputs``)."""
+
+    t_c: float  # one compile of a bench-tree unit, run alone
+    o: float  # what the farm adds to each action at one worker (dispatch, fetch, store)
+    s_bound: float  # actions/s the whole farm passes (server, database, client) at most
+    u: float  # FindMissingBlobs + BatchUpdateBlobs of one action, alone
+    h_1: float  # action-cache lookup and output read, alone (the latency of a hit)
+    h: float  # the same with 64 in flight, wall per hit (the throughput of hits)
+    fixed: float  # the pack's own work: walk, validate, pack, check, publish
+
+
+@dataclass(frozen=True)
+class Pack:
+    """What is packed and where."""
+
+    kernels: int
+    arches: int
+    kernels_per_unit: int
+    workers: int
+    in_flight: int
+
+    @property
+    def compiles(self) -> int:
+        """One compile per translation unit and arch."""
+        return math.ceil(self.kernels / self.kernels_per_unit) * self.arches
+
+
+def latency(c: Costs) -> float:
+    """One action from the client's first call to its output read, farm idle."""
+    return c.u + c.t_c + c.o + c.h_1
+
+
+def cold(c: Costs, p: Pack) -> dict[str, Any]:
+    """A cold farm (nothing in its action cache): the time and the bound that sets it."""
+    bounds = {"workers": p.workers / (c.t_c + c.o),
+              "client_in_flight": p.in_flight / latency(c),
+              "farm": c.s_bound}
+    bound = min(bounds, key=lambda k: bounds[k])
+    throughput = bounds[bound]
+    return {"seconds": round(c.fixed + p.compiles / throughput + latency(c), 1),
+            "actions_per_s": round(throughput, 1), "bound": bound,
+            "bounds_actions_per_s": {k: round(v, 1) for k, v in bounds.items()
+                                     if math.isfinite(v)}}
+
+
+def warm(c: Costs, p: Pack) -> float:
+    """Every compile an action-cache hit: the time."""
+    return round(c.fixed + p.compiles * c.h, 1)
+
+
+def local(c: Costs, p: Pack, cores: int) -> float:
+    """The same compiles on one machine of ``cores`` cores, no farm."""
+    return round(c.fixed + p.compiles * c.t_c / cores, 1)
+
+
+def farm_bound(four: dict[str, Any]) -> float:
+    """Actions/s the farm passes at most: what 4 workers passed of trivial actions, or
+    less, what the server's CPU per compile action allows on one core (BuildGrid's
+    server is one Python process; a compile action costs it more than a trivial one:
+    bigger blobs)."""
+    return round(min(four["trivial"]["farm_actions_per_s"],
+                     1 / four["compile"]["cpu_per_action_s"]["server"]), 2)
+
+
+def inputs(throughput: dict[str, Any], scale: dict[str, Any], arches: int) -> Costs:
+    """The model's costs from the measured figures."""
+    one, four = throughput["by_workers"]["1"], throughput["by_workers"]["4"]
+    up = one["upload"]
+    s100 = scale["scale"]["100k"]
+    # Validation runs once per pack; the rest (plan, produce, pack, runtime check,
+    # publish) once per arch; the scale tree packs one arch.
+    fixed = s100["validate_s"] + arches * (s100["warm_pack_s"] - s100["validate_s"])
+    # A compile's CPU time (hipcc and its children, as the workers waited for them):
+    # what it takes on a core of its own; the wall time on this shared machine is more.
+    return Costs(t_c=one["compile"]["cpu_per_action_s"]["workers"],
+                 o=max(one["trivial"]["overhead_per_action_s"], 0.0),
+                 s_bound=farm_bound(four),
+                 u=round(up["find_missing_median_s"] + up["batch_update_median_s"], 4),
+                 h_1=one["action_cache_hit"]["latency_median_s"],
+                 h=min(f["action_cache_hit"]["wall_per_hit_s"]
+                       for f in throughput["by_workers"].values()),
+                 fixed=round(fixed, 2))
+
+
+def main() -> int:
+    """Read the measured figures, predict, write the predictions."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--throughput", type=Path,
+                        default=BENCH / "results" / "remote_exec_throughput.json")
+    parser.add_argument("--scale", type=Path, default=BENCH / "results" / "scale.json")
+    parser.add_argument("--out", type=Path, default=BENCH / "results" / "remote_exec_model.json")
+    args = parser.parse_args()
+    measured = json.loads(args.throughput.read_text())
+    costs = inputs(measured, json.loads(args.scale.read_text()), arches=4)
+    unbound = replace(costs, s_bound=math.inf)
+    four = measured["by_workers"]["4"]["trivial"]
+    predictions = []
+    # k = 25: the bench's hip trees (bench/make_tree.py, 25 entry points a unit);
+    # k = 1: a unit per kernel, as libraries that compile each kernel alone do.
+    for k in (25, 1):
+        for workers in (100, 1000):
+            for in_flight in (2 * workers, 64):
+                p = Pack(kernels=100_000, arches=4, kernels_per_unit=k, workers=workers,
+                         in_flight=in_flight)
+                predictions.append({**asdict(p), "compiles": p.compiles,
+                                    "cold_farm": cold(costs, p),
+                                    # the same with the server scaled out of the way
+                                    "cold_farm_server_unbound": cold(unbound, p),
+                                    "warm_action_cache_s": warm(costs, p),
+                                    "local_2_cores_s": local(costs, p, 2),
+                                    "local_64_cores_s": local(costs, p, 64)})
+    doc = {
+        "measured": {"throughput": measured["command"],
+                     "date": measured["date"], "load_average_start":
+                     measured["load_average_start"], "load_average_end":
+                     measured["load_average_end"]},
+        "inputs_s": asdict(costs),
+        # CPU seconds per action of each part of the farm (4 workers, trivial actions):
+        # BuildGrid 0.4.4 is Python, one process runs on about one core's worth of CPU
+        "farm_cpu_per_action_s": four["cpu_per_action_s"],
+        "one_server_process_actions_per_s": {
+            kind: round(1 / measured["by_workers"]["4"][kind]["cpu_per_action_s"]["server"], 1)
+            for kind in ("trivial", "compile")},
+        "latency_s": round(latency(costs), 3),
+        "predictions": predictions,
+    }
+    args.out.write_text(json.dumps(doc, indent=2) + "\n")
+    for row in predictions:
+        cold_s, free = row["cold_farm"], row["cold_farm_server_unbound"]
+        print(f"k={row['kernels_per_unit']:2} C={row['compiles']:6} W={row['workers']:4} "
+              f"J={row['in_flight']:4}: cold {cold_s['seconds']:8.1f} s ({cold_s['bound']}), "
+              f"server unbound {free['seconds']:7.1f} s ({free['bound']}), "
+              f"warm AC {row['warm_action_cache_s']:6.1f} s, "
+              f"local 2 cores {row['local_2_cores_s']:9.1f} s, 64 cores "
+              f"{row['local_64_cores_s']:7.1f} s")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

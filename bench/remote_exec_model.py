@@ -9,9 +9,10 @@ The formula (bench/README.md, "Model: a 100,000-kernel pack on a farm"):
 * compiles ``C = ceil(K / k) * A`` for ``K`` kernels, ``k`` kernels per translation
   unit (one compile per unit and arch), ``A`` arches;
 * cold farm: ``T = F + C / X + L`` with throughput
-  ``X = min(W / (t_c + o), J / L, S)``: ``W`` workers each busy ``t_c + o`` an action,
-  ``J`` actions in flight each taking ``L = u + t_c + o + h_1`` from the client's first
-  call to its output read (Little's law), and the farm's own bound ``S``;
+  ``X = min(W / (t_c + o), J / L, 1 / c, S)``: ``W`` workers each busy ``t_c + o`` an
+  action, ``J`` actions in flight each taking ``L = u + t_c + o + h_1`` from the
+  client's first call to its output read (Little's law), the client's CPU ``c`` an
+  action on its one core, and the farm's own bound ``S``;
 * warm action cache: ``T = F + C * h`` (every compile an action-cache hit; no worker);
 * local, for scale: ``T = F + C * t_c / P`` on ``P`` cores.
 
@@ -41,6 +42,7 @@ class Costs:
     u: float  # FindMissingBlobs + BatchUpdateBlobs of one action, alone
     h_1: float  # action-cache lookup and output read, alone (the latency of a hit)
     h: float  # the same with 64 in flight, wall per hit (the throughput of hits)
+    c_client: float  # the client's CPU per action (one Python process: one core)
     fixed: float  # the pack's own work: walk, validate, pack, check, publish
 
 
@@ -69,6 +71,7 @@ def cold(c: Costs, p: Pack) -> dict[str, Any]:
     """A cold farm (nothing in its action cache): the time and the bound that sets it."""
     bounds = {"workers": p.workers / (c.t_c + c.o),
               "client_in_flight": p.in_flight / latency(c),
+              "client_cpu": 1 / c.c_client,
               "farm": c.s_bound}
     bound = min(bounds, key=lambda k: bounds[k])
     throughput = bounds[bound]
@@ -114,6 +117,7 @@ def inputs(throughput: dict[str, Any], scale: dict[str, Any], arches: int) -> Co
                  h_1=one["action_cache_hit"]["latency_median_s"],
                  h=min(f["action_cache_hit"]["wall_per_hit_s"]
                        for f in throughput["by_workers"].values()),
+                 c_client=four["compile"]["cpu_per_action_s"]["client"],
                  fixed=round(fixed, 2))
 
 

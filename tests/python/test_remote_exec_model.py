@@ -5,15 +5,18 @@ needing no worker."""
 
 from __future__ import annotations
 
+import math
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
-from remote_exec_model import Costs, Pack, cold, latency, local, warm  # noqa: E402
+from remote_exec_model import Costs, Pack, cold, latency, local, warm
 
-COSTS = Costs(t_c=1.5, o=0.1, s_bound=50.0, u=0.01, h_1=0.02, h=0.002, fixed=40.0)
+COSTS = Costs(t_c=1.5, o=0.1, s_bound=50.0, u=0.01, h_1=0.02, h=0.002, c_client=0.001,
+              fixed=40.0)
 
 
 def test_compiles_are_units_times_arches() -> None:
@@ -37,6 +40,10 @@ def test_cold_farm_takes_the_smallest_bound() -> None:
     narrow = cold(COSTS, Pack(100_000, 4, 25, workers=1_000, in_flight=8))
     assert narrow["bound"] == "client_in_flight"
     assert narrow["actions_per_s"] == pytest.approx(8 / latency(COSTS), abs=0.1)
+    # a farm without bound and 10,000 workers: the client's one core (1 ms an action)
+    wide = cold(replace(COSTS, s_bound=math.inf), Pack(100_000, 4, 25, 10_000, 100_000))
+    assert wide["bound"] == "client_cpu"
+    assert wide["actions_per_s"] == pytest.approx(1_000)
 
 
 def test_warm_action_cache_needs_no_worker_and_local_uses_the_cores() -> None:

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
-from remote_exec_model import Costs, Pack, cold, latency, local, warm
+from remote_exec_model import Costs, Pack, cold, fresh_machine_1k, latency, local, warm
 
 COSTS = Costs(t_c=1.5, o=0.1, s_bound=50.0, u=0.01, h_1=0.02, h=0.002, c_client=0.001,
               fixed=40.0)
@@ -51,3 +51,13 @@ def test_warm_action_cache_needs_no_worker_and_local_uses_the_cores() -> None:
     assert warm(COSTS, Pack(100_000, 4, 25, 100, 200)) == warm(COSTS, Pack(100_000, 4, 25,
                                                                            1_000, 2_000))
     assert local(COSTS, Pack(100_000, 4, 25, 1, 1), 2) == pytest.approx(40 + 16_000 * 1.5 / 2)
+
+
+def test_fresh_machine_scans_every_compile_on_the_local_cores() -> None:
+    measured = {"raw": {"units": 40, "arches": ["gfx90a", "gfx940"], "cold_pack_s": 50.0,
+                        "warm_remote_pack_s": 3.0}}
+    got = fresh_machine_1k(COSTS, measured, t_scan=0.4)
+    assert got["compiles"] == 80
+    assert got["seconds"] == pytest.approx(3.0 + 80 * (0.4 / 2 + 0.002))
+    assert got["ratio"] == pytest.approx(got["seconds"] / 50.0, abs=0.001)
+    assert got["without_scans_ratio"] == pytest.approx((3.0 + 80 * 0.002) / 50.0, abs=0.001)

@@ -131,9 +131,14 @@ def _stop(proc: subprocess.Popen[bytes], sig: int = signal.SIGTERM) -> None:
             proc.wait()
 
 
-def _config(port: int, db_port: int, cas: Path) -> str:
+def _config(port: int, db_port: int, cas: Path, poll: float = 0.05,
+            threads: int = 160) -> str:
     keys = ", ".join(MATCH_KEYS)
+    # thread-pool-size: BuildGrid's gRPC server holds a thread per open call (each Execute
+    # stream, each bot's long poll) and refuses calls past it (RESOURCE_EXHAUSTED); its
+    # default, 5 per core, is 10 here, well under a client's 64 actions in flight.
     return f"""\
+thread-pool-size: {threads}
 server:
   - !channel
     address: "127.0.0.1:{port}"
@@ -163,11 +168,11 @@ schedulers:
     assigners:
       - !priority-age-assigner
         count: 2
-        interval: 0.05
+        interval: {poll}
         priority-assignment-percentage: 100
         bot-assignment-strategy: !assign-by-capacity
-    poll-interval: 0.05
-    bot-poll-interval: 0.05
+    poll-interval: {poll}
+    bot-poll-interval: {poll}
 instances:
   - name: ''
     services:
@@ -182,11 +187,12 @@ instances:
 """
 
 
-def farm(base: Path, workers: int = 2,
-         properties: Mapping[str, str] | None = None) -> Iterator[Farm]:
+def farm(base: Path, workers: int = 2, properties: Mapping[str, str] | None = None,
+         poll: float = 0.05, threads: int = 160) -> Iterator[Farm]:
     """PostgreSQL, BuildGrid and ``workers`` workers offering ``properties`` (unless
     given: OSFamily linux and this machine's hipcc as the toolchain), all on loopback;
-    stopped on exit."""
+    stopped on exit. ``poll`` (s) is the scheduler's polling (jobs, bots, assigners),
+    ``threads`` the server's gRPC thread pool (the bench measures other values)."""
     bgd = buildgrid_venv() / "bin" / "bgd"
     props = dict(properties or {"OSFamily": "linux", TOOLCHAIN_KEY: toolchain()})
     base.mkdir(parents=True, exist_ok=True)
@@ -242,7 +248,7 @@ def farm(base: Path, workers: int = 2,
 
         port = free_port()
         config = base / "bgd.yml"
-        config.write_text(_config(port, db_port, base / "cas"))
+        config.write_text(_config(port, db_port, base / "cas", poll, threads))
         (base / "cas").mkdir()
         start([str(bgd), "server", "start", "-v", str(config)], base / "bgd.log")
         _wait("BuildGrid", _listening(port), procs, logs)

@@ -551,7 +551,7 @@ py::dict keptDict(const KernelDefinition& d, const DescriptorSet& set) {
   out["handler_launches"] = d.handler->launchNames();
   out["packed"] = isPacked(*d.kernel());  // False: no launch code to load (e.g. embedded_source)
   out["kinds"] = kindsOf(*d.kernel());
-  out["dispatch_symbol"] = d.dispatchSymbol;
+  out["dispatch_symbol"] = d.dispatchSymbol();
   out["engine"] = d.engine ? py::object(py::str(d.engine->name)) : py::object(py::none());
   out["arches"] = kernelArches(*d.pack, *d.kernel());
   out["root"] = set.rootOf(*d.member).string();

@@ -194,7 +194,7 @@ int main(int argc, char** argv) {
     auto plan = ukdpack::makeExecutionPlan(manager, kernel.id);
     if (!plan) return fail(plan.error());
     std::printf("%s: kernel %s (pack %s, dispatch %s), %zu launch%s, workspace %zu bytes\n", problem.dump().c_str(),
-                kernel.name.c_str(), chosen->pack->name.c_str(), chosen->dispatchSymbol.c_str(),
+                kernel.name.c_str(), chosen->pack->name.c_str(), chosen->dispatchSymbol().c_str(),
                 plan.value().launches.size(), plan.value().launches.size() == 1 ? "" : "es",
                 plan.value().workspaceSize);
     for (const std::string& launch : plan.value().launches) {

@@ -130,3 +130,35 @@ TEST(Select, StubMatchersAcceptEveryProblem) {
   const StateManager sm(set, ukdpack::stubRegistry(set), "");
   EXPECT_EQ(picked(sm, Json::object()), "ukd-b2");
 }
+
+// The rank order at its edges: negative and multi-byte priorities, ids that share
+// their first 8 bytes (the whole id decides), a shorter id that is a prefix of
+// others, and a UUID written in upper case (ranked by its lower-case key).
+TEST(Select, RankOrderIsPriorityThenIdKeyAtEveryEdge) {
+  TempTree t;
+  ukdtest::writeGenerics(t);
+  const std::string upper = "5F0C2A9E-3B1D-4C6E-9A7F-0123456789AB";
+  const std::string lower = "5f0c2a9e-0000-4c6e-9a7f-0123456789ab";
+  t.write("r.kdp.json",
+          ukdtest::kdp("kdp-r", Json::array({kernel("kernel-b", 0, "FLOAT", 1), kernel("kernel-a2", 0, "FLOAT", 2),
+                                             kernel("kernel-a10", 0, "FLOAT", 3), kernel("kern", 0, "FLOAT", 4),
+                                             kernel("neg-one", -1, "FLOAT", 5), kernel("neg-big", -70000, "FLOAT", 6),
+                                             kernel("big", 70000, "FLOAT", 7), kernel(upper, 0, "FLOAT", 8),
+                                             kernel(lower, 0, "FLOAT", 9), kernel("one", 1, "FLOAT", 10)})));
+  const ukdpack::DescriptorSet set = ukdpack::loadShard(t.root());
+  ASSERT_TRUE(set.ok()) << dump(set.diagnostics);
+  Registry r;
+  r.addDispatch("sym_one", std::make_shared<ukdpack::DeclaredDispatchHandler>(std::vector<std::string>{}));
+  const auto dtype = std::make_shared<DtypeMatcher>();
+  r.addMatcher("eng_match", dtype);
+  const StateManager sm(set, r, "");
+  ASSERT_EQ(sm.kept().size(), 10u) << dump(sm.diagnostics());
+  // No kernel accepts: every one is asked, in rank order.
+  EXPECT_EQ(picked(sm, {{"dtype", "INT"}}), "none");
+  EXPECT_EQ(dtype->asked, (std::vector<std::string>{"big", "one", lower, upper, "kern", "kernel-a10", "kernel-a2",
+                                                    "kernel-b", "neg-one", "neg-big"}));
+  ASSERT_NE(sm.find(ukdpack::idKey(upper)), nullptr);
+  EXPECT_EQ(sm.find(ukdpack::idKey(upper))->kernel()->id, upper);
+  EXPECT_EQ(sm.find("kernel-a2")->kernel()->id, "kernel-a2");
+  EXPECT_EQ(sm.find("kernel-a"), nullptr);
+}

@@ -81,6 +81,45 @@ TEST(ShardIndex, LoadsWhatTheJsonLoadsAndIsByteReproducible) {
   EXPECT_FALSE(ukdpack::loadShard(t.root(), authoredLike).fromIndex);
 }
 
+// What the state manager ranks and filters on comes from the index's records, the
+// kernel unbuilt: each member's id, priority, arches and launch names equal the
+// JSON load's, whichever lists its neighbours name (the records share lists).
+TEST(ShardIndex, UnbuiltKernelsReadTheirRecordsAsTheJsonLoadsThem) {
+  TempTree t;
+  ukdtest::writeGenerics(t);
+  Json kernels = Json::array();
+  const std::vector<Json> arches = {Json::array({"gfx90a"}),           Json(),
+                                    Json::array({"gfx90a"}),           Json::array({"gfx942", "gfx90a"}),
+                                    Json::array({"gfx942", "gfx90a"}), Json()};
+  for (std::size_t i = 0; i < arches.size(); ++i) {
+    const std::string id = "ukd-" + std::to_string(i);
+    Json k = i % 3 == 1 ? ukdtest::multi(id, id, {"produce", "consume"}) : ukdtest::single(id, id);
+    k["priority"] = static_cast<int>(i) - 2;
+    k["metadata"]["block"] = static_cast<int>(i);
+    if (!arches[i].is_null()) k["arch"] = arches[i];
+    kernels.push_back(k);
+  }
+  t.write("p.kdp.json", ukdtest::kdp("kdp-p", kernels, "udd-1", "ued-1", {"gfx90a", "gfx942"}));
+  const DescriptorSet json = ukdpack::loadShard(t.root(), jsonOnly());
+  ASSERT_TRUE(json.diagnostics.empty()) << ukdtest::dump(json.diagnostics);
+  writeIndex(t);
+  const DescriptorSet indexed = ukdpack::loadShard(t.root());
+  ASSERT_TRUE(indexed.fromIndex) << indexed.indexReason;
+  ASSERT_EQ(indexed.packs.size(), 1u);
+  const auto& got = indexed.packs[0].members;
+  const auto& want = json.packs[0].members;
+  ASSERT_EQ(got.size(), arches.size());
+  for (std::size_t i = 0; i < got.size(); ++i) {
+    ASSERT_TRUE(got[i].deferred());
+    EXPECT_EQ(got[i].id(), want[i].kernel().id) << i;
+    EXPECT_EQ(got[i].priority(), want[i].kernel().priority) << i;
+    EXPECT_EQ(got[i].arch(), want[i].kernel().arch) << i;
+    EXPECT_EQ(got[i].launchNames(), want[i].launchNames()) << i;
+    EXPECT_EQ(got[i].root, want[i].root) << i;
+  }
+  EXPECT_EQ(describe(indexed), describe(json));
+}
+
 TEST(ShardIndex, AnEditedJsonIsNeverServedFromAStaleIndex) {
   TempTree t;
   writeShard(t);

@@ -88,7 +88,7 @@ TEST(StateManager, AgreeingHandlerKeepsTheKernelsAndDropsOnlyTheOddSibling) {
   const ukdpack::KernelDefinition* def = sm.find("ukd-f16");
   ASSERT_NE(def, nullptr);
   EXPECT_EQ(def->pack->id, "kdp-split");
-  EXPECT_EQ(def->dispatchSymbol, "example_split_kv_dispatch");
+  EXPECT_EQ(def->dispatchSymbol(), "example_split_kv_dispatch");
   EXPECT_EQ(def->handler->launchNames(), (std::vector<std::string>{"produce", "consume"}));
   EXPECT_EQ(def->engine->name, "test:eng");
   EXPECT_EQ(def->kernel(), &sm.descriptors().packs[0].members[1].kernel());

@@ -476,9 +476,9 @@ int runEngine(const Options& o, const std::shared_ptr<ukdpack::DeviceBackend>& b
   Json slots = Json::array();
   for (std::size_t i = 0; i < device.plans().size(); ++i) {
     const ukdpack::DevicePlan& plan = device.plans()[i];
-    const auto layout = layouts.find(plan.definition().dispatchSymbol);
+    const auto layout = layouts.find(plan.definition().dispatchSymbol());
     if (layout == layouts.end())
-      fail("layout: no handler for dispatch symbol '" + plan.definition().dispatchSymbol + "'", 2);
+      fail("layout: no handler for dispatch symbol '" + plan.definition().dispatchSymbol() + "'", 2);
     addRawLaunches(plan, layout->second, workspace.ptr(), raw);
     slots.push_back({{"slot", device.slots()[i]},
                      {"kernel_id", plan.definition().kernel()->id},

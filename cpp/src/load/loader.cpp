@@ -80,7 +80,7 @@ void Loader::loadRoot(const fs::path& given, std::size_t index) {
   std::vector<FileRead> reads(walked.size());
   const auto work = [&](std::size_t i, bool indexed) {
     try {
-      reads[i] = readFile(walked[i], root, indexed && !entries.empty() ? entries[i] : nullptr);
+      reads[i] = readFile(walked[i], root, index, indexed && !entries.empty() ? entries[i] : nullptr);
     } catch (...) {
       reads[i].failure = std::current_exception();
     }

@@ -30,7 +30,8 @@ JsonText writtenAs(const detail::JsonNode& doc) { return detail::textOf(doc); }
 
 // One file on its own (any thread): read, parsed by its type's reader, its
 // kernels' sources checked. Touches nothing of the set.
-Loader::FileRead Loader::readFile(const WalkedFile& f, const fs::path& root, const IndexedFile* entry) const {
+Loader::FileRead Loader::readFile(const WalkedFile& f, const fs::path& root, std::size_t rootIndex,
+                                  const IndexedFile* entry) const {
   FileRead out;
   auto& diags = out.diags;
   auto read = detail::readRegularFile(f.path, kMaxDescriptorBytes);
@@ -80,6 +81,9 @@ Loader::FileRead Loader::readFile(const WalkedFile& f, const fs::path& root, con
         keepMembers(v->members, [&](const PackMember& m) {
           return m.deferred() || kernelSourcesOk(m.kernel(), root, diags, folders);
         });
+        // Members read from spans got their root as they were made.
+        if (inlineKernels == nullptr)
+          for (PackMember& m : v->members) m.root = rootIndex;
         out.pack = std::move(*v);
       }
     } else if (f.type == "ukd") {
@@ -119,24 +123,18 @@ Loader::FileRead Loader::readFile(const WalkedFile& f, const fs::path& root, con
       bool fits = tape != nullptr;
       const auto reader =
           std::make_shared<SpanKernels>(text, boundIndex_, entry, f.rel, ctx.baseDir, options_.maxVersions.ukd);
-      const InlineKernelReader fromSpan = [&](std::size_t i, std::size_t offset) -> std::optional<PackMember> {
+      const InlineKernelReader fromSpan = [&](std::size_t i, std::size_t offset, std::vector<PackMember>& members) {
         if (next >= entry->kernels.size() || entry->kernels[next].listIndex != i || at[next] != offset) {
           fits = false;
-          return std::nullopt;
+          return;
         }
         const IndexedKernel& k = entry->kernels[next];
-        PackMember m;
+        PackMember& m = members.emplace_back();
         m.index = i;
+        m.root = rootIndex;
         m.raw = JsonText(text, k.begin, k.end - k.begin);
-        auto deferred = std::make_shared<DeferredKernel>();
-        deferred->reader = reader;
-        deferred->index = next++;
-        deferred->id = k.id;
-        deferred->priority = k.priority;
-        if (k.hasArch) deferred->arch.emplace(k.arch.begin(), k.arch.end());
-        deferred->launches.assign(k.launches.begin(), k.launches.end());
-        m.defer(std::move(deferred));
-        return m;
+        // The reader's record, kept alive with the reader: no allocation per kernel.
+        m.defer(std::shared_ptr<const DeferredKernel>(reader, &reader->record(next++)));
       };
       if (fits) withDoc(tape->root(), nullptr, &fromSpan);
       if (fits && next == entry->kernels.size() && out.pack && out.diags.empty()) {
@@ -176,9 +174,6 @@ void Loader::commitFile(const WalkedFile& f, FileRead&& read, std::size_t rootIn
   diags.insert(diags.end(), std::make_move_iterator(read.diags.begin()), std::make_move_iterator(read.diags.end()));
   if (read.unloadedId) {
     unloaded_.emplace(idKey(*read.unloadedId), Unloaded{f.rel, read.unloadedWhy, read.unloadedFailed});
-  }
-  if (read.pack) {
-    for (PackMember& m : read.pack->members) m.root = rootIndex;
   }
   auto place = [&](auto& vec, auto& value) {
     if (!value) return;

@@ -374,22 +374,36 @@ void Loader::resolvePacks() {
       if (!refused && !failedRef) continue;
       judgedOnly_.insert(i);
     }
+    // Inline kernels are in list order already: only standalone ones join out of place.
+    const bool inlineOnly = resolved.empty();
     for (PackMember& m : resolved) p.members.push_back(std::move(m));
     const auto byIndex = [](const PackMember& a, const PackMember& b) { return a.index < b.index; };
-    if (!std::is_sorted(p.members.begin(), p.members.end(), byIndex)) {
+    if (!inlineOnly && !std::is_sorted(p.members.begin(), p.members.end(), byIndex)) {
       std::stable_sort(p.members.begin(), p.members.end(), byIndex);
     }
 
     // A kernel's arch is a subset of its pack's; its metadata fills the KMD.
     const Engine* engine = p.engine ? kept(set_.engines, "ued", *p.engine) : nullptr;
     const MetadataSchema* kmd = engine ? kept(set_.metadataSchemas, "kmd", engine->metadata) : nullptr;
+    const auto reader = spanReaders_.find(i);
+    if (reader != spanReaders_.end()) reader->second->completeWith(kmd);
+    // A pack whose kernels all read through the shard index: the pack-time load judged
+    // these very bytes (pack and kernels) without a word, so no kernel is looked at.
+    if (inlineOnly && reader != spanReaders_.end()) continue;
+    // Kernels read through a shard index share their arch lists: each judged once.
+    const std::optional<std::vector<std::string>>* lastArch = nullptr;
+    std::string extra;
     keepMembers(p.members, [&](PackMember& m) {
       bool ok = true;
-      if (!p.arch.empty() && m.arch() && !m.arch()->empty()) {
-        std::string extra;
-        for (const std::string& a : *m.arch())  // a generic family covers its members
-          if (std::none_of(p.arch.begin(), p.arch.end(), [&](const std::string& pa) { return targetRunsOn(a, pa); }))
-            extra += (extra.empty() ? "'" : ", '") + a + "'";
+      const std::optional<std::vector<std::string>>& arch = m.arch();
+      if (!p.arch.empty() && arch && !arch->empty()) {
+        if (&arch != lastArch) {
+          lastArch = &arch;
+          extra.clear();
+          for (const std::string& a : *arch)  // a generic family covers its members
+            if (std::none_of(p.arch.begin(), p.arch.end(), [&](const std::string& pa) { return targetRunsOn(a, pa); }))
+              extra += (extra.empty() ? "'" : ", '") + a + "'";
+        }
         if (!extra.empty()) {
           std::string listed;
           for (const std::string& a : p.arch) listed += (listed.empty() ? "" : ", ") + a;
@@ -413,7 +427,6 @@ void Loader::resolvePacks() {
       }
       return ok;
     });
-    if (const auto reader = spanReaders_.find(i); reader != spanReaders_.end()) reader->second->completeWith(kmd);
   }
   for (const Standalone& u : standalone_) {
     if (!u.removed && u.claimedBy.empty()) {

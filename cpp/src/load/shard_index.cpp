@@ -105,6 +105,21 @@ class Reader {
   bool ok_ = true;
 };
 
+// Reads a list of strings (u32 count, str...) into `lists`, unless it equals the
+// list at `last` (kernels of a pack nearly all name the same ones); its place there.
+// `items` is the caller's scratch.
+std::uint32_t list(Reader& r, std::vector<std::vector<std::string_view>>& lists, std::uint32_t& last,
+                   std::vector<std::string_view>& items) {
+  items.clear();
+  const std::uint32_t n = r.count(4);
+  for (std::uint32_t i = 0; i < n && r.ok(); ++i) items.push_back(r.str());
+  if (last >= lists.size() || lists[last] != items) {
+    last = static_cast<std::uint32_t>(lists.size());
+    lists.push_back(items);
+  }
+  return last;
+}
+
 std::string hexToBytes(const std::string& hex) {
   std::string out;
   for (std::size_t i = 0; i + 1 < hex.size(); i += 2)
@@ -183,6 +198,8 @@ std::optional<ShardIndex> parseShardIndex(std::shared_ptr<const std::string> byt
     if (!file.spans) continue;
     const std::uint32_t kernels = r.count(4 + 8 + 8 + 4 + 8 + 1 + 4);
     file.kernels.reserve(kernels);
+    std::uint32_t lastArch = IndexedKernel::kPackArches, lastLaunches = IndexedKernel::kPackArches;
+    std::vector<std::string_view> items;
     for (std::uint32_t k = 0; k < kernels && r.ok(); ++k) {
       IndexedKernel& kernel = file.kernels.emplace_back();
       kernel.listIndex = static_cast<std::uint32_t>(r.uint(4));
@@ -190,13 +207,8 @@ std::optional<ShardIndex> parseShardIndex(std::shared_ptr<const std::string> byt
       kernel.end = r.uint(8);
       kernel.id = r.str();
       kernel.priority = static_cast<std::int64_t>(r.uint(8));
-      kernel.hasArch = r.uint(1) != 0;
-      if (kernel.hasArch) {
-        const std::uint32_t n = r.count(4);
-        for (std::uint32_t i = 0; i < n && r.ok(); ++i) kernel.arch.push_back(r.str());
-      }
-      const std::uint32_t n = r.count(4);
-      for (std::uint32_t i = 0; i < n && r.ok(); ++i) kernel.launches.push_back(r.str());
+      if (r.uint(1) != 0) kernel.arch = list(r, file.lists, lastArch, items);
+      kernel.launches = list(r, file.lists, lastLaunches, items);
       if (kernel.begin > kernel.end || kernel.end > file.size) {
         why = name + " places a kernel of " + std::string(file.rel) + " outside the file";
         return std::nullopt;
@@ -241,6 +253,30 @@ std::optional<PackMember> memberFromSpan(const std::shared_ptr<const std::string
   m.setKernel(std::move(*kernel));
   m.raw = JsonText(text, k.begin, k.end - k.begin);
   return m;
+}
+
+SpanKernels::SpanKernels(std::shared_ptr<const std::string> text, std::shared_ptr<const ShardIndex> index,
+                         const IndexedFile* entry, std::string file, std::filesystem::path baseDir, Version maxUkd)
+    : text_(std::move(text)),
+      index_(std::move(index)),
+      entry_(entry),
+      file_(std::move(file)),
+      baseDir_(std::move(baseDir)),
+      maxUkd_(maxUkd),
+      records_(entry_->kernels.size()) {
+  lists_.reserve(entry_->lists.size());
+  for (const std::vector<std::string_view>& l : entry_->lists) lists_.emplace_back(std::in_place, l.begin(), l.end());
+  static const std::optional<std::vector<std::string>> packArches;
+  for (std::size_t i = 0; i < records_.size(); ++i) {
+    const IndexedKernel& k = entry_->kernels[i];
+    DeferredKernel& d = records_[i];
+    d.reader = this;
+    d.index = i;
+    d.id = k.id;
+    d.priority = k.priority;
+    d.arch = k.arch == IndexedKernel::kPackArches ? &packArches : &lists_[k.arch];
+    d.launches = &*lists_[k.launches];
+  }
 }
 
 void SpanKernels::read(std::size_t index, Kernel& kernel, Json& completedMetadata) const {

@@ -23,9 +23,11 @@ struct IndexedKernel {
   std::uint64_t end = 0;
   std::string_view id;
   std::int64_t priority = 0;
-  bool hasArch = false;  // false: the pack's arches
-  std::vector<std::string_view> arch;
-  std::vector<std::string_view> launches;  // sorted; empty: a single launch
+  // Its arches and its sorted launch names (empty: a single launch), as places
+  // in its file's `lists`: a list many kernels share is held once.
+  std::uint32_t arch = kPackArches;
+  std::uint32_t launches = 0;
+  static constexpr std::uint32_t kPackArches = UINT32_MAX;  // no arch of its own: the pack's
 };
 
 // One descriptor file the index binds: the walk must find exactly these, each
@@ -37,6 +39,9 @@ struct IndexedFile {
   std::string_view sha256;  // lowercase hex
   bool spans = false;
   std::vector<IndexedKernel> kernels;  // in kernelDescriptors order
+  // The distinct arch and launch lists its kernels name (a kernel's list equal
+  // to the one before it in the file is not listed again).
+  std::vector<std::vector<std::string_view>> lists;
 };
 
 struct ShardIndex {
@@ -46,17 +51,15 @@ struct ShardIndex {
 };
 
 // The inline kernels of one KDP read through the index, each built when first
-// asked for (PackMember::kernel()) from its span, by memberFromSpan.
+// asked for (PackMember::kernel()) from its span, by memberFromSpan. It holds
+// every kernel's deferred record, in one array, and the file's lists once.
 class SpanKernels : public KernelReader {
  public:
   SpanKernels(std::shared_ptr<const std::string> text, std::shared_ptr<const ShardIndex> index,
-              const IndexedFile* entry, std::string file, std::filesystem::path baseDir, Version maxUkd)
-      : text_(std::move(text)),
-        index_(std::move(index)),
-        entry_(entry),
-        file_(std::move(file)),
-        baseDir_(std::move(baseDir)),
-        maxUkd_(maxUkd) {}
+              const IndexedFile* entry, std::string file, std::filesystem::path baseDir, Version maxUkd);
+  // The record of the file's `index`-th indexed kernel, its fields filled in;
+  // a member points at it through deferred().
+  const DeferredKernel& record(std::size_t index) const { return records_[index]; }
   // The KMD the kernels' metadata completes against (nullptr: kept as written); set
   // once, by the load's resolution, before any kernel is read.
   void completeWith(const MetadataSchema* kmd) {
@@ -72,6 +75,8 @@ class SpanKernels : public KernelReader {
   std::filesystem::path baseDir_;
   Version maxUkd_;
   std::shared_ptr<const MetadataSchema> kmd_;
+  std::vector<std::optional<std::vector<std::string>>> lists_;  // entry_->lists, owned
+  std::vector<DeferredKernel> records_;                         // per entry_->kernels
 };
 
 // Whether a load with `options` may use an index: a runtime load with default

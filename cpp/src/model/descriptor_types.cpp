@@ -463,7 +463,7 @@ std::optional<Pack> parsePackFrom(const V& kdp, Json* consume, const DescriptorC
       if (inlineKernels != nullptr && item.is_object()) {
         std::size_t offset = std::string::npos;
         if constexpr (std::is_same_v<V, JsonNode>) offset = item.begin_offset();
-        if (auto m = (*inlineKernels)(i, offset)) p.members.push_back(std::move(*m));
+        (*inlineKernels)(i, offset, p.members);
         continue;
       }
       const std::string path = jsonPathIndex(listPath, i);

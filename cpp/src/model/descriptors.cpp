@@ -59,13 +59,20 @@ const Kernel& emptyKernel() {
 
 bool PackMember::launchesAre(const std::set<std::string>& names) const {
   if (deferred_)
-    return deferred_->launches.size() == names.size() &&
-           std::equal(names.begin(), names.end(), deferred_->launches.begin());
+    return deferred_->launches->size() == names.size() &&
+           std::equal(names.begin(), names.end(), deferred_->launches->begin());
   // Both sorted: compared in place.
   const Kernel& k = kernel();
   return k.sources.size() == names.size() &&
          std::equal(k.sources.begin(), k.sources.end(), names.begin(),
                     [](const auto& entry, const std::string& name) { return entry.first == name; });
+}
+
+std::vector<std::string> PackMember::launchNames() const {
+  if (deferred_) return *deferred_->launches;
+  std::vector<std::string> names;
+  for (const auto& entry : kernel().sources) names.push_back(entry.first);
+  return names;
 }
 
 const KernelSource* singleLaunchSource(const Kernel& kernel) {

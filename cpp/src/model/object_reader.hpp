@@ -91,11 +91,11 @@ void readSchemaKey(BasicObjectReader<V>& r);
 // out of `consume` (a Json document the caller drops) instead of copying it.
 template <class V>
 std::optional<Kernel> parseKernelFrom(const V& ukd, const KernelContext& ctx, std::vector<Diagnostic>& diags);
-// `inlineKernels` (when given) builds the member of each inline kernel object
-// (its kernelDescriptors place and first byte in the text, npos in a DOM)
-// instead of reading the object: a shard index's kernels, read from their
-// own bytes; nullopt leaves it out.
-using InlineKernelReader = std::function<std::optional<PackMember>(std::size_t index, std::size_t offset)>;
+// `inlineKernels` (when given) appends to `members` the member of each inline
+// kernel object (its kernelDescriptors place and first byte in the text, npos
+// in a DOM) instead of reading the object: a shard index's kernels, read from
+// their own bytes, each built in place; appending none leaves it out.
+using InlineKernelReader = std::function<void(std::size_t index, std::size_t offset, std::vector<PackMember>& members)>;
 template <class V>
 std::optional<Pack> parsePackFrom(const V& kdp, Json* consume, const DescriptorContext& ctx,
                                   std::vector<Diagnostic>& diags, const Version& maxUkd, bool refuseNewer,

@@ -266,7 +266,7 @@ Result<bool> DevicePlan::enqueue(DevicePtr workspace, std::size_t workspaceBytes
     auto prepared = handler.prepareLaunch(context, out);
     if (!prepared) {
       return R::failure(within(prepared.error(), k, label(l),
-                               "dispatch symbol '" + definition_->dispatchSymbol + "' did not prepare the launch"));
+                               "dispatch symbol '" + definition_->dispatchSymbol() + "' did not prepare the launch"));
     }
     if (auto why = argumentMismatch(l.source->signature, out.args)) {
       return R::failure(makeError(codes::LAUNCH_ARGUMENTS, k.file, k.jsonPath, label(l) + ": " + *why));

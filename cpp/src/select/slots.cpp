@@ -140,7 +140,7 @@ void StateManager::buildSlots(const Registry& registry, const WarnOnce& warnOnce
       }
     }
     if (!dropCode.empty()) {
-      drop(*d.pack, *d.member, d.dispatchSymbol, dropCode, dropReason);
+      drop(*d.pack, *d.member, d.dispatchSymbol(), dropCode, dropReason);
       gone[i] = true;
     } else if (lastCatalog != nullptr) {
       catalog[i] = lastCatalog;
@@ -190,7 +190,7 @@ void StateManager::buildSlots(const Registry& registry, const WarnOnce& warnOnce
   }
   for (std::size_t i = 0; i < kept_.size(); ++i) {
     if (catalog[i] == nullptr || !engineGone[engineOfKept[i]]) continue;
-    drop(*kept_[i].pack, *kept_[i].member, kept_[i].dispatchSymbol, codes::SLOT_EMPTY,
+    drop(*kept_[i].pack, *kept_[i].member, kept_[i].dispatchSymbol(), codes::SLOT_EMPTY,
          *slotted_[engineOfKept[i]].droppedReason);
     gone[i] = true;
     catalog[i] = nullptr;

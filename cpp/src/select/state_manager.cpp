@@ -1,10 +1,13 @@
 #include "ukdpack/select/state_manager.hpp"
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <cstdint>
+#include <cstring>
 #include <deque>
 #include <exception>
+#include <functional>
 #include <mutex>
 #include <system_error>
 #include <thread>
@@ -20,6 +23,72 @@ namespace {
 bool listRunsOn(const std::vector<std::string>& list, const std::string& arch) {
   return list.empty() ||
          std::any_of(list.begin(), list.end(), [&](const std::string& a) { return targetRunsOn(a, arch); });
+}
+
+// Whether `s` holds an upper-case ASCII letter, 8 bytes at a time (every kept
+// kernel's id is asked): a byte of each word in 'A'..'Z' sets its top bit.
+bool hasUpper(std::string_view s) {
+  constexpr std::uint64_t ones = 0x0101010101010101ULL;
+  std::size_t i = 0;
+  for (; i + 8 <= s.size(); i += 8) {
+    std::uint64_t x = 0;
+    std::memcpy(&x, s.data() + i, 8);
+    const std::uint64_t low = x & (ones * 127);
+    if (((ones * (127 + 'Z' + 1) - low) & ~x & (low + ones * (127 - ('A' - 1))) & (ones * 128)) != 0) return true;
+  }
+  for (; i < s.size(); ++i)
+    if (static_cast<unsigned char>(s[i] - 'A') < 26) return true;
+  return false;
+}
+
+// A kept kernel's place in selection order: priority (higher first), then id
+// key, then its place in kept_.
+struct Rank {
+  std::int64_t priority;
+  std::uint64_t prefix;  // the key's first 8 bytes, big-endian: orders as the text does
+  std::size_t index;
+};
+
+// Sorts `order` by priority (higher first), then key, then index. A stable LSD
+// radix sort on (priority, prefix), a pass per byte that is not the same in
+// every record (100,000 kernels: about a third of a comparison sort's time);
+// the rare runs of equal prefixes are then sorted by their whole keys.
+void rankOrder(std::vector<Rank>& order, const std::vector<std::string_view>& keys) {
+  const std::size_t n = order.size();
+  // Byte b of the 16-byte key: 0-7 the prefix (least significant first), 8-15
+  // the priority, flipped so that a higher priority is a smaller key.
+  const auto byteOf = [](const Rank& r, int b) -> unsigned {
+    if (b < 8) return static_cast<unsigned>((r.prefix >> (8 * b)) & 0xFF);
+    const std::uint64_t p = ~(static_cast<std::uint64_t>(r.priority) ^ (std::uint64_t{1} << 63));
+    return static_cast<unsigned>((p >> (8 * (b - 8))) & 0xFF);
+  };
+  std::vector<std::array<std::uint32_t, 256>> counts(16);
+  for (auto& c : counts) c.fill(0);
+  for (const Rank& r : order)
+    for (int b = 0; b < 16; ++b) ++counts[static_cast<std::size_t>(b)][byteOf(r, b)];
+  std::vector<Rank> other(n);
+  for (int b = 0; b < 16; ++b) {
+    std::array<std::uint32_t, 256>& c = counts[static_cast<std::size_t>(b)];
+    if (std::find(c.begin(), c.end(), static_cast<std::uint32_t>(n)) != c.end()) continue;  // one value: no pass
+    std::uint32_t at = 0;
+    for (std::uint32_t& k : c) {
+      const std::uint32_t here = k;
+      k = at;
+      at += here;
+    }
+    for (const Rank& r : order) other[c[byteOf(r, b)]++] = r;
+    order.swap(other);
+  }
+  // Equal (priority, prefix): the whole keys decide, then kept_'s order (already so).
+  for (std::size_t i = 0; i < n;) {
+    std::size_t j = i + 1;
+    while (j < n && order[j].priority == order[i].priority && order[j].prefix == order[i].prefix) ++j;
+    if (j - i > 1) {
+      std::stable_sort(order.begin() + static_cast<std::ptrdiff_t>(i), order.begin() + static_cast<std::ptrdiff_t>(j),
+                       [&](const Rank& a, const Rank& b) { return keys[a.index] < keys[b.index]; });
+    }
+    i = j;
+  }
 }
 
 }  // namespace
@@ -50,42 +119,49 @@ StateManager::StateManager(std::shared_ptr<const DescriptorSet> set, const Regis
     cache_ = std::make_shared<ArchiveCache>(ArchiveCache::kDefaultMaxVerifiedBytes, set_->maxDecompressedBytes);
   }
   build(registry);
+  // One pass over the kept kernels (each member read once): its id key, and its
+  // ranking record, sorted as small contiguous records: the key's first 8 bytes
+  // settle almost every tie of priority without reaching into scattered strings.
   // A kernel's id is nearly always its own key (a lower-case UUID): the key is
   // then a view of the id in the shared set, and only the others are kept here.
-  std::vector<std::string_view> keys;
-  keys.reserve(kept_.size());
-  keptByKey_.reserve(kept_.size());
-  for (std::size_t i = 0; i < kept_.size(); ++i) {
-    // The member's id: a set read through a shard index builds no kernel for it.
-    const std::string_view id = kept_[i].member->id();
-    const bool upper = std::any_of(id.begin(), id.end(), [](char c) { return c >= 'A' && c <= 'Z'; });
+  const std::size_t n = kept_.size();
+  keys_.reserve(n);
+  std::vector<Rank> order(n);
+  std::size_t tableSize = 16;
+  while (tableSize < 2 * n) tableSize *= 2;
+  const std::size_t mask = tableSize - 1;
+  std::vector<std::uint32_t> home(n);  // each key's slot in the table below, hashed while the key is at hand
+  for (std::size_t i = 0; i < n; ++i) {
+    // The member's id and priority: a set read through a shard index builds no kernel for them.
+    const PackMember& m = *kept_[i].member;
+    const std::string_view id = m.id();
+    const bool upper = hasUpper(id);
     if (std::string key = upper ? idKey(id) : std::string(); !upper || key == id) {
-      keys.emplace_back(id);
+      keys_.emplace_back(id);
     } else {
-      keys.emplace_back(ownKeys_.emplace_back(std::move(key)));
+      keys_.emplace_back(ownKeys_.emplace_back(std::move(key)));
     }
-    keptByKey_.emplace(keys.back(), i);  // ids are unique; the first would win anyway
-  }
-  // Sorted as small contiguous records: the key's first 8 bytes settle almost
-  // every tie of priority without reaching into 100,000 scattered strings.
-  struct Rank {
-    std::int64_t priority;
-    std::uint64_t prefix;  // the key's first 8 bytes, big-endian: orders as the text does
-    std::size_t index;
-  };
-  std::vector<Rank> order(kept_.size());
-  for (std::size_t i = 0; i < kept_.size(); ++i) {
+    const std::string_view key = keys_.back();
     std::uint64_t prefix = 0;
     for (std::size_t b = 0; b < 8; ++b)
-      prefix = (prefix << 8) | (b < keys[i].size() ? static_cast<unsigned char>(keys[i][b]) : 0U);
-    order[i] = Rank{kept_[i].member->priority(), prefix, i};
+      prefix = (prefix << 8) | (b < key.size() ? static_cast<unsigned char>(key[b]) : 0U);
+    order[i] = Rank{m.priority(), prefix, i};
+    const std::size_t hash = std::hash<std::string_view>{}(key);
+    home[i] = static_cast<std::uint32_t>(hash & mask);
   }
-  std::sort(order.begin(), order.end(), [&](const Rank& a, const Rank& b) {
-    if (a.priority != b.priority) return a.priority > b.priority;
-    if (a.prefix != b.prefix) return a.prefix < b.prefix;
-    if (const int c = keys[a.index].compare(keys[b.index]); c != 0) return c < 0;
-    return a.index < b.index;  // equal keys keep kept_'s order, as a stable sort would
-  });
+  keySlots_.assign(tableSize, 0);
+  // The slots are hashed first and fetched ahead: a table of 100,000 kernels is
+  // larger than the cache, and waiting on each slot in turn was most of its build.
+  // Ids are unique (the load refuses a second one); were one not, find() meets the
+  // first one inserted first, as a map's emplace keeps it.
+  constexpr std::size_t kAhead = 16;
+  for (std::size_t i = 0; i < n; ++i) {
+    if (i + kAhead < n) __builtin_prefetch(&keySlots_[home[i + kAhead]], 1);
+    std::size_t slot = home[i];
+    while (keySlots_[slot] != 0) slot = (slot + 1) & mask;
+    keySlots_[slot] = static_cast<std::uint32_t>(i + 1);
+  }
+  rankOrder(order, keys_);
   if (catalogOfKept_.empty()) {
     ranked_.resize(order.size());
     for (std::size_t i = 0; i < order.size(); ++i) ranked_[i] = order[i].index;
@@ -133,8 +209,16 @@ void StateManager::build(const Registry& registry) {
   for (const Pack& pack : set_->packs) {
     std::vector<const PackMember*> members;
     const bool packRuns = arch_.empty() || listRunsOn(pack.arch, bare);
+    // Kernels read through a shard index share their arch lists: each judged once.
+    const std::optional<std::vector<std::string>>* lastArch = nullptr;
+    bool lastRuns = false;
     for (const PackMember& m : pack.members) {
-      if (packRuns && (arch_.empty() || listRunsOn(m.arch() ? *m.arch() : none, bare))) {
+      const std::optional<std::vector<std::string>>& arch = m.arch();
+      if (&arch != lastArch) {
+        lastArch = &arch;
+        lastRuns = arch_.empty() || listRunsOn(arch ? *arch : none, bare);
+      }
+      if (packRuns && lastRuns) {
         members.push_back(&m);
       } else {
         filtered_.push_back(DroppedKernel{m.kernel().id, m.kernel().name, pack.id, pack.name, m.kernel().file,
@@ -164,8 +248,7 @@ void StateManager::build(const Registry& registry) {
     const std::set<std::string> declared(declaredList.begin(), declaredList.end());
     bool anyKept = false;
     const Engine* engine = set_->engineOf(pack);  // once per pack, not per kernel
-    std::vector<BoundMatcher> packMatchers;
-    bool matchersBound = false;
+    const std::vector<BoundMatcher>* packMatchers = nullptr;
     for (const PackMember* m : members) {
       // Compared in place, the kernel's set built only to word a mismatch.
       if (!m->launchesAre(declared)) {
@@ -175,15 +258,17 @@ void StateManager::build(const Registry& registry) {
                  describeLaunchSet(has));
         continue;
       }
-      if (!matchersBound) {  // the pack's matchers, looked up once for all its kernels
+      if (packMatchers == nullptr) {  // the pack's matchers, looked up once for all its kernels
+        std::vector<BoundMatcher>& bound = packMatchers_.emplace_back();
         for (const std::string& id : pack.matchers) {
           if (const MatcherDescriptor* umd = set_->findMatcher(id)) {
-            packMatchers.push_back(BoundMatcher{umd->id, umd->matchSymbol, registry.matcher(umd->matchSymbol)});
+            bound.push_back(BoundMatcher{umd->id, umd->matchSymbol, registry.matcher(umd->matchSymbol)});
           }
         }
-        matchersBound = true;
+        packMatchers = &bound;
+        handlers_.push_back(handler);
       }
-      kept_.push_back(KernelDefinition{m, &pack, dispatch, engine, handler, symbol, packMatchers});
+      kept_.push_back(KernelDefinition{m, &pack, dispatch, engine, handler.get(), packMatchers});
       anyKept = true;
     }
     if (!anyKept) continue;
@@ -223,13 +308,27 @@ void StateManager::warnUnregistered(const std::map<std::string, HeuristicRoleMap
   }
 }
 
+std::size_t StateManager::keptIndexOf(std::string_view key) const {
+  if (keySlots_.empty()) return kept_.size();
+  const std::size_t mask = keySlots_.size() - 1;
+  for (std::size_t slot = std::hash<std::string_view>{}(key)&mask; keySlots_[slot] != 0; slot = (slot + 1) & mask) {
+    if (keys_[keySlots_[slot] - 1] == key) return keySlots_[slot] - 1;
+  }
+  return kept_.size();
+}
+
 const KernelDefinition* StateManager::find(std::string_view kernelId) const {
-  const auto it = keptByKey_.find(idKey(kernelId));
-  return it == keptByKey_.end() ? nullptr : &kept_[it->second];
+  const std::size_t i = keptIndexOf(idKey(kernelId));
+  return i == kept_.size() ? nullptr : &kept_[i];
+}
+
+const std::vector<BoundMatcher>& KernelDefinition::matchers() const {
+  static const std::vector<BoundMatcher> none;
+  return packMatchers != nullptr ? *packMatchers : none;
 }
 
 Result<bool> matchersAccept(const KernelDefinition& d, const Json& problem) {
-  for (const BoundMatcher& m : d.matchers) {
+  for (const BoundMatcher& m : d.matchers()) {
     if (!m.handler) continue;
     auto verdict = m.handler->matches(*d.kernel(), problem);
     if (!verdict) {
@@ -278,8 +377,8 @@ Result<std::vector<std::uint8_t>> StateManager::loadLaunchCode(std::string_view 
     return Result<std::vector<std::uint8_t>>::failure(makeError(codes::KERNEL_UNKNOWN, "", "", why));
   }
   LaunchCodeOptions options;
-  options.handler = def->handler.get();
-  options.dispatchSymbol = def->dispatchSymbol;
+  options.handler = def->handler;
+  options.dispatchSymbol = def->dispatchSymbol();
   options.cache = cache_.get();
   options.keepBytes = keepBytes;
   options.located = located;
@@ -357,12 +456,12 @@ std::map<std::string, std::vector<std::string>> stubLaunchSets(const DescriptorS
   }
   for (const Pack& p : set.packs) {
     const Dispatch* d = set.dispatchOf(p);
-    if (d == nullptr) continue;
+    if (d == nullptr || out.count(d->dispatchSymbol) != 0) continue;  // the first one stays
     const auto first = std::find_if(p.members.begin(), p.members.end(),
                                     [&](const PackMember& m) { return archesRunOn(p, m.arch(), arch); });
     if (first == p.members.end()) continue;
-    const std::set<std::string> names = launchNamesOf(first->kernel());
-    out.emplace(d->dispatchSymbol, std::vector<std::string>(names.begin(), names.end()));
+    // Read from the member: a set loaded through a shard index builds no kernel for it.
+    out.emplace(d->dispatchSymbol, first->launchNames());
   }
   for (const Dispatch& d : set.dispatches) out.emplace(d.dispatchSymbol, std::vector<std::string>{});
   return out;

@@ -267,13 +267,18 @@ class KernelReader {
   virtual ~KernelReader() = default;
   virtual void read(std::size_t index, Kernel& kernel, Json& completedMetadata) const = 0;
 };
+// One per deferred kernel, held by its reader in one array per file (not one
+// allocation each); a member points at its record through a shared_ptr that
+// keeps the reader alive.
 struct DeferredKernel {
-  std::shared_ptr<const KernelReader> reader;
-  std::size_t index = 0;  // the reader's own numbering
-  std::string_view id;    // a view of what `reader` keeps alive
+  const KernelReader* reader = nullptr;  // the record's owner
+  std::size_t index = 0;                 // the reader's own numbering
+  std::string_view id;                   // a view of what `reader` keeps alive
   std::int64_t priority = 0;
-  std::optional<std::vector<std::string>> arch;
-  std::vector<std::string> launches;  // sorted; empty: a single launch
+  // Lists many kernels share, held once by the reader: the kernel's arches
+  // (nullopt: its pack's) and its launch names (sorted; empty: a single launch).
+  const std::optional<std::vector<std::string>>* arch = nullptr;
+  const std::vector<std::string>* launches = nullptr;
   mutable std::once_flag once;
   mutable std::unique_ptr<Kernel> kernel;  // allocated when built: a set of 100,000 holds few
   mutable Json completedMetadata;
@@ -314,9 +319,11 @@ struct PackMember {
   // What ranking and filtering read, without building a deferred kernel.
   std::string_view id() const { return deferred_ ? deferred_->id : std::string_view(kernel().id); }
   std::int64_t priority() const { return deferred_ ? deferred_->priority : kernel().priority; }
-  const std::optional<std::vector<std::string>>& arch() const { return deferred_ ? deferred_->arch : kernel().arch; }
+  const std::optional<std::vector<std::string>>& arch() const { return deferred_ ? *deferred_->arch : kernel().arch; }
   // Whether its launch names are exactly `names` (empty: a single launch).
   bool launchesAre(const std::set<std::string>& names) const;
+  // Its launch names, sorted (empty: a single launch), read as launchesAre does.
+  std::vector<std::string> launchNames() const;
   // Whether the kernel is read on first use (and not yet built).
   bool deferred() const { return deferred_ != nullptr; }
   // A deferred kernel read anew into `kernel` and `completed`, and not kept: a check

@@ -31,7 +31,9 @@ struct BoundMatcher {
 };
 
 // A kernel the state manager keeps. The pointers point into the state
-// manager's own copy of the descriptor set: valid while the manager lives.
+// manager's own copy of the descriptor set and its per-pack records: valid
+// while the manager lives. Small and flat (no allocation per kernel): what a
+// kernel shares with its pack (handler, matchers) is held once per pack.
 struct KernelDefinition {
   const PackMember* member = nullptr;
   // The kernel (a set loaded through a shard index builds it here, on first use).
@@ -39,9 +41,15 @@ struct KernelDefinition {
   const Pack* pack = nullptr;
   const Dispatch* dispatch = nullptr;
   const Engine* engine = nullptr;  // nullptr when the pack names none
-  std::shared_ptr<const DispatchHandler> handler;
-  std::string dispatchSymbol;
-  std::vector<BoundMatcher> matchers;  // the pack's, in its order
+  // The registered handler of the pack's dispatch symbol (the manager keeps it alive).
+  const DispatchHandler* handler = nullptr;
+  // The pack's matchers as bound, in its order (shared by its kept kernels).
+  const std::vector<BoundMatcher>* packMatchers = nullptr;
+
+  // The pack's dispatch symbol, which `handler` is registered under.
+  const std::string& dispatchSymbol() const { return dispatch->dispatchSymbol; }
+  // The pack's matchers, in its order (empty when it names none).
+  const std::vector<BoundMatcher>& matchers() const;
 };
 
 // A kernel left out, with a stable code and the reason.
@@ -174,16 +182,27 @@ class StateManager {
   void drop(const Pack& pack, const PackMember& m, const std::string& symbol, const std::string& code,
             const std::string& reason);
 
+  // The index into kept_ of the kernel whose id key is `key`, or kept_.size().
+  std::size_t keptIndexOf(std::string_view key) const;
+
   // On the heap, so that the pointers in kept_ survive moving the manager.
   std::shared_ptr<const DescriptorSet> set_;
   std::string arch_;
   std::vector<KernelDefinition> kept_;
-  // Built once kept_ is final: id key -> index into kept_, and kept_'s indices in
-  // selection order, so neither find() nor select() rescans or re-sorts per call.
-  // Keys view the kernels' ids in set_, or ownKeys_ for an id that is not its
-  // own key (a deque: its strings stay put), so a manager is moved, not copied.
+  // Per pack with a kept kernel, what its kernels point at: the handlers kept
+  // alive, and the bound matchers (a deque: its lists stay put as it grows).
+  std::vector<std::shared_ptr<const DispatchHandler>> handlers_;
+  std::deque<std::vector<BoundMatcher>> packMatchers_;
+  // Built once kept_ is final: per kept_ index its id key, an open-addressing
+  // table of those keys (a slot holds a kept_ index + 1; 0 is empty; its size a
+  // power of two at least twice kept_'s), and kept_'s indices in selection
+  // order, so neither find() nor select() rescans or re-sorts per call; flat
+  // arrays, not a node per kernel. Keys view the kernels' ids in set_, or
+  // ownKeys_ for an id that is not its own key (a deque: its strings stay put),
+  // so a manager is moved, not copied.
   std::deque<std::string> ownKeys_;
-  std::unordered_map<std::string_view, std::size_t> keptByKey_;
+  std::vector<std::string_view> keys_;
+  std::vector<std::uint32_t> keySlots_;
   std::vector<std::size_t> ranked_;
   std::vector<DroppedKernel> dropped_;
   std::vector<DroppedKernel> filtered_;

@@ -212,13 +212,16 @@ def _data(product: Product) -> bytes:
     return product.data
 
 
-def _write_index(staging: Path) -> None:
+def _write_index(staging: Path) -> Path | None:
     """The shard's index (docs/shards.md) beside its descriptors, published with them: the
     runtime then reads each kernel from its bytes. Only a shard whose load says nothing
-    gets one; without it the runtime reads the JSON, with the same result."""
+    gets one; without it the runtime reads the JSON, with the same result. Its path, or
+    None when none was written."""
     data, _why = _runtime.shard_index(str(staging))
-    if data is not None:
-        publish.write_file(staging, _runtime.SHARD_INDEX_FILE, data)
+    if data is None:
+        return None
+    publish.write_file(staging, _runtime.SHARD_INDEX_FILE, data)
+    return staging / _runtime.SHARD_INDEX_FILE
 
 
 def _start_entry_check(archives: _runtime.ArchiveCache, archive: Path,
@@ -414,14 +417,20 @@ class _Assembler:
         result = self.result
         try:
             try:
+                # The index first (it reads the staged descriptors alone; one loaded set
+                # at a time, as before): its file and folder entry reach the disk while
+                # the runtime check runs, which loads the JSON, as without an index.
+                index = _write_index(self._staging)
+                if index is not None:
+                    self._threads.append(publish.start_fsync(index, self._staging))
                 result.problems = check_shard(self._staging, self.arch, self.handlers,
-                                              self.opts.jobs, self._archives)
+                                              self.opts.jobs, self._archives,
+                                              use_index=False)
             finally:
                 self._join()
             if any(p.severity == "error" for p in result.problems):
                 publish.remove_shard(self.opts.out_root, self.arch)
                 return result
-            _write_index(self._staging)
             result.published = publish.publish(self._staging, self.opts.out_root, self.arch)
             if self.parts is not None and self.parts_record is not None:
                 reuse.write_record(self.parts_record, self.parts.made)

@@ -247,6 +247,11 @@ class Premade:
     versions: dict[str, str]
     state: reuse.Parts
     parts: dict[str, _Part]
+    #: the launches whose objects were made, packed, and the objects they use (as
+    #: ``_pack_launches`` makes them), and those objects' archive frames
+    launches: dict[tuple[str, str | None], packed.PackedLaunch]
+    used: dict[tuple[str, str], Product]
+    frames: dict[tuple[str, str], bytes]
 
 
 class _Assembler:
@@ -290,8 +295,11 @@ class _Assembler:
         # dict.fromkeys: one problem shared by many jobs (no compiler) is told once.
         problems = list(dict.fromkeys(p for job in self.plan.jobs
                                       if isinstance(p := self.products[job.key], Problem)))
-        launches: dict[tuple[str, str | None], packed.PackedLaunch] = {}
-        used: dict[tuple[str, str], Product] = {}  # by (toc key, target ID filed under)
+        early = self.premade if self.premade is not None and not problems else None
+        # by (kernel key, launch name); the launches made beside the compiles are taken
+        launches = dict(early.launches) if early is not None else {}
+        # by (toc key, target ID filed under)
+        used: dict[tuple[str, str], Product] = dict(early.used) if early is not None else {}
         if not problems:
             self._pack_launches(launches, used, problems)
         if problems:
@@ -346,7 +354,7 @@ class _Assembler:
         # Each object's kernel signatures in shard form, made once: many launches share one.
         signatures: dict[tuple[str, str], list[dict[str, Any]]] = {}  # (sha256, symbol)
         for ln in self.plan.launches:
-            if ln.job_key is None:
+            if ln.job_key is None or (ln.member.ukd.key, ln.name) in launches:
                 continue
             keys = ln.job_keys or (ln.job_key,)
             if partial and not all(isinstance(self.products.get(k), Product) for k in keys):
@@ -391,7 +399,8 @@ class _Assembler:
             return None
         problems: list[Problem] = []
         launches: dict[tuple[str, str | None], packed.PackedLaunch] = {}
-        self._pack_launches(launches, {}, problems, partial=True)
+        used: dict[tuple[str, str], Product] = {}
+        self._pack_launches(launches, used, problems, partial=True)
         if problems:
             return None
         waiting = {ln.member.ukd.key for ln in self.plan.launches
@@ -399,7 +408,9 @@ class _Assembler:
         self.parts = reuse.Parts(reuse.PreviousShard(self.opts.out_root / self.arch),
                                  reuse.read_record(self.parts_record), self.raw_digests)
         on_arch = {m.ukd.key: m for m in self.plan.members}
-        made = Premade(dict(self.versions), self.parts, {})
+        made = Premade(dict(self.versions), self.parts, {}, launches, used,
+                       {k: kpack.compress_frame(_data(p)) for k, p in used.items()
+                        if p.frame is None})
         for kdp in self.tree.shipped(self.arch).kdps:
             if any(ukd.key in waiting for ukd in self._kernels_of(kdp)):
                 continue
@@ -457,11 +468,13 @@ class _Assembler:
         order = sorted(used)
         # Prebuilt objects come compressed from their batch read; the others are
         # compressed here, in parallel (zstandard releases the GIL).
-        todo = [k for k in order if used[k].frame is None]
+        early = self.premade.frames if self.premade is not None else {}
+        todo = [k for k in order if used[k].frame is None and k not in early]
         with ThreadPoolExecutor(max_workers=max(1, self.opts.jobs)) as pool:
             made = dict(zip(todo, pool.map(lambda k: kpack.compress_frame(_data(used[k])), todo),
                             strict=True))
-        frames = [made[k] if k in made else used[k].frame for k in order]
+        frames = [made[k] if k in made else early[k] if k in early else used[k].frame
+                  for k in order]
         # Each entry is filed under its object's own target ID (gfx11-generic,
         # gfx90a:xnack+), as rocm-kpack files them; the archive's family is the shard arch.
         targets = sorted({target for _, target in used})

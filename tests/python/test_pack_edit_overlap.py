@@ -8,13 +8,11 @@ from __future__ import annotations
 
 import io
 import os
-import shutil
-import stat
 from pathlib import Path
 from typing import Any
 
 import pytest
-from pack_support import shard_files, write_engine, write_json
+from pack_support import shard_files, slow_compiler, write_engine, write_json
 
 from ukdpack.produce import cache as cache_module
 from ukdpack.produce import compiler
@@ -46,17 +44,6 @@ def _tree(root: Path, scales: tuple[int, ...]) -> Path:
                     "matchers": [], "engine": "ued", "dispatch": "udd",
                     "kernelDescriptors": [ukd]})
     return root
-
-
-def _slow_hipcc(folder: Path) -> Path:
-    """hipcc behind a second's wait: the pack's work beside the compile has time to run."""
-    real = shutil.which("hipcc")
-    assert real, "hipcc is installed by scripts/setup.sh"
-    wrapper = folder / "hipcc"
-    wrapper.write_text(f'#!/bin/sh\ncase " $* " in *" --genco "*) sleep 1;; esac\n'
-                       f'exec "{real}" "$@"\n')
-    wrapper.chmod(wrapper.stat().st_mode | stat.S_IEXEC)
-    return wrapper
 
 
 def _pack(root: Path, out: Path, cache: Path, hipcc: Path) -> pack.PackReport:
@@ -100,7 +87,7 @@ def spied(monkeypatch: pytest.MonkeyPatch) -> list[tuple[Any, ...]]:
 
 def test_an_edit_compiles_unlooked_and_makes_the_other_packs_beside_it(
         tmp_path: Path, spied: list[tuple[Any, ...]]) -> None:
-    hipcc, cache, out = _slow_hipcc(tmp_path), tmp_path / "cache", tmp_path / "out"
+    hipcc, cache, out = slow_compiler(tmp_path, 1), tmp_path / "cache", tmp_path / "out"
     root = _tree(tmp_path / "t", (2, 3, 4))
     _pack(root, out, cache, hipcc)
     spied.clear()
@@ -123,7 +110,7 @@ def test_an_edit_compiles_unlooked_and_makes_the_other_packs_beside_it(
 
 def test_a_pack_failing_its_edit_leaves_no_shard_after_making_the_others(
         tmp_path: Path, spied: list[tuple[Any, ...]]) -> None:
-    hipcc, cache, out = _slow_hipcc(tmp_path), tmp_path / "cache", tmp_path / "out"
+    hipcc, cache, out = slow_compiler(tmp_path, 1), tmp_path / "cache", tmp_path / "out"
     root = _tree(tmp_path / "t", (2, 3))
     _pack(root, out, cache, hipcc)
     (root / "src" / "broken.hip").write_text(SOURCE + "\nthis does not compile;\n")

@@ -78,16 +78,27 @@ def run_pack(src: Path, out: Path, arches: Sequence[str], *extra: str,
                           check=False)
 
 
-def counting_compiler(folder: Path) -> tuple[Path, Path]:
-    """A hipcc wrapper that logs each compile (not --version) to a file."""
-    log = folder / "compiles.log"
+def _hipcc_wrapper(folder: Path, on_compile: str) -> Path:
+    """A hipcc wrapper running the shell command ``on_compile`` before each compile (not
+    --version), then hipcc."""
     real = shutil.which("hipcc")
     assert real, "hipcc is installed by scripts/setup.sh"
     wrapper = folder / "hipcc"
-    wrapper.write_text(f'#!/bin/sh\ncase " $* " in *" --genco "*) echo "$*" >> "{log}";; esac\n'
+    wrapper.write_text(f'#!/bin/sh\ncase " $* " in *" --genco "*) {on_compile};; esac\n'
                        f'exec "{real}" "$@"\n')
     wrapper.chmod(wrapper.stat().st_mode | stat.S_IEXEC)
-    return wrapper, log
+    return wrapper
+
+
+def counting_compiler(folder: Path) -> tuple[Path, Path]:
+    """A hipcc wrapper that logs each compile (not --version) to a file."""
+    log = folder / "compiles.log"
+    return _hipcc_wrapper(folder, f'echo "$*" >> "{log}"'), log
+
+
+def slow_compiler(folder: Path, seconds: float) -> Path:
+    """A hipcc wrapper that waits ``seconds`` before each compile."""
+    return _hipcc_wrapper(folder, f"sleep {seconds:g}")
 
 
 def compiles(log: Path) -> list[str]:

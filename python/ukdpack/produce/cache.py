@@ -302,6 +302,11 @@ class CompileCache:
     def _manifest_path(self, base_key: str) -> Path:
         return self.folder / "manifests" / base_key[:2] / f"{base_key}.json"
 
+    def has_manifest(self, base_key: str) -> bool:
+        """Whether a manifest file of ``base_key`` is there (no lookup can hit without
+        one); its entries are not read."""
+        return self._manifest_path(base_key).is_file()
+
     def _manifest(self, base_key: str) -> list[dict[str, Any]]:
         """The manifest's entries; none when it is unreadable or fails its digest (an
         altered entry could name another valid object, which the object check can't see)."""

@@ -164,6 +164,18 @@ JobDone = Callable[[Job, float, Outcome], None]
 NO_COMPILER = _runtime.Code.NO_COMPILER
 
 
+@dataclass(frozen=True)
+class _Keyed:
+    """A compile job as the cache keys it: its compiler, source, the command line's
+    keyed part, the cache key and the record of how to run it again."""
+
+    comp: compiler.Compiler
+    source: Path
+    keyed: list[str]
+    key: str
+    rerun: dict[str, Any]
+
+
 class Producer:
     """Runs jobs for one pack; compilers are located (and their version read) once."""
 
@@ -200,6 +212,7 @@ class Producer:
         # Prebuilt objects the batch reader took: path -> (ELF or None, sha256, metadata
         # note, the ELF as the archive's zstd frame).
         self._prefetched: dict[str, _Prefetched] = {}
+        self._keyed_jobs: dict[tuple[str, str, str], _Keyed] = {}  # by job key (_keyed)
 
     def close(self) -> None:
         """Drop the spool (its records are in the archives once they are written)."""
@@ -242,9 +255,12 @@ class Producer:
         with self._lock:
             return {kind: c.version for kind, c in self._compilers.items()}
 
-    def run(self, jobs: Sequence[Job], done: JobDone | None = None
-            ) -> dict[tuple[str, str, str], Product | Problem]:
-        """Every job's product, or the problem that stopped it. Never raises for bad input."""
+    def run(self, jobs: Sequence[Job], done: JobDone | None = None,
+            meanwhile: Callable[[Mapping[tuple[str, str, str], Product | Problem]], None]
+            | None = None) -> dict[tuple[str, str, str], Product | Problem]:
+        """Every job's product, or the problem that stopped it. Never raises for bad input.
+        ``meanwhile``, when given, is called in this thread once every job has started
+        while some still run (compiles), with the products made so far, by job key."""
         results: dict[tuple[str, str, str], Product | Problem] = {}
 
         def one(job: Job, lookup: bool = True, build: bool = True) -> bool:
@@ -299,18 +315,23 @@ class Producer:
             return _share(results, shared.values())
         pool = ThreadPoolExecutor(max_workers=width, thread_name_prefix="ukdpack-job")
         try:
-            # Cache lookups run in this thread, each miss handed to the pool as it is
-            # found: the compiles start at once and the lookups overlap them.
-            futures = []
-            for job in rest:
-                if job.kind not in COMPILED_KINDS:
-                    continue
+            # Jobs the cache holds no manifest for cannot hit: they go to the pool first,
+            # so an edit's compiles start before the other jobs' lookups. Those run in
+            # this thread, each miss handed to the pool as it is found: the lookups
+            # overlap the compiles.
+            compiled = [job for job in rest if job.kind in COMPILED_KINDS]
+            unknown = {job.key for job in compiled if not self._may_hit(job)}
+            futures = [pool.submit(one, job, False) for job in compiled if job.key in unknown]
+            for job in compiled:
                 if self._stopping.is_set():
                     break
-                if not one(job, build=False):
+                if job.key not in unknown and not one(job, build=False):
                     futures.append(pool.submit(one, job, False))
             futures += [pool.submit(one, job) for job in rest if job.kind not in COMPILED_KINDS]
             self._run_prebuilt(prebuilt, one)
+            if meanwhile is not None and not self._stopping.is_set() and not all(
+                    f.done() for f in futures):
+                meanwhile(_share(dict(results), shared.values()))
             for f in futures:
                 f.result()
         except BaseException:
@@ -403,7 +424,22 @@ class Producer:
                              f"{job.arch} needs an object built for it")
         return Product(job, elf, sha, info, deps, compiled, frame)
 
-    def _compile(self, job: Job, lookup: bool = True, make: bool = True) -> Product | None:
+    def _may_hit(self, job: Job) -> bool:
+        """Whether the cache may hold the compile of ``job``: False only when its key is
+        known and the cache has no manifest of it (what cannot be keyed now, a missing
+        compiler or an unreadable source, fails later with its own message)."""
+        try:
+            made = self._keyed_jobs[job.key] = self._keyed(job)
+            return self.cache.has_manifest(made.key)
+        except (JobFailed, UkdError):
+            return True
+
+    def _keyed(self, job: Job) -> _Keyed:
+        """The compile of ``job`` as the cache keys it; kept from ``_may_hit`` for the
+        job's first ``_compile`` (a lookup), which takes it."""
+        found = self._keyed_jobs.pop(job.key, None)
+        if found is not None:
+            return found
         compiler_kind = kind(job.kind).compiler
         assert job.rel is not None and compiler_kind is not None
         try:
@@ -426,6 +462,12 @@ class Producer:
                         "source_sha256": source_digest})
         rerun = {"kind": job.kind, "argv": keyed, "source": job.rel,
                  "compiler": comp.identity, "compiler_path": comp.path}
+        return _Keyed(comp, source, keyed, key, rerun)
+
+    def _compile(self, job: Job, lookup: bool = True, make: bool = True) -> Product | None:
+        made = self._keyed(job)
+        comp, source, keyed, key, rerun = made.comp, made.source, made.keyed, made.key, made.rerun
+        build = job.fields.get("build") or {}
         hit = self.cache.lookup(key, self.root) if lookup else None
         if hit is not None:
             if self.remote is not None:
@@ -441,6 +483,10 @@ class Producer:
                 return self._finish(job, remote_hit.data, remote_hit.deps, False,
                                     f"the remote cache's object of {job.rel}")
             self.remote.miss()
+        try:  # read again: the text the compile reads is scanned, not the keyed one
+            source_text = read_regular(source)
+        except OSError as e:
+            raise _fail(job, f"cannot read source {job.rel}: {e.strerror}") from None
         blocking = compiler.special_include(source, source_text, keyed)
         if blocking is not None:  # found before the compile waits on it until --job-timeout
             def rel(p: Path) -> str:

@@ -216,13 +216,16 @@ def _data(product: Product) -> bytes:
     return product.data
 
 
-def _write_index(staging: Path) -> None:
+def _write_index(staging: Path) -> Path | None:
     """The shard's index (docs/shards.md) beside its descriptors, published with them: the
     runtime then reads each kernel from its bytes. Only a shard whose load says nothing
-    gets one; without it the runtime reads the JSON, with the same result."""
+    gets one; without it the runtime reads the JSON, with the same result. Its path, or
+    None when none was written."""
     data, _why = _runtime.shard_index(str(staging))
-    if data is not None:
-        publish.write_file(staging, _runtime.SHARD_INDEX_FILE, data)
+    if data is None:
+        return None
+    publish.write_file(staging, _runtime.SHARD_INDEX_FILE, data)
+    return staging / _runtime.SHARD_INDEX_FILE
 
 
 def _start_entry_check(archives: _runtime.ArchiveCache, archive: Path,
@@ -234,6 +237,27 @@ def _start_entry_check(archives: _runtime.ArchiveCache, archive: Path,
     return thread
 
 
+#: One pack's files as ``_Assembler._part`` makes them: (key, files by shard-relative
+#: path, [(path, sha256)]).
+_Part = tuple[str, dict[str, bytes], list[tuple[str, str]]]
+
+
+@dataclass(frozen=True)
+class Premade:
+    """What ``_Assembler.premake`` made of one arch's shard while the compiles ran: the
+    compiler versions it was made for, the reuse state (previous shard, record) and each
+    pack whose objects were all made, by KDP key."""
+
+    versions: dict[str, str]
+    state: reuse.Parts
+    parts: dict[str, _Part]
+    #: the launches whose objects were made, packed, and the objects they use (as
+    #: ``_pack_launches`` makes them), and those objects' archive frames
+    launches: dict[tuple[str, str | None], packed.PackedLaunch]
+    used: dict[tuple[str, str], Product]
+    frames: dict[tuple[str, str], bytes]
+
+
 class _Assembler:
     """Builds, checks and publishes the shard of one arch."""
 
@@ -243,7 +267,8 @@ class _Assembler:
                  reporter: Reporter,
                  provenances: dict[tuple[str, str], dict[str, Any]] | None = None,
                  parts_record: Path | None = None,
-                 raw_digests: dict[tuple[str, str], str] | None = None) -> None:
+                 raw_digests: dict[tuple[str, str], str] | None = None,
+                 premade: Premade | None = None) -> None:
         self.tree, self.opts, self.plan = tree, opts, plan
         self.products, self.versions = products, versions
         self.handlers, self.reporter = handlers, reporter
@@ -258,6 +283,8 @@ class _Assembler:
         self.result = ArchResult(self.arch, ok=False)
         self._threads: list[threading.Thread] = []  # joined before the staging is used
         self.raw_digests = raw_digests if raw_digests is not None else {}
+        #: the packs made while the compiles ran (``premake``), used by ``prepare``
+        self.premade = premade
 
     def run(self) -> ArchResult:
         """Build, check and publish the shard: ``prepare``, then ``finish``."""
@@ -272,44 +299,13 @@ class _Assembler:
         # dict.fromkeys: one problem shared by many jobs (no compiler) is told once.
         problems = list(dict.fromkeys(p for job in self.plan.jobs
                                       if isinstance(p := self.products[job.key], Problem)))
-        launches: dict[tuple[str, str | None], packed.PackedLaunch] = {}
-        used: dict[tuple[str, str], Product] = {}  # by (toc key, target ID filed under)
-        # Each object's kernel signatures in shard form, made once: many launches share one.
-        signatures: dict[tuple[str, str], list[dict[str, Any]]] = {}  # (sha256, symbol)
+        early = self.premade if self.premade is not None and not problems else None
+        # by (kernel key, launch name); the launches made beside the compiles are taken
+        launches = dict(early.launches) if early is not None else {}
+        # by (toc key, target ID filed under)
+        used: dict[tuple[str, str], Product] = dict(early.used) if early is not None else {}
         if not problems:
-            for ln in self.plan.launches:
-                if ln.job_key is None:
-                    continue
-                variants = [self.products[k] for k in (ln.job_keys or (ln.job_key,))]
-                symbols = []
-                for product in variants:
-                    assert isinstance(product, Product)
-                    symbols.append(_symbol_of(ln, product))
-                if bad := [s for s in symbols if isinstance(s, Problem)]:
-                    problems.append(bad[0])
-                    continue
-                products = [p for p in variants if isinstance(p, Product)]
-                symbol = str(symbols[0])
-                by_target = {p.info.entry_target: p for p in products}
-                if len(by_target) < len(products):  # two targets made the same one
-                    problems.append(_same_target(ln, products))
-                    continue
-                for target, product in by_target.items():
-                    used[(product.job.toc_key, target)] = product
-                # The default digest is the most general variant's (fewest features).
-                main = min(products, key=lambda p: (p.info.entry_target.count(":"),
-                                                    p.info.entry_target))
-                signature = signatures.get((main.sha256, symbol))
-                if signature is None:
-                    signature = signatures[(main.sha256, symbol)] = packed.signature_doc(
-                        main.info.signatures[symbol])
-                launches[(ln.member.ukd.key, ln.name)] = packed.PackedLaunch(
-                    main.job.toc_key, symbol, main.sha256, signature,
-                    # Recorded for several variants, or one with feature settings (which
-                    # a device named by its bare arch would not reach): the checks load
-                    # each as a device of its setting.
-                    {t: p.sha256 for t, p in sorted(by_target.items())}
-                    if len(by_target) > 1 or ":" in next(iter(by_target)) else {})
+            self._pack_launches(launches, used, problems)
         if problems:
             result.problems = problems
             return False
@@ -323,7 +319,11 @@ class _Assembler:
             checking = _start_entry_check(archives, staging / ARCHIVE_FOLDER
                                           / self.archive_name, self.opts.jobs) if used else None
             self._threads += [checking] if checking is not None else []
-            if self.parts_record is not None:
+            if self.premade is not None and self.premade.versions != dict(self.versions):
+                self.premade = None  # made for other compilers: not this shard's
+            if self.premade is not None:
+                self.parts = self.premade.state
+            elif self.parts_record is not None:
                 self.parts = reuse.Parts(
                     reuse.PreviousShard(self.opts.out_root / self.arch),
                     reuse.read_record(self.parts_record), self.raw_digests)
@@ -349,6 +349,78 @@ class _Assembler:
         self._objects = len(used)
         return True
 
+    def _pack_launches(self, launches: dict[tuple[str, str | None], packed.PackedLaunch],
+                       used: dict[tuple[str, str], Product], problems: list[Problem],
+                       partial: bool = False) -> None:
+        """Each launch's packed form into ``launches`` (by kernel key and launch name) and
+        each object it uses into ``used``; what fails goes to ``problems``. ``partial``:
+        launches whose products are not all made yet are left out."""
+        # Each object's kernel signatures in shard form, made once: many launches share one.
+        signatures: dict[tuple[str, str], list[dict[str, Any]]] = {}  # (sha256, symbol)
+        for ln in self.plan.launches:
+            if ln.job_key is None or (ln.member.ukd.key, ln.name) in launches:
+                continue
+            keys = ln.job_keys or (ln.job_key,)
+            if partial and not all(isinstance(self.products.get(k), Product) for k in keys):
+                continue
+            variants = [self.products[k] for k in keys]
+            symbols = []
+            for product in variants:
+                assert isinstance(product, Product)
+                symbols.append(_symbol_of(ln, product))
+            if bad := [s for s in symbols if isinstance(s, Problem)]:
+                problems.append(bad[0])
+                continue
+            products = [p for p in variants if isinstance(p, Product)]
+            symbol = str(symbols[0])
+            by_target = {p.info.entry_target: p for p in products}
+            if len(by_target) < len(products):  # two targets made the same one
+                problems.append(_same_target(ln, products))
+                continue
+            for target, product in by_target.items():
+                used[(product.job.toc_key, target)] = product
+            # The default digest is the most general variant's (fewest features).
+            main = min(products, key=lambda p: (p.info.entry_target.count(":"),
+                                                p.info.entry_target))
+            signature = signatures.get((main.sha256, symbol))
+            if signature is None:
+                signature = signatures[(main.sha256, symbol)] = packed.signature_doc(
+                    main.info.signatures[symbol])
+            launches[(ln.member.ukd.key, ln.name)] = packed.PackedLaunch(
+                main.job.toc_key, symbol, main.sha256, signature,
+                # Recorded for several variants, or one with feature settings (which
+                # a device named by its bare arch would not reach): the checks load
+                # each as a device of its setting.
+                {t: p.sha256 for t, p in sorted(by_target.items())}
+                if len(by_target) > 1 or ":" in next(iter(by_target)) else {})
+
+    def premake(self) -> Premade | None:
+        """The packs whose objects are all made already (``self.products`` holds what is
+        made so far, while the compiles run), each with its key and files as
+        ``prepare`` would make them; None when there is no reuse or something failed
+        (``prepare`` then finds it)."""
+        if self.parts_record is None:
+            return None
+        problems: list[Problem] = []
+        launches: dict[tuple[str, str | None], packed.PackedLaunch] = {}
+        used: dict[tuple[str, str], Product] = {}
+        self._pack_launches(launches, used, problems, partial=True)
+        if problems:
+            return None
+        waiting = {ln.member.ukd.key for ln in self.plan.launches
+                   if ln.job_key is not None and (ln.member.ukd.key, ln.name) not in launches}
+        self.parts = reuse.Parts(reuse.PreviousShard(self.opts.out_root / self.arch),
+                                 reuse.read_record(self.parts_record), self.raw_digests)
+        on_arch = {m.ukd.key: m for m in self.plan.members}
+        made = Premade(dict(self.versions), self.parts, {}, launches, used,
+                       {k: kpack.compress_frame(_data(p)) for k, p in used.items()
+                        if p.frame is None})
+        for kdp in self.tree.shipped(self.arch).kdps:
+            if any(ukd.key in waiting for ukd in self._kernels_of(kdp)):
+                continue
+            made.parts[kdp.key] = self._part(kdp, on_arch, launches)
+        return made
+
     def _join(self) -> None:
         for thread in self._threads:
             thread.join()
@@ -360,14 +432,20 @@ class _Assembler:
         result = self.result
         try:
             try:
+                # The index first (it reads the staged descriptors alone; one loaded set
+                # at a time, as before): its file and folder entry reach the disk while
+                # the runtime check runs, which loads the JSON, as without an index.
+                index = _write_index(self._staging)
+                if index is not None:
+                    self._threads.append(publish.start_fsync(index, self._staging))
                 result.problems = check_shard(self._staging, self.arch, self.handlers,
-                                              self.opts.jobs, self._archives)
+                                              self.opts.jobs, self._archives,
+                                              use_index=False)
             finally:
                 self._join()
             if any(p.severity == "error" for p in result.problems):
                 publish.remove_shard(self.opts.out_root, self.arch)
                 return result
-            _write_index(self._staging)
             result.published = publish.publish(self._staging, self.opts.out_root, self.arch)
             if self.parts is not None and self.parts_record is not None:
                 reuse.write_record(self.parts_record, self.parts.made)
@@ -394,11 +472,13 @@ class _Assembler:
         order = sorted(used)
         # Prebuilt objects come compressed from their batch read; the others are
         # compressed here, in parallel (zstandard releases the GIL).
-        todo = [k for k in order if used[k].frame is None]
+        early = self.premade.frames if self.premade is not None else {}
+        todo = [k for k in order if used[k].frame is None and k not in early]
         with ThreadPoolExecutor(max_workers=max(1, self.opts.jobs)) as pool:
             made = dict(zip(todo, pool.map(lambda k: kpack.compress_frame(_data(used[k])), todo),
                             strict=True))
-        frames = [made[k] if k in made else used[k].frame for k in order]
+        frames = [made[k] if k in made else early[k] if k in early else used[k].frame
+                  for k in order]
         # Each entry is filed under its object's own target ID (gfx11-generic,
         # gfx90a:xnack+), as rocm-kpack files them; the archive's family is the shard arch.
         targets = sorted({target for _, target in used})
@@ -502,6 +582,27 @@ class _Assembler:
                            ukd.key in on_arch, own])
         return reuse.part_key(inputs)
 
+    def _kernels_of(self, kdp: Kdp) -> list[Ukd]:
+        """The kernels ``kdp`` holds or names (those found in the tree)."""
+        out = []
+        for ref in kdp.kernels:
+            ukd = ref.inline if ref.inline is not None else self.tree.lookup(ref.ref, Ukd)
+            if ukd is not None:
+                out.append(ukd)
+        return out
+
+    def _part(self, kdp: Kdp, on_arch: Mapping[str, Member],
+              launches: Mapping[tuple[str, str | None], packed.PackedLaunch]) -> _Part:
+        """The key of one pack's files, the files (the previous shard's where the record
+        and their bytes allow, else made) and each file's sha256."""
+        assert self.parts is not None
+        key = self._part_key(kdp, on_arch, launches)
+        known = self.parts.record.get(key)
+        part = self.parts.previous.part(known) if known else None
+        if part is None:
+            part = self._kdp_files(kdp, on_arch, launches)
+        return key, part, [(rel, hashlib.sha256(data).hexdigest()) for rel, data in part.items()]
+
     def _descriptor_files(self, launches: Mapping[tuple[str, str | None], packed.PackedLaunch],
                           problems: list[Problem]) -> dict[str, bytes]:
         """Every file of the shard but its archive, by shard-relative path; what cannot
@@ -509,15 +610,15 @@ class _Assembler:
         files: dict[str, bytes] = {}
         on_arch = {m.ukd.key: m for m in self.plan.members}
         shipped = self.tree.shipped(self.arch)
+        early = self.premade.parts if self.premade is not None else {}
         for kdp in shipped.kdps:
-            key = self._part_key(kdp, on_arch, launches) if self.parts is not None else ""
-            known = self.parts.record.get(key) if self.parts is not None else None
-            part = self.parts.previous.part(known) if self.parts and known else None
-            if part is None:
-                part = self._kdp_files(kdp, on_arch, launches)
-            if self.parts is not None:
-                self.parts.made[key] = [(rel, hashlib.sha256(data).hexdigest())
-                                        for rel, data in part.items()]
+            if self.parts is None:
+                files.update(self._kdp_files(kdp, on_arch, launches))
+                continue
+            made = early.get(kdp.key)
+            key, part, digests = made if made is not None else self._part(kdp, on_arch,
+                                                                          launches)
+            self.parts.made[key] = digests
             files.update(part)
         for generic in shipped.generics:
             files[generic.file] = packed.compact(packed.packed_generic(generic.raw))
@@ -724,9 +825,30 @@ def _produce_and_publish(opts: PackOptions, reporter: Reporter, report: PackRepo
     root, out_root = opts.source_root, opts.out_root
     say = functools.partial(_say, reporter)
     jobs: list[Job] = [j for p in plans for j in p.jobs]
+    # Kept for the next arch only when there is one: 10,000 kernels' are about 5 MiB.
+    provenances: dict[tuple[str, str], dict[str, Any]] | None = {} if len(plans) > 1 else None
+    raw_digests: dict[tuple[str, str], str] = {}  # the parts' keys, shared by the arches
+    premade: dict[str, Premade] = {}
+
+    def assembler(plan: ArchPlan, made: Mapping[tuple[str, str, str], Product | Problem],
+                  versions: Mapping[str, str]) -> _Assembler:
+        return _Assembler(tree, opts, plan, made, versions, handlers, reporter, provenances,
+                          reuse.record_path(producer.cache.folder, out_root, opts.group,
+                                            plan.arch), raw_digests, premade.get(plan.arch))
+
+    def meanwhile(made: Mapping[tuple[str, str, str], Product | Problem]) -> None:
+        # While the compiles run (an edit's few), the packs whose objects are all made
+        # are keyed and made (or taken from the previous shard): after the compiles,
+        # only the edited packs are left to make.
+        versions = producer.versions()
+        for plan in plans:
+            if plan.members and (early := assembler(plan, made, versions).premake()):
+                premade[plan.arch] = early
+
     reporter.batch_started(len(jobs), f"producing for {', '.join(opts.arches)}")
     products = producer.run(jobs, lambda job, s, outcome: reporter.job_done(
-        escape_controls(job.what()) if reporter.names(outcome) else "", s, outcome))
+        escape_controls(job.what()) if reporter.names(outcome) else "", s, outcome),
+        meanwhile)
     if farm is not None:  # the farm's work is done: its summary before the shards'
         report.remote_exec = farm.finish()
         reporter.info(report.remote_exec.line())
@@ -738,9 +860,6 @@ def _produce_and_publish(opts: PackOptions, reporter: Reporter, report: PackRepo
                             + (f", {producer.failed} failed" if producer.failed else ""))
     versions = producer.versions()
     told: set[Problem] = set()  # a problem several arches share (no compiler) is told once
-    # Kept for the next arch only when there is one: 10,000 kernels' are about 5 MiB.
-    provenances: dict[tuple[str, str], dict[str, Any]] | None = {} if len(plans) > 1 else None
-    raw_digests: dict[tuple[str, str], str] = {}  # the parts' keys, shared by the arches
 
     # Each arch's shard is prepared in turn; an arch's runtime check and publishing run
     # on a thread holding its lock (C++ and file system calls) while the next arch is
@@ -758,15 +877,12 @@ def _produce_and_publish(opts: PackOptions, reporter: Reporter, report: PackRepo
                     reporter.info(f"{arch}: no kernels for this arch; no shard")
                     outcomes.append(ArchResult(arch, ok=True, dormant=True))
                     continue
-                assembler = _Assembler(tree, opts, plan, products, versions, handlers,
-                                       reporter, provenances,
-                                       reuse.record_path(producer.cache.folder, out_root,
-                                                         opts.group, arch), raw_digests)
-                prepared = assembler.prepare()
+                assembling = assembler(plan, products, versions)
+                prepared = assembling.prepare()
                 if prepared and i < len(plans) - 1:
-                    outcomes.append(_Finishing(assembler, held.pop_all()))
+                    outcomes.append(_Finishing(assembling, held.pop_all()))
                     continue
-                result = assembler.finish() if prepared else assembler.result
+                result = assembling.finish() if prepared else assembling.result
                 result.removed_stale = not result.ok and publish.remove_shard(out_root, arch)
             outcomes.append(result)
             _tell_arches(outcomes, report, reporter, told, say, out_root)

@@ -182,18 +182,21 @@ def _fsync_path(path: str) -> None:
         os.close(fd)
 
 
-def start_fsync(path: Path) -> threading.Thread:
-    """fsync ``path`` on a thread of its own, started now (the disk writes a large file,
-    an archive, while the pack goes on checking the shard); join it before publishing."""
-    thread = threading.Thread(target=_fsync_quietly, args=(str(path),), name="ukdpack-fsync")
+def start_fsync(*paths: Path) -> threading.Thread:
+    """fsync each of ``paths`` in turn on a thread of its own, started now (the disk
+    writes a large file, an archive, while the pack goes on checking the shard); join it
+    before publishing."""
+    thread = threading.Thread(target=_fsync_quietly, args=[str(p) for p in paths],
+                              name="ukdpack-fsync")
     thread.start()
     return thread
 
 
-def _fsync_quietly(path: str) -> None:
+def _fsync_quietly(*paths: str) -> None:
     # An early start only: publishing fsyncs every file again and reports what fails.
-    with contextlib.suppress(OSError):
-        _fsync_path(path)
+    for path in paths:
+        with contextlib.suppress(OSError):
+            _fsync_path(path)
 
 
 def start_fsync_tree(root: Path) -> threading.Thread:

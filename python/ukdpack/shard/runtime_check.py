@@ -84,12 +84,13 @@ def _key_lines(path: Path, symbols: Mapping[str, object]) -> dict[str, int]:
 
 
 def check_shard(shard: Path, arch: str, manifest: HandlerManifest | None,
-                threads: int = 0, archives: _runtime.ArchiveCache | None = None
-                ) -> list[Problem]:
+                threads: int = 0, archives: _runtime.ArchiveCache | None = None,
+                use_index: bool = True) -> list[Problem]:
     """Every problem the runtime finds in the shard at ``shard`` for ``arch``; launch
     code is loaded through ``archives`` when given (whose entries may be checked
-    already: ``ArchiveCache.check_entries``)."""
-    dset = _runtime.load_shard(str(shard))
+    already: ``ArchiveCache.check_entries``); ``use_index`` False: the descriptors are
+    loaded from their JSON even where the shard has an index."""
+    dset = _runtime.load_shard(str(shard), use_index=use_index)
     problems = [from_runtime(d) for d in dset.diagnostics if d["severity"] != "note"]
     return problems + launch_problems(dset, arch, manifest, threads, archives)
 

@@ -1,0 +1,100 @@
+"""Where an edit's repack spends its wall time around its compiles, side by side.
+
+    python bench/edit_timeline.py --tree T --out O --cache C [--edits 7] PYTHON...
+
+Each edit changes ``SCALE`` of the first kernel of ``T/engine0/single*.kdp.json`` (the
+tree of ``make_tree.make_hip_tree``, packed once into ``O`` with cache ``C``, so each
+edit compiles one unit per arch) and is repacked by each PYTHON in turn (an environment
+with ukdpack installed), in a child whose compiles are timed. Printed per repack: its
+wall time, the time before its first compile starts, the compiles' span, and the time
+after its last compile ends (the pack's serial tail), then the medians per PYTHON.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+# The child: time every compile, run the pack, print the compiles' span on stderr.
+CHILD = r"""
+import json, os, sys, time
+T0 = float(os.environ["EDIT_TIMELINE_T0"])
+from ukdpack import cli
+from ukdpack.produce import compiler
+spans = []
+run_compile = compiler.run_compile
+def timed(*args, **kwargs):
+    start = time.time() - T0
+    try:
+        return run_compile(*args, **kwargs)
+    finally:
+        spans.append((start, time.time() - T0))
+compiler.run_compile = timed
+code = cli.main(sys.argv[1:])
+print("SPANS " + json.dumps(spans), file=sys.stderr)
+sys.exit(code)
+"""
+
+
+def repack(python: str, tree: Path, out: Path, cache: Path, arches: list[str]
+           ) -> tuple[float, float, float, float]:
+    """(wall, before the first compile, the compiles' span, after the last compile)."""
+    argv = [python, "-c", CHILD, "pack", "--source-root", str(tree), "--out-root", str(out),
+            "--cache-dir", str(cache), "--plain", "--jobs", str(len(os.sched_getaffinity(0)))]
+    for a in arches:
+        argv += ["--arch", a]
+    start = time.time()
+    r = subprocess.run(argv, capture_output=True, text=True, check=False,
+                       env=dict(os.environ, HIP_PLATFORM="amd", EDIT_TIMELINE_T0=repr(start)))
+    wall = time.time() - start
+    line = next((ln for ln in r.stderr.splitlines() if ln.startswith("SPANS ")), None)
+    if r.returncode != 0 or line is None:
+        raise SystemExit(f"pack by {python} failed:\n{r.stderr}")
+    spans = json.loads(line[6:])
+    if not spans:
+        raise SystemExit("the edit compiled nothing: use a fresh SCALE (--first)")
+    first, last = min(s for s, _ in spans), max(e for _, e in spans)
+    return wall, first, last - first, wall - last
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--tree", type=Path, required=True)
+    ap.add_argument("--out", type=Path, required=True, help="out root (one per PYTHON: O-1, O-2)")
+    ap.add_argument("--cache", type=Path, required=True)
+    ap.add_argument("--arch", action="append", default=None)
+    ap.add_argument("--edits", type=int, default=7)
+    ap.add_argument("--first", type=int, default=int(time.time()) % 100_000 * 100,
+                    help="the first SCALE value (each repack takes the next one)")
+    ap.add_argument("pythons", nargs="+")
+    args = ap.parse_args()
+    arches = args.arch or ["gfx90a", "gfx940"]
+    kdp = sorted(args.tree.glob("engine0/single*.kdp.json"))[0]
+    got: dict[str, list[tuple[float, float, float, float]]] = {p: [] for p in args.pythons}
+    scale = args.first
+    for _ in range(args.edits):
+        for i, python in enumerate(args.pythons):
+            doc = json.loads(kdp.read_text())
+            doc["kernelDescriptors"][0]["kernel_source"]["build"] = {"defines": {"SCALE": scale}}
+            kdp.write_text(json.dumps(doc, indent=1) + "\n")
+            scale += 1
+            out = args.out.with_name(f"{args.out.name}-{i + 1}")
+            got[python].append(repack(python, args.tree, out, args.cache, arches))
+            w, b, c, a = got[python][-1]
+            print(f"{python}: wall {w:.3f} s, before the compiles {b:.3f}, compiles {c:.3f}, "
+                  f"after them {a:.3f}")
+    for python, runs in got.items():
+        med = [statistics.median(r[k] for r in runs) for k in range(4)]
+        print(f"median {python}: wall {med[0]:.3f} s, before the compiles {med[1]:.3f}, "
+              f"compiles {med[2]:.3f}, after them {med[3]:.3f}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -53,11 +53,15 @@ def test_warm_action_cache_needs_no_worker_and_local_uses_the_cores() -> None:
     assert local(COSTS, Pack(100_000, 4, 25, 1, 1), 2) == pytest.approx(40 + 16_000 * 1.5 / 2)
 
 
-def test_fresh_machine_scans_every_compile_on_the_local_cores() -> None:
-    measured = {"raw": {"units": 40, "arches": ["gfx90a", "gfx940"], "cold_pack_s": 50.0,
-                        "warm_remote_pack_s": 3.0}}
-    got = fresh_machine_1k(COSTS, measured, t_scan=0.4)
+def test_fresh_machine_pays_its_own_work_and_a_hit_per_compile() -> None:
+    cache = {"raw": {"units": 40, "arches": ["gfx90a", "gfx940"], "cold_pack_s": 50.0,
+                     "warm_remote_pack_s": 3.0}}
+    got = fresh_machine_1k(COSTS, cache)
     assert got["compiles"] == 80
-    assert got["seconds"] == pytest.approx(3.0 + 80 * (0.4 / 2 + 0.002))
+    assert got["seconds"] == pytest.approx(3.0 + 80 * 0.002)
     assert got["ratio"] == pytest.approx(got["seconds"] / 50.0, abs=0.001)
-    assert got["without_scans_ratio"] == pytest.approx((3.0 + 80 * 0.002) / 50.0, abs=0.001)
+    assert "measured" not in got
+    warm_run = {"date": "d", "commit": "c", "loadavg_start": [1.0, 1.0, 1.0],
+                "raw": {"local_cold_pack_s": 60.0, "fresh_machine_warm_farm_pack_s": 3.0,
+                        "ratio": 0.05}}
+    assert fresh_machine_1k(COSTS, cache, warm_run)["measured"]["ratio"] == 0.05

@@ -77,6 +77,24 @@ def remote_figure(work: Path, quick: bool) -> dict[str, Any]:
             "ratio": warm / cold}
 
 
+def record(stem: str, key: str, goal: float, fig: dict[str, Any], quick: bool,
+           load: tuple[float, float, float]) -> None:
+    """Writes ``bench/results/STEM.json`` (``STEM.quick.json``): the figure ``key`` (the
+    ratio in ``fig``) with its goal, the machine's load, the commit and ``fig`` as raw."""
+    result = {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+              "commit": subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True,
+                                       text=True, cwd=REPO, check=False).stdout.strip(),
+              "quick": quick, "cpus": len(os.sched_getaffinity(0)),
+              "loadavg_start": [round(x, 2) for x in load],
+              "loadavg_end": [round(x, 2) for x in os.getloadavg()],
+              key: round(fig["ratio"], 4), "goal": f"<= {goal}", "raw": fig}
+    name = f"{stem}.quick.json" if quick else f"{stem}.json"
+    (BENCH / "results").mkdir(exist_ok=True)
+    (BENCH / "results" / name).write_text(json.dumps(result, indent=2) + "\n")
+    print(f"{key} {fig['ratio']:.4f} (goal <= {goal}); load average "
+          f"{load[0]:.2f} -> {os.getloadavg()[0]:.2f}; wrote bench/results/{name}")
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--quick", action="store_true", help="100 kernels over 4 units")
@@ -84,18 +102,7 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     load = os.getloadavg()
     fig = remote_figure(args.work / ("quick" if args.quick else "full"), args.quick)
-    result = {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-              "commit": subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True,
-                                       text=True, cwd=REPO, check=False).stdout.strip(),
-              "quick": args.quick, "cpus": len(os.sched_getaffinity(0)),
-              "loadavg_start": [round(x, 2) for x in load],
-              "loadavg_end": [round(x, 2) for x in os.getloadavg()],
-              "remote_warm_vs_cold": round(fig["ratio"], 4), "goal": f"<= {GOAL}", "raw": fig}
-    name = "remote_cache.quick.json" if args.quick else "remote_cache.json"
-    (BENCH / "results").mkdir(exist_ok=True)
-    (BENCH / "results" / name).write_text(json.dumps(result, indent=2) + "\n")
-    print(f"remote_warm_vs_cold {fig['ratio']:.4f} (goal <= {GOAL}); load average "
-          f"{load[0]:.2f} -> {os.getloadavg()[0]:.2f}; wrote bench/results/{name}")
+    record("remote_cache", "remote_warm_vs_cold", GOAL, fig, args.quick, load)
     return 0
 
 

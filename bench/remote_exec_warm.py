@@ -17,7 +17,6 @@ of all three packs must be byte-identical. Writes ``bench/results/remote_exec_wa
 from __future__ import annotations
 
 import argparse
-import datetime
 import json
 import os
 import shutil
@@ -32,6 +31,7 @@ REPO = BENCH.parent
 sys.path.insert(0, str(BENCH))
 sys.path.insert(0, str(REPO / "tests" / "python"))
 import make_tree  # noqa: E402
+from remote_cache import record  # noqa: E402
 from remote_exec_servers import TOOLCHAIN_KEY, farm  # noqa: E402
 
 from ukdpack.produce import compiler  # noqa: E402
@@ -108,19 +108,7 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     load = os.getloadavg()
     fig = warm_figure(args.work / ("quick" if args.quick else "full"), args.quick)
-    result = {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-              "commit": subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True,
-                                       text=True, cwd=REPO, check=False).stdout.strip(),
-              "quick": args.quick, "cpus": len(os.sched_getaffinity(0)),
-              "loadavg_start": [round(x, 2) for x in load],
-              "loadavg_end": [round(x, 2) for x in os.getloadavg()],
-              "remote_exec_warm_vs_local_cold": round(fig["ratio"], 4), "goal": f"<= {GOAL}",
-              "raw": fig}
-    name = "remote_exec_warm.quick.json" if args.quick else "remote_exec_warm.json"
-    (BENCH / "results").mkdir(exist_ok=True)
-    (BENCH / "results" / name).write_text(json.dumps(result, indent=2) + "\n")
-    print(f"remote_exec_warm_vs_local_cold {fig['ratio']:.4f} (goal <= {GOAL}); load average "
-          f"{load[0]:.2f} -> {os.getloadavg()[0]:.2f}; wrote bench/results/{name}")
+    record("remote_exec_warm", "remote_exec_warm_vs_local_cold", GOAL, fig, args.quick, load)
     return 0
 
 

@@ -578,7 +578,7 @@ class _Assembler:
         inputs: list[Any] = [self.arch, self.archive_name, self.versions, kdp.file,
                              kdp.json_path, kdp.id]
         if (kdp.file, kdp.json_path) not in raws:
-            raws[(kdp.file, kdp.json_path)] = reuse.digest_json(kdp.raw)
+            raws[(kdp.file, kdp.json_path)] = reuse.digest_value(kdp.raw)
         inputs.append(raws[(kdp.file, kdp.json_path)])
         for ref in kdp.kernels:
             ukd = ref.inline if ref.inline is not None else self.tree.lookup(ref.ref, Ukd)
@@ -587,7 +587,7 @@ class _Assembler:
                 continue
             where = (ukd.file, ukd.json_path)
             if where not in raws:
-                raws[where] = reuse.digest_json(ukd.raw)
+                raws[where] = reuse.digest_value(ukd.raw)
             own = []
             if ukd.key in on_arch:
                 for ln in self.plan.launches_of(ukd):

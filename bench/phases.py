@@ -9,7 +9,7 @@ functions are wrapped with timers, and prints the median of each phase. Each
 ``--fresh`` path is removed before each run (the out root and cache: cold packs). Phases nest:
 ``assemble`` (a packer before the arches overlapped) holds the four below;
 ``assemble: prepare`` holds ``descriptors`` and ``archive``, ``assemble: check and publish``
-holds ``runtime check`` and ``publish``; with several arches, an arch's check and publish
+holds ``index`` (made, and read back), ``runtime check`` and ``publish``; with several arches, an arch's check and publish
 run on a thread beside the next arch's prepare, so the phases overlap. The
 timers cost a few microseconds per call; compare figures taken the same way.
 """
@@ -53,7 +53,9 @@ for owner, attr, label in [
         (pack._Assembler, "finish", "assemble: check and publish"),
         (pack._Assembler, "_descriptor_files", "assemble: descriptors"),
         (pack._Assembler, "_write_archive", "assemble: archive"),
-        (pack, "check_shard", "assemble: runtime check"),
+        (pack, "check_shard", "assemble: runtime check"),  # before 2026-12-05, evening
+        (pack, "set_problems", "assemble: runtime check"),
+        (pack, "_write_index", "assemble: index"), (pack, "_confirm_index", "assemble: index"),
         (publish, "publish", "assemble: publish")]:
     wrap(owner, attr, label)
 code = cli.main(sys.argv[1:])

@@ -781,6 +781,34 @@ void bindLoaders(py::module_& m) {
       py::arg("path"),
       "(bytes, '') of the index (index.ukdx) for the shard at `path`, or (None, why) when it gets none: "
       "its load gives a diagnostic, or the load through the index would differ from the JSON load.");
+  py::class_<ShardIndexDraft>(m, "ShardIndexDraft",
+                              "An index made from a shard's JSON load, not yet checked against the load through it.")
+      .def_property_readonly("data", [](const ShardIndexDraft& d) { return py::bytes(d.bytes); })
+      .def(
+          "confirm",
+          [](const ShardIndexDraft& d, const std::string& path) {
+            Result<std::string> confirmed = [&] {
+              py::gil_scoped_release released;
+              return confirmShardIndex(path, d);
+            }();
+            return confirmed ? std::string() : confirmed.error().message;
+          },
+          py::arg("path"),
+          "'' when the load through `data` of the shard at `path` is the JSON load the draft was made from, "
+          "kernel by kernel; else why not (then no index is written).");
+  m.def(
+      "shard_index_draft",
+      [](const PySet& set) -> py::tuple {
+        Result<ShardIndexDraft> draft = [&] {
+          py::gil_scoped_release released;
+          return draftShardIndex(*set.set);
+        }();
+        if (!draft) return py::make_tuple(py::none(), draft.error().message);
+        return py::make_tuple(py::cast(std::move(draft.value())), std::string());
+      },
+      py::arg("set"),
+      "(draft, '') of the index for the shard `set` is the JSON load of (load_shard(path, use_index=False)), or "
+      "(None, why) when it gets none (the load gives a diagnostic); shard_index is this and confirm.");
   m.def(
       "check_shard_index",
       [](const std::string& path) {

@@ -140,3 +140,19 @@ def test_a_damaged_record_costs_only_the_reuse(tmp_path: Path, cache: Path) -> N
     # bytes made anew are linked all the same.
     assert _inodes(out / ARCH)["b/b.kdp.json"] == before["b/b.kdp.json"]
 
+
+
+def test_a_parts_key_follows_the_value_alone() -> None:
+    # Each different value keys apart (types, key order: the packed form keeps it), and
+    # an equal value keys alike however it was built: which of its parts are one object
+    # (a pickler's memo would tell) changes nothing, so a record is found again.
+    values: list[Any] = [[1], [True], [1.0], ["1"], [None], [[1]], [{"a": 1, "b": 2}],
+                         [{"b": 2, "a": 1}], [{"a": [1]}], ["é"], ["\ud800"]]
+    assert len({reuse.digest_value(v) for v in values}) == len(values)
+    shared = {"x": [1, 2]}
+    assert reuse.digest_value([shared, shared]) == reuse.digest_value([{"x": [1, 2]},
+                                                                        {"x": [1, 2]}])
+    same = [json.loads('{"s": "' + "k" * 40 + '"}') for _ in range(2)]
+    assert reuse.digest_value(same) == reuse.digest_value([same[0], same[0]])
+    assert reuse.part_key(["gfx90a", shared]) == reuse.part_key(["gfx90a", {"x": [1, 2]}])
+    assert reuse.part_key(["gfx90a"]) != reuse.part_key(["gfx940"])

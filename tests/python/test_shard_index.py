@@ -95,3 +95,31 @@ def test_a_shard_whose_load_says_anything_gets_no_index(tmp_path: Path) -> None:
     (shard / "a.kdp.json").write_text("{}\n")
     data, why = _runtime.shard_index(str(shard))
     assert data is None and "gives diagnostics" in why
+
+
+def test_the_index_drafted_from_the_checks_load_is_the_same_and_confirmed(
+        shard: Path, tmp_path: Path) -> None:
+    # The packer makes the index from the runtime check's own JSON load and checks the
+    # load through it once that load is freed: the same bytes as a load of its own.
+    copy = tmp_path / ARCH
+    shutil.copytree(shard, copy)
+    (copy / INDEX).unlink()
+    dset = _runtime.load_shard(str(copy), use_index=False)
+    draft, why = _runtime.shard_index_draft(dset)
+    del dset
+    assert draft is not None and why == ""
+    assert draft.data == (shard / INDEX).read_bytes()
+    assert draft.confirm(str(copy)) == ""
+    # A kernel changed after the draft: the load through it no longer binds.
+    kdp = sorted(copy.rglob("*.kdp.json"))[0]
+    edit(kdp, lambda d: d["kernelDescriptors"][0].__setitem__("priority", 91), keep_index=True)
+    assert "does not bind" in draft.confirm(str(copy))
+    # Only a JSON load gets one: not a load through an index, nor one that says anything.
+    indexed = _runtime.load_shard(str(shard))
+    assert indexed.from_index
+    assert _runtime.shard_index_draft(indexed)[0] is None
+    bad = tmp_path / "bad"
+    bad.mkdir()
+    (bad / "a.kdp.json").write_text("{}\n")
+    draft, why = _runtime.shard_index_draft(_runtime.load_shard(str(bad), use_index=False))
+    assert draft is None and "gives diagnostics" in why

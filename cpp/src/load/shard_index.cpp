@@ -409,7 +409,7 @@ std::string memberDigest(const PackMember& m, const Kernel& k, const Json& compl
 }
 
 // Per pack (in order): its id and each member's digest.
-using SetDigests = std::vector<std::pair<std::string, std::vector<std::string>>>;
+using SetDigests = decltype(ShardIndexDraft::expected);
 
 SetDigests setDigests(const DescriptorSet& set) {
   SetDigests out;
@@ -466,10 +466,21 @@ std::string firstDifference(const std::vector<std::string>& json, const std::vec
 }  // namespace detail
 
 Result<std::string> buildShardIndex(const fs::path& root) {
-  using R = Result<std::string>;
   LoaderOptions jsonOnly;
   jsonOnly.useIndex = false;
   DescriptorSet set = loadShard(root, jsonOnly);
+  Result<ShardIndexDraft> draft = draftShardIndex(set);
+  if (!draft) return Result<std::string>::failure(draft.error());
+  set = DescriptorSet{};  // one loaded set at a time: the JSON load is kept as digests only
+  return confirmShardIndex(root, std::move(draft.value()));
+}
+
+Result<ShardIndexDraft> draftShardIndex(const DescriptorSet& set) {
+  using R = Result<ShardIndexDraft>;
+  if (set.fromIndex || set.roots.size() != 1) {
+    return R::failure(
+        makeError(codes::SHARD_INDEX, kShardIndexFile, "", "an index is made from one shard's JSON load"));
+  }
   if (!set.diagnostics.empty()) {
     return R::failure(makeError(codes::SHARD_INDEX, kShardIndexFile, "",
                                 "no index for a shard whose load gives diagnostics (" +
@@ -543,25 +554,27 @@ Result<std::string> buildShardIndex(const fs::path& root) {
   out += header.take();
   out += detail::hexToBytes(sha256Hex(b.data(), b.size()));
   out += b;
+  return R::success(ShardIndexDraft{std::move(out), detail::setDigests(set)});
+}
+
+Result<std::string> confirmShardIndex(const fs::path& root, ShardIndexDraft draft) {
+  using R = Result<std::string>;
   // What the runtime would load through it must be the JSON load, field by field.
   std::string why;
-  const auto index = detail::parseShardIndex(std::make_shared<const std::string>(out), why);
+  const auto index = detail::parseShardIndex(std::make_shared<const std::string>(draft.bytes), why);
   if (!index) {
     return R::failure(makeError(codes::SHARD_INDEX, kShardIndexFile, "", "the index written does not read: " + why));
   }
   // The load through it must bind, and every kernel read from its span must be the
-  // JSON load's (ukdpack-validate compares the whole set). The JSON load is kept as
-  // digests only, so the pack holds one loaded set at a time.
-  const detail::SetDigests expected = detail::setDigests(set);
-  set = DescriptorSet{};
+  // JSON load's (ukdpack-validate compares the whole set), held as digests.
   const DescriptorSet indexed = detail::loadShardWithIndex(root, *index);
-  const std::string difference =
-      indexed.fromIndex ? detail::firstKernelDifference(expected, indexed) : "it does not bind: " + indexed.indexReason;
+  const std::string difference = indexed.fromIndex ? detail::firstKernelDifference(draft.expected, indexed)
+                                                   : "it does not bind: " + indexed.indexReason;
   if (!difference.empty()) {
     return R::failure(makeError(codes::SHARD_INDEX, kShardIndexFile, "",
                                 "the load through the index written differs from the JSON load: " + difference));
   }
-  return R::success(std::move(out));
+  return R::success(std::move(draft.bytes));
 }
 
 ShardIndexCheck checkShardIndex(const fs::path& root) {

@@ -41,7 +41,7 @@ from ukdpack.reports import problem_doc
 from ukdpack.shard import archive as kpack
 from ukdpack.shard import packed, provenance, publish, reuse
 from ukdpack.shard.depfile import UnwritablePath, write_depfile
-from ukdpack.shard.runtime_check import HandlerManifest, check_shard, load_handler_manifest
+from ukdpack.shard.runtime_check import HandlerManifest, load_handler_manifest, set_problems
 from ukdpack.words import count
 
 if TYPE_CHECKING:
@@ -216,16 +216,28 @@ def _data(product: Product) -> bytes:
     return product.data
 
 
-def _write_index(staging: Path) -> Path | None:
+def _write_index(staging: Path, dset: _runtime.DescriptorSet
+                 ) -> _runtime.ShardIndexDraft | None:
     """The shard's index (docs/shards.md) beside its descriptors, published with them: the
-    runtime then reads each kernel from its bytes. Only a shard whose load says nothing
-    gets one; without it the runtime reads the JSON, with the same result. Its path, or
-    None when none was written."""
-    data, _why = _runtime.shard_index(str(staging))
-    if data is None:
-        return None
-    publish.write_file(staging, _runtime.SHARD_INDEX_FILE, data)
-    return staging / _runtime.SHARD_INDEX_FILE
+    runtime then reads each kernel from its bytes. Made from ``dset``, the staged shard's
+    JSON load, which the runtime check loads anyway; only a shard whose load says nothing
+    gets one; without it the runtime reads the JSON, with the same result. Its draft, for
+    ``_confirm_index`` once ``dset`` is freed, or None when none was written."""
+    draft, _why = _runtime.shard_index_draft(dset)
+    if draft is not None:
+        publish.write_file(staging, _runtime.SHARD_INDEX_FILE, draft.data)
+    return draft
+
+
+def _confirm_index(staging: Path, draft: _runtime.ShardIndexDraft) -> None:
+    """Keep the index written only if the load through it is the JSON load it was made
+    from, kernel by kernel (else the shard goes without one, read from its JSON)."""
+    if draft.confirm(str(staging)):
+        (staging / _runtime.SHARD_INDEX_FILE).unlink()
+
+
+def _failed(problems: list[Problem]) -> bool:
+    return any(p.severity == "error" for p in problems)
 
 
 def _start_entry_check(archives: _runtime.ArchiveCache, archive: Path,
@@ -432,18 +444,23 @@ class _Assembler:
         result = self.result
         try:
             try:
-                # The index first (it reads the staged descriptors alone; one loaded set
-                # at a time, as before): its file and folder entry reach the disk while
-                # the runtime check runs, which loads the JSON, as without an index.
-                index = _write_index(self._staging)
+                # The runtime check loads the staged JSON, as without an index, and the
+                # index is made from that load first: its file and folder entry reach
+                # the disk while the check runs. The load through the index is checked
+                # after, once the JSON load is freed (one loaded set at a time).
+                dset = _runtime.load_shard(str(self._staging), use_index=False)
+                index = _write_index(self._staging, dset)
                 if index is not None:
-                    self._threads.append(publish.start_fsync(index, self._staging))
-                result.problems = check_shard(self._staging, self.arch, self.handlers,
-                                              self.opts.jobs, self._archives,
-                                              use_index=False)
+                    self._threads.append(publish.start_fsync(
+                        self._staging / _runtime.SHARD_INDEX_FILE, self._staging))
+                result.problems = set_problems(dset, self.arch, self.handlers,
+                                               self.opts.jobs, self._archives)
+                del dset
+                if index is not None and not _failed(result.problems):
+                    _confirm_index(self._staging, index)
             finally:
                 self._join()
-            if any(p.severity == "error" for p in result.problems):
+            if _failed(result.problems):
                 publish.remove_shard(self.opts.out_root, self.arch)
                 return result
             result.published = publish.publish(self._staging, self.opts.out_root, self.arch)
@@ -561,7 +578,7 @@ class _Assembler:
         inputs: list[Any] = [self.arch, self.archive_name, self.versions, kdp.file,
                              kdp.json_path, kdp.id]
         if (kdp.file, kdp.json_path) not in raws:
-            raws[(kdp.file, kdp.json_path)] = reuse.digest_json(kdp.raw)
+            raws[(kdp.file, kdp.json_path)] = reuse.digest_value(kdp.raw)
         inputs.append(raws[(kdp.file, kdp.json_path)])
         for ref in kdp.kernels:
             ukd = ref.inline if ref.inline is not None else self.tree.lookup(ref.ref, Ukd)
@@ -570,7 +587,7 @@ class _Assembler:
                 continue
             where = (ukd.file, ukd.json_path)
             if where not in raws:
-                raws[where] = reuse.digest_json(ukd.raw)
+                raws[where] = reuse.digest_value(ukd.raw)
             own = []
             if ukd.key in on_arch:
                 for ln in self.plan.launches_of(ukd):

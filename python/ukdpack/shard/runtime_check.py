@@ -91,6 +91,14 @@ def check_shard(shard: Path, arch: str, manifest: HandlerManifest | None,
     already: ``ArchiveCache.check_entries``); ``use_index`` False: the descriptors are
     loaded from their JSON even where the shard has an index."""
     dset = _runtime.load_shard(str(shard), use_index=use_index)
+    return set_problems(dset, arch, manifest, threads, archives)
+
+
+def set_problems(dset: _runtime.DescriptorSet, arch: str, manifest: HandlerManifest | None,
+                 threads: int = 0, archives: _runtime.ArchiveCache | None = None
+                 ) -> list[Problem]:
+    """``check_shard`` of a shard already loaded: ``dset``'s diagnostics (notes left out)
+    and its ``launch_problems``."""
     problems = [from_runtime(d) for d in dset.diagnostics if d["severity"] != "note"]
     return problems + launch_problems(dset, arch, manifest, threads, archives)
 

@@ -7,8 +7,11 @@
 #include <filesystem>
 #include <optional>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "ukdpack/base/diagnostics.hpp"
+#include "ukdpack/load/loader.hpp"
 
 namespace ukdpack {
 
@@ -20,6 +23,21 @@ inline constexpr const char* kShardIndexFile = "index.ukdx";
 // diagnostic, or when the kernels read back through the index differ from it.
 // The bytes depend only on the shard's descriptor files: byte-reproducible.
 Result<std::string> buildShardIndex(const std::filesystem::path& root);
+
+// buildShardIndex in two steps, so that a caller which loads the shard's JSON anyway
+// (the packer's runtime check) writes the index from that load and frees it before
+// the load through the index: `bytes` from the set, and what each kernel read back
+// must be (per pack: its id and each member's digest).
+struct ShardIndexDraft {
+  std::string bytes;
+  std::vector<std::pair<std::string, std::vector<std::string>>> expected;
+};
+// The draft from `set`, the JSON load (default options, useIndex false) of the shard
+// at its first root; the same failure as buildShardIndex when the set has diagnostics.
+Result<ShardIndexDraft> draftShardIndex(const DescriptorSet& set);
+// The draft's bytes when the load through them of the shard at `root` is the JSON
+// load the draft was made from, kernel by kernel; else SHARD_INDEX failure.
+Result<std::string> confirmShardIndex(const std::filesystem::path& root, ShardIndexDraft draft);
 
 // What ukdpack-validate says of a shard's index: nothing when it has none;
 // when it has one, whether it binds (`why` when not), and when it binds, the

@@ -222,10 +222,19 @@ def farm(base: Path, workers: int = 2, properties: Mapping[str, str] | None = No
 
     try:
         pg_log = db_dir / "postgres.log"
-        init = subprocess.run([str(POSTGRES_BIN / "initdb"), "-D", str(db_dir / "data"),
-                               "-A", "trust", "-U", "bgd", "-E", "UTF8", "--no-sync"],
-                              capture_output=True, text=True, check=False, cwd=db_dir,
-                              **pg_user)  # type: ignore[call-overload]
+        try:
+            init = subprocess.run([str(POSTGRES_BIN / "initdb"), "-D", str(db_dir / "data"),
+                                   "-A", "trust", "-U", "bgd", "-E", "UTF8", "--no-sync"],
+                                  capture_output=True, text=True, check=False, cwd=db_dir,
+                                  **pg_user)  # type: ignore[call-overload]
+        except PermissionError as e:
+            # As root the database runs as 'postgres', which must reach its programs: a
+            # system whose / or /usr is closed to other users (a chroot made in a 0700
+            # folder) refuses it.
+            closed = [str(p) for p in (*reversed(POSTGRES_BIN.parents), POSTGRES_BIN)
+                      if not p.stat().st_mode & 0o001]
+            raise AssertionError(f"user postgres cannot run {e.filename}: the folders "
+                                 f"{closed} are closed to other users (chmod o+x them)") from None
         if init.returncode != 0:
             raise AssertionError(f"initdb failed ({init.returncode}): {init.stderr}")
         db_port = free_port()

@@ -25,6 +25,7 @@ NOT_KINDS: dict[str, dict[str, str]] = {
     "cli.py": {"hip": "compiler", "cuda": "compiler"},
     "doctor/checks.py": {"hip": "compiler", "cuda": "compiler"},
     "produce/compiler.py": {"hip": "compiler (and hipcc's -x language)", "cuda": "compiler"},
+    "produce/remote_exec.py": {"hip": "compiler"},
     "shard/pack.py": {"hip": "compiler", "cuda": "compiler"},
     "shard/archive.py": {"hsaco": "archive entry type"},
     "include/ukdpack/load/loader.hpp": {"kpack": "the shard's archive folder"},

@@ -494,7 +494,7 @@ class Producer:
             raise _fail(job, f"{rel(blocking.including)} includes \"{blocking.name}\", which is "
                              f"{blocking.kind} ({rel(blocking.found)}), not a regular file; a "
                              "compiler would wait on it: make it a file")
-        if self.remote_exec is not None and kind(job.kind).compiler == "hip":
+        if self.remote_exec is not None and self.remote_exec.takes(kind(job.kind).compiler):
             done = self._execute(job, comp, key, keyed, rerun, source_text)
             if done is not None:
                 return done

@@ -47,6 +47,9 @@ TOOLCHAIN_PROPERTY = "ukdpack-toolchain"
 OUT_DIR = ".ukdpack-out"
 OBJECT = f"{OUT_DIR}/object.o"
 DEPFILE = f"{OUT_DIR}/object.d"
+#: The compilers whose compiles go to a farm: hipcc's device-only compiles, whose action
+#: this module spells. CUDA compiles run here (docs/packing.md, "Remote execution").
+COMPILERS = frozenset({"hip"})
 DEFAULT_JOBS = 64  # the client's too (ukdpack.remote.client.DEFAULT_JOBS)
 INSTALL_HINT = ("remote execution needs grpcio and protobuf: pip install 'ukdpack[remote]'")
 
@@ -122,6 +125,10 @@ class RemoteExecTier:
     @property
     def off(self) -> bool:
         return self._fault is not None or self._executor is None
+
+    def takes(self, compiler: str | None) -> bool:
+        """Whether compiles of ``compiler`` (a kind's, from the kinds table) go to the farm."""
+        return compiler in COMPILERS
 
     @property
     def jobs(self) -> int:

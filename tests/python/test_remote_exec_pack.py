@@ -267,14 +267,14 @@ def test_a_farm_result_fills_the_team_cache_in_front_of_it(setup: Setup,
 
 
 def test_ctrl_c_cancels_the_actions_in_flight(setup: Setup, tmp_path: Path) -> None:
-    # No worker offers this pool: the actions wait in the farm's queue until cancelled.
+    # No worker offers this OSFamily: the actions wait in the farm's queue until cancelled.
+    # (A key the server does not match on is refused at once: FAILED_PRECONDITION.)
     tree = _tree(tmp_path / "t")
     (tree / "k.h").write_text("#define VALUE 7.0f\n")  # not in the farm's action cache
     args = [sys.executable, "-m", "ukdpack", "pack", "--source-root", str(tree),
             "--out-root", str(tmp_path / "out"), "--plain", "--cache-dir",
             str(tmp_path / "cache"), "--hipcc", str(setup.hipcc), "--arch", "gfx90a",
-            "--remote-exec", setup.farm.url, *PROPERTY, "--remote-exec-property",
-            "Pool=nowhere"]
+            "--remote-exec", setup.farm.url, "--remote-exec-property", "OSFamily=nowhere"]
     env = dict(os.environ, HIP_PLATFORM="amd", UKDPACK_TEST_LOCAL_COMPILES=str(setup.log))
     cas = setup.farm.logs[1].parent / "cas"
 

@@ -13,6 +13,7 @@ build figure reuses the superbuild of an earlier full run when there is one).
 | hip_pack_vs_compile_bound | cold pack of a hip tree (40 units, 2 arches) / (the same compiles run directly / jobs) (best of 2 alternating rounds each) | <= 1.05 |
 | one_edit_vs_full | repack after one kernel's build defines changed (warm cache, median of 5 edits) / cold full pack (the best of the hip figure's) | <= 0.03 |
 | one_edit_overhead_s | that repack's median minus the median of the same compiles run alone (the exact command lines, from the cache's records), interleaved edit by edit | <= 0.2 |
+| one_edit_overhead_resident_s | the same with the resident packer (`UKDPACK_RESIDENT=1`), its edits alternating with those of `one_edit_overhead_s` | <= 0.2 |
 | noop_build_s | no-op `cmake --build` (the build's own cmake binary) of a superbuild packing a 1,000-kernel tree for 2 arches | <= 0.1 |
 | runtime_load_10k_ms | C++ load of a 10,000-kernel shard plus its state manager, median of 5 | <= 15 |
 | scale_load_100k_ms | the scale figures' load + state manager of the 100,000-kernel shard (median of 9; none under --quick) | <= 100 |
@@ -56,6 +57,7 @@ import remote_cache  # noqa: E402
 
 GOALS = {"prebuilt_pack_vs_raw_bound": ("<=", 1.5), "hip_pack_vs_compile_bound": ("<=", 1.05),
          "one_edit_vs_full": ("<=", 0.03), "one_edit_overhead_s": ("<=", 0.2),
+         "one_edit_overhead_resident_s": ("<=", 0.2),
          "noop_build_s": ("<=", 0.1), "runtime_load_10k_ms": ("<=", 15.0),
          "pack_peak_rss_mib": ("<=", 128.0),
          "remote_warm_vs_cold": ("<=", remote_cache.GOAL)}
@@ -82,14 +84,15 @@ def env() -> dict[str, str]:
     return out
 
 
-def run_pack(tree: Path, out: Path, arches: list[str], cache: Path, *extra: str) -> float:
+def run_pack(tree: Path, out: Path, arches: list[str], cache: Path, *extra: str,
+             environ: dict[str, str] | None = None) -> float:
     """Seconds of one ``ukdpack pack`` (a fresh process, as a build runs it)."""
     argv = [sys.executable, "-m", "ukdpack", "pack", "--source-root", str(tree), "--out-root",
             str(out), "--cache-dir", str(cache), "--plain", "--jobs", str(jobs()), *extra]
     for a in arches:
         argv += ["--arch", a]
     start = time.perf_counter()
-    r = subprocess.run(argv, capture_output=True, text=True, env=env(), check=False)
+    r = subprocess.run(argv, capture_output=True, text=True, env=environ or env(), check=False)
     took = time.perf_counter() - start
     if r.returncode != 0:
         raise SystemExit(f"pack failed:\n{r.stderr}")
@@ -182,7 +185,7 @@ def hip_figures(work: Path, quick: bool) -> tuple[dict[str, Any], dict[str, Any]
            "direct_compiles_s": round(compiles, 3), "jobs": jobs(), "ratio": full / bound,
            "cold_pack_runs_s": [round(f, 3) for f in fulls],
            "direct_compiles_runs_s": [round(d, 3) for d in directs]}
-    one = one_edit_figure(tree, work / "out-hip", arches, cache, full)
+    one = one_edit_figure(tree, work / "out-hip", arches, cache, full, work)
     return hip, one, tree, cache
 
 
@@ -231,44 +234,105 @@ def compiles_alone(argvs: list[list[str]]) -> float:
     return time.perf_counter() - start
 
 
+class Resident:
+    """A resident packer of its own for the edit figures: its socket folder, and the CPU
+    its workers spent (the server's reaped children, from /proc), which the pack's
+    client process does not count."""
+
+    def __init__(self, folder: Path) -> None:
+        self.folder = folder
+        shutil.rmtree(folder, ignore_errors=True)
+        folder.mkdir(mode=0o700, parents=True)
+        self.env = dict(env(), UKDPACK_RESIDENT="1", UKDPACK_RESIDENT_DIR=str(folder))
+        self.pid: int | None = None
+
+    def start(self, tree: Path, out: Path, arches: list[str], cache: Path) -> None:
+        """A pack with nothing to compile starts the server; wait until it answers."""
+        run_pack(tree, out, arches, cache, environ=self.env)
+        for _ in range(200):
+            state = self._status()
+            if state.get("server_pid"):
+                self.pid = int(state["server_pid"])
+                return
+            time.sleep(0.05)
+        raise SystemExit("the resident packer's server did not start")
+
+    def _status(self) -> dict[str, Any]:
+        r = subprocess.run([sys.executable, "-m", "ukdpack", "resident", "status", "--json"],
+                           capture_output=True, text=True, env=self.env, check=True)
+        return dict(json.loads(r.stdout))
+
+    def workers_cpu(self) -> float:
+        """User + system seconds of the server's reaped workers (and their compiles)."""
+        fields = Path(f"/proc/{self.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[13]) + int(fields[14])) / os.sysconf("SC_CLK_TCK")
+
+    def stop(self) -> None:
+        subprocess.run([sys.executable, "-m", "ukdpack", "resident", "stop"],
+                       capture_output=True, env=self.env, check=False)
+
+
+#: The ways a repack is run: a fresh process each time (what ``ukdpack pack`` does), and
+#: with the resident packer (``UKDPACK_RESIDENT=1``: the interpreter and its imports
+#: kept between packs).
+EDIT_MODES = ("process", "resident")
+
+
 def one_edit_figure(tree: Path, out: Path, arches: list[str], cache: Path,
-                    full: float, first: int = 2) -> dict[str, Any]:
+                    full: float, work: Path, first: int = 2) -> dict[str, Any]:
     """One kernel's build defines change: one compile per arch, the rest from the cache.
 
-    ``EDITS`` edits (``SCALE`` from ``first`` on: values the cache has not compiled);
-    after each repack the very compiles it ran (from the cache's records) run again
-    alone, so both sides of ``one_edit_overhead_s`` = median(repack) - median(compiles
-    alone) are taken interleaved, in the same minutes; the CPU seconds of both sides are
-    kept beside them. ``one_edit_vs_full`` = median(repack) / cold pack."""
+    ``EDITS`` edits per mode of ``EDIT_MODES``, the modes alternating edit by edit
+    (``SCALE`` from ``first`` on: values the cache has not compiled); after each repack
+    the very compiles it ran (from the cache's records) run again alone, so both sides
+    of an overhead = median(repack) - median(compiles alone) are taken interleaved, in
+    the same minutes; the CPU seconds of both sides are kept beside them (a resident
+    repack's: its client's and its worker's). ``one_edit_vs_full`` = median(repack of a
+    fresh process) / cold pack."""
     kdp = sorted(tree.glob("engine0/single*.kdp.json"))[0]
-    edits, alone, counts = [], [], []
-    cpu: dict[str, list[float]] = {"repack": [], "alone": []}
-    for scale in range(first, first + EDITS):
-        doc = json.loads(kdp.read_text())
-        doc["kernelDescriptors"][0]["kernel_source"]["build"] = {"defines": {"SCALE": scale}}
-        kdp.write_text(json.dumps(doc, indent=1) + "\n")
-        since, used = time.time(), children_cpu()
-        edits.append(run_pack(tree, out, arches, cache))
-        cpu["repack"].append(children_cpu() - used)
-        argvs = edit_compiles(cache, since)
-        if not argvs:
-            raise SystemExit(f"one edit: SCALE={scale} compiled nothing (compiled before?)")
-        counts.append(len(argvs))
-        used = children_cpu()
-        alone.append(compiles_alone(argvs))
-        cpu["alone"].append(children_cpu() - used)
-    edit, compiles = statistics.median(edits), statistics.median(alone)
-    over_cpu = statistics.median(cpu["repack"]) - statistics.median(cpu["alone"])
-    print(f"one edit: repack {edit:.2f} s (median of {len(edits)}, warm cache) / cold {full:.1f} s "
-          f"-> {edit / full:.3f}; its {counts[0]} compiles alone {compiles:.2f} s (median, "
-          f"interleaved) -> overhead {edit - compiles:.3f} s ({over_cpu:.3f} s of CPU)")
-    return {"repack_s": round(edit, 3), "repack_runs_s": [round(e, 3) for e in edits],
+    resident = Resident(work / "resident")
+    resident.start(tree, out, arches, cache)
+    got = {m: {"edits": [], "alone": [], "counts": [], "cpu_repack": [], "cpu_alone": []}
+           for m in EDIT_MODES}
+    try:
+        for i, scale in enumerate(range(first, first + EDITS * len(EDIT_MODES))):
+            mode = EDIT_MODES[i % len(EDIT_MODES)]
+            g = got[mode]
+            doc = json.loads(kdp.read_text())
+            doc["kernelDescriptors"][0]["kernel_source"]["build"] = {"defines": {"SCALE": scale}}
+            kdp.write_text(json.dumps(doc, indent=1) + "\n")
+            since, used = time.time(), children_cpu()
+            served = resident.workers_cpu() if mode == "resident" else 0.0
+            g["edits"].append(run_pack(tree, out, arches, cache, environ=resident.env
+                                       if mode == "resident" else None))
+            served = resident.workers_cpu() - served if mode == "resident" else 0.0
+            g["cpu_repack"].append(children_cpu() - used + served)
+            argvs = edit_compiles(cache, since)
+            if not argvs:
+                raise SystemExit(f"one edit: SCALE={scale} compiled nothing (compiled before?)")
+            g["counts"].append(len(argvs))
+            used = children_cpu()
+            g["alone"].append(compiles_alone(argvs))
+            g["cpu_alone"].append(children_cpu() - used)
+    finally:
+        resident.stop()
+    out_: dict[str, Any] = {}
+    for mode, g in got.items():
+        edit, compiles = statistics.median(g["edits"]), statistics.median(g["alone"])
+        over_cpu = statistics.median(g["cpu_repack"]) - statistics.median(g["cpu_alone"])
+        print(f"one edit ({mode}): repack {edit:.2f} s (median of {len(g['edits'])}, warm "
+              f"cache) / cold {full:.1f} s -> {edit / full:.3f}; its {g['counts'][0]} compiles "
+              f"alone {compiles:.2f} s (median, interleaved) -> overhead {edit - compiles:.3f} s "
+              f"({over_cpu:.3f} s of CPU)")
+        out_[mode] = {
+            "repack_s": round(edit, 3), "repack_runs_s": [round(e, 3) for e in g["edits"]],
             "compiles_alone_s": round(compiles, 3),
-            "compiles_alone_runs_s": [round(a, 3) for a in alone], "compiles": counts,
-            "repack_cpu_runs_s": [round(c, 3) for c in cpu["repack"]],
-            "compiles_alone_cpu_runs_s": [round(c, 3) for c in cpu["alone"]],
+            "compiles_alone_runs_s": [round(a, 3) for a in g["alone"]], "compiles": g["counts"],
+            "repack_cpu_runs_s": [round(c, 3) for c in g["cpu_repack"]],
+            "compiles_alone_cpu_runs_s": [round(c, 3) for c in g["cpu_alone"]],
             "overhead_cpu_s": round(over_cpu, 3),
             "overhead_s": edit - compiles, "cold_pack_s": round(full, 3), "ratio": edit / full}
+    return {**out_["process"], "resident": out_["resident"]}
 
 
 def children_cpu() -> float:
@@ -573,6 +637,7 @@ def main(argv: list[str] | None = None) -> int:
         "hip_pack_vs_compile_bound": round(hip["ratio"], 3),
         "one_edit_vs_full": round(one["ratio"], 4),
         "one_edit_overhead_s": round(one["overhead_s"], 3),
+        "one_edit_overhead_resident_s": round(one["resident"]["overhead_s"], 3),
         "noop_build_s": round(noop["seconds"], 3) if noop else None,
         "runtime_load_10k_ms": round(load["ms"], 2),
         "pack_peak_rss_mib": round(rss["mib"], 1),

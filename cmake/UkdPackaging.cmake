@@ -45,6 +45,10 @@ include_guard(GLOBAL)
 #   UKDPACK_REMOTE_EXEC          remote-execution farm (grpc[s]://HOST:PORT[/INSTANCE])
 #                                for pack targets without REMOTE_EXEC (docs/packing.md)
 #   UKDPACK_REMOTE_EXEC_MODE     auto or require (default: auto)
+#   UKDPACK_RESIDENT             pack commands use the resident packer (a server that
+#                                keeps ukdpack imported between builds; docs/packing.md,
+#                                "The resident packer"); OFF: each pack starts its own
+#                                interpreter, unless $UKDPACK_RESIDENT is 1 at build time
 set(UKDPACK_PYTHON "" CACHE FILEPATH
     "Python that runs ukdpack's packer (default: the one ukdpack was built for)")
 cmake_host_system_information(RESULT _ukd_cores QUERY NUMBER_OF_LOGICAL_CORES)
@@ -61,6 +65,7 @@ set(UKDPACK_REMOTE_CACHE_MODE "" CACHE STRING "read or read-write (default: read
 set(UKDPACK_REMOTE_EXEC "" CACHE STRING
     "remote-execution farm for every pack: grpc[s]://HOST:PORT[/INSTANCE] (docs/packing.md)")
 set(UKDPACK_REMOTE_EXEC_MODE "" CACHE STRING "auto or require (default: auto)")
+option(UKDPACK_RESIDENT "ukdpack pack commands use the resident packer (docs/packing.md)" OFF)
 
 # _ukd_fail_unparsed(<function> <prefix>): stop on arguments nobody asked for.
 macro(_ukd_fail_unparsed fn prefix)
@@ -110,6 +115,9 @@ function(_ukd_command out)
   elseif(UKDPACK_PYTHONPATH)
     cmake_path(CONVERT "${UKDPACK_PYTHONPATH}" TO_NATIVE_PATH_LIST _path NORMALIZE)
     set(_env "PYTHONPATH=${_path}")
+  endif()
+  if(UKDPACK_RESIDENT)
+    list(APPEND _env "UKDPACK_RESIDENT=1")
   endif()
   set(${out} "${CMAKE_COMMAND}" -E env ${_env} "${_py}" -m ukdpack PARENT_SCOPE)
 endfunction()

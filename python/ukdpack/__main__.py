@@ -1,5 +1,7 @@
 """``python -m ukdpack``: the command line; ``--cmakedir`` is answered first, without
-loading the command line or the extension (CMake configures run it)."""
+loading the command line or the extension (CMake configures run it), and under
+``UKDPACK_RESIDENT=1`` a ``pack`` is handed to the resident server (``ukdpack.resident``)
+before the command line is loaded."""
 
 import os
 import sys
@@ -10,6 +12,14 @@ def _run() -> int:
         from ukdpack.cmake_package import print_cmake_dir
 
         return print_cmake_dir()
+    from ukdpack.resident import place
+
+    if sys.argv[1:2] == ["pack"] and place.enabled():
+        from ukdpack.resident.client import delegate
+
+        code = delegate(sys.argv[1:])
+        if code is not None:
+            return code
     from ukdpack.cli import main
 
     return main()
@@ -28,4 +38,10 @@ def _exit(code: int) -> None:
     os._exit(code)
 
 
-_exit(_run())
+def console() -> None:
+    """The ``ukdpack`` console script: as ``python -m ukdpack``."""
+    _exit(_run())
+
+
+if __name__ == "__main__":
+    _exit(_run())

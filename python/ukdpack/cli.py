@@ -896,8 +896,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     from ukdpack.doctor.command import add_parser as add_doctor
     from ukdpack.init.command import add_parser as add_init
+    from ukdpack.resident.command import add_parser as add_resident
     add_init(sub)
     add_doctor(sub)
+    add_resident(sub)
     return parser
 
 
@@ -967,13 +969,19 @@ def _end_interrupted(signum: int = signal.SIGINT) -> int:
     return code
 
 
+#: The parser, made once by the resident server (``ukdpack.resident.server``) before it
+#: forks its workers, so that no pack it serves makes it again; None elsewhere. Its
+#: defaults are constants: nothing in it depends on the process that made it.
+made_parser: argparse.ArgumentParser | None = None
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``ukdpack`` console script and ``python -m ukdpack``.
 
     While it runs, SIGINT, SIGTERM and SIGHUP are handled by ``_interrupt``; after one of
     them they stay ignored (the process is ending), otherwise the previous handlers are
     put back."""
-    parser = build_parser()
+    parser = made_parser or build_parser()
     args, extra = parser.parse_known_args(argv)
     if extra:  # said by the command they were given to, with that command's usage
         _owner(parser, args).error(f"unrecognized arguments: {' '.join(extra)}")

@@ -21,7 +21,7 @@ TOP_MODULES = {
 SUBPACKAGES = {
     "authored": "authored", "produce": "produce", "remote": "produce", "shard": "shard",
     "tools": "tools",
-    "doctor": "commands", "generate": "commands", "init": "commands",
+    "doctor": "commands", "generate": "commands", "init": "commands", "resident": "commands",
 }
 
 

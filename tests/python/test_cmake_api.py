@@ -264,6 +264,18 @@ def test_a_reconfigure_does_not_rerun_the_python_check(lists: Lists) -> None:
     assert f"ukdpack: {lists.python} has the packer's Python dependencies" in r.stdout
 
 
+def test_the_resident_packer_reaches_every_pack_command(lists: Lists) -> None:
+    """-DUKDPACK_RESIDENT=ON sets UKDPACK_RESIDENT=1 in each arch's pack command (off by
+    default: test_lists_travel_as_lists finds PYTHONPATH alone there)."""
+    r = subprocess.run(["cmake", "-DUKDPACK_RESIDENT=ON", str(lists.build)],
+                       capture_output=True, text=True, check=False)
+    assert r.returncode == 0, r.stdout + r.stderr
+    for arch in ("gfx90a", "gfx1030"):
+        pack = next(c for c in lists.commands(f"ukd_pack_t_{arch}") if "pack" in c)
+        env = pack[pack.index("env") + 1:pack.index(str(lists.python))]
+        assert env[-1] == "UKDPACK_RESIDENT=1", env
+
+
 def test_lists_travel_as_lists(lists: Lists) -> None:
     """Items with spaces and '|' reach the packer, the shard tests and the helper
     scripts as one argument each (joined by '|' and split again, as before, 'skip me|x'

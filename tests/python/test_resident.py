@@ -171,6 +171,29 @@ def test_the_worker_takes_the_clients_folder_environment_and_exit_status(
     assert resident.workers()[-1].split(": ")[-1].startswith("exit 2")
 
 
+def test_the_clients_niceness_and_environment_reach_its_compiles(
+        resident: Resident, warm: tuple[Path, Path], tmp_path: Path) -> None:
+    tree, cache = warm
+    tree = Path(shutil.copytree(tree, tmp_path / "tree"))
+    _started(resident, tree, cache, tmp_path / "out")
+    seen = tmp_path / "seen"
+    hipcc = shutil.which("hipcc")
+    wrapper = tmp_path / "noting-hipcc"
+    wrapper.write_text(f'#!/bin/sh\necho "$(nice) $RESIDENT_MARK" >> {seen}\nexec {hipcc} "$@"\n')
+    wrapper.chmod(0o755)
+    set_define(tree, "RESIDENT_NICE", 1)
+    argv = ["nice", "-n", "7", sys.executable, "-m", "ukdpack", "pack", "--source-root",
+            str(tree), "--out-root", str(tmp_path / "out"), "--arch", ARCH, "--cache-dir",
+            str(cache), "--plain", "--hipcc", str(wrapper)]
+    r = subprocess.run(argv, capture_output=True, text=True, check=False,
+                       env=dict(resident.full_env(), RESIDENT_MARK="from-the-client"))
+    assert r.returncode == 0, r.stderr
+    assert len(resident.workers()) == 2, resident.log()
+    compiles = [line.split() for line in seen.read_text().splitlines()
+                if "--version" not in line]
+    assert compiles and all(int(n) >= 7 and mark == "from-the-client" for n, mark in compiles)
+
+
 def _slow_compiler(tmp_path: Path) -> tuple[Path, Path]:
     """hipcc behind a wrapper that waits before each compile and says it started (its
     pid in the marker): a pack that is surely compiling when it is stopped."""

@@ -126,7 +126,8 @@ def _hand_over(sock: _socket.socket, ident: str, argv: list[str]) -> int | None:
         cwd = os.getcwd()
         ignored = [s for s in STOP_SIGNALS if _signal.getsignal(s) == _signal.SIG_IGN]
         request = {"op": "pack", "identity": ident, "argv": [sys.argv[0], *argv], "cwd": cwd,
-                   "env": dict(os.environ), "umask": _umask(), "ignored": ignored,
+                   "env": dict(os.environ), "umask": _umask(), "nice": os.nice(0),
+                   "ignored": ignored,
                    "streams": _streams()}
         wire.send(sock, request, [0, 1, 2])
         reply, _ = wire.receive(sock)

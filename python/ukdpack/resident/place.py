@@ -29,11 +29,14 @@ def enabled() -> bool:
 
 
 def identity() -> str:
-    """The interpreter, its module path and the variables that change what it imports.
+    """The interpreter, its module path and the variables that change what it imports
+    or how it reads and writes text (``PYTHON*``, the locale's).
 
     ``sys.path[0]`` is left out: under ``python -m`` it is the working folder, which
     the worker takes from each client."""
-    env = sorted((k, v) for k, v in os.environ.items() if k.startswith("PYTHON"))
+    # The locale too: the interpreter fixes its text encodings from it at start-up.
+    env = sorted((k, v) for k, v in os.environ.items()
+                 if k.startswith(("PYTHON", "LC_")) or k == "LANG")
     return "\0".join([os.path.realpath(sys.executable), sys.version, repr(tuple(sys.flags)),
                       repr(sys.path[1:]), repr(env)])
 

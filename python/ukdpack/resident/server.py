@@ -256,11 +256,17 @@ def _text_stream(fd: int, mode: str, encoding: tuple[str, str] | None) -> io.Tex
 
 
 def _take_client(request: dict[str, Any]) -> None:
-    """The client's folder, environment, umask, arguments, streams and signals."""
+    """The client's folder, environment, umask, niceness, arguments, streams and
+    signals."""
     os.chdir(request["cwd"])
     os.environ.clear()
     os.environ.update(request["env"])
     os.umask(int(request["umask"]))
+    # As nice as the client (a build run under `nice`); a worker can be made nicer, never
+    # less nice than the server.
+    more = int(request.get("nice", 0)) - os.nice(0)
+    if more > 0:
+        os.nice(more)
     sys.argv = list(request["argv"])
     if sys.path and sys.path[0] == place.socket_dir():
         sys.path[0] = request["cwd"]  # as under the client's `python -m`

@@ -186,6 +186,17 @@ def _symbol_of(launch: Launch, product: Product) -> str | Problem:
     return symbol
 
 
+def _signature(made: dict[tuple[str, str], list[dict[str, Any]]], product: Product,
+               symbol: str) -> list[dict[str, Any]]:
+    """The signature of ``symbol`` in ``product`` in shard form, made once per object and
+    symbol (``made`` keeps them: many launches share one)."""
+    found = made.get((product.sha256, symbol))
+    if found is None:
+        found = made[(product.sha256, symbol)] = packed.signature_doc(
+            product.info.signatures[symbol])
+    return found
+
+
 def _same_target(launch: Launch, products: Sequence[Product]) -> Problem:
     """Two targets asked of one launch made objects for one target ID (a compiler that
     ignores a feature): the shard could not tell them apart."""
@@ -370,9 +381,24 @@ class _Assembler:
         # Each object's kernel signatures in shard form, made once: many launches share one.
         signatures: dict[tuple[str, str], list[dict[str, Any]]] = {}  # (sha256, symbol)
         for ln in self.plan.launches:
-            if ln.job_key is None or (ln.member.ukd.key, ln.name) in launches:
+            if ln.job_key is None or (where := (ln.member.ukd.key, ln.name)) in launches:
                 continue
             keys = ln.job_keys or (ln.job_key,)
+            if len(keys) == 1:  # one object (most launches): as below, without the variants
+                one = self.products.get(keys[0])
+                if not isinstance(one, Product):
+                    assert partial, "prepare packs launches once every job made its object"
+                    continue
+                found = _symbol_of(ln, one)
+                if isinstance(found, Problem):
+                    problems.append(found)
+                    continue
+                target = one.info.entry_target
+                used[(one.job.toc_key, target)] = one
+                launches[where] = packed.PackedLaunch(
+                    one.job.toc_key, found, one.sha256, _signature(signatures, one, found),
+                    {target: one.sha256} if ":" in target else {})
+                continue
             if partial and not all(isinstance(self.products.get(k), Product) for k in keys):
                 continue
             variants = [self.products[k] for k in keys]
@@ -394,12 +420,8 @@ class _Assembler:
             # The default digest is the most general variant's (fewest features).
             main = min(products, key=lambda p: (p.info.entry_target.count(":"),
                                                 p.info.entry_target))
-            signature = signatures.get((main.sha256, symbol))
-            if signature is None:
-                signature = signatures[(main.sha256, symbol)] = packed.signature_doc(
-                    main.info.signatures[symbol])
-            launches[(ln.member.ukd.key, ln.name)] = packed.PackedLaunch(
-                main.job.toc_key, symbol, main.sha256, signature,
+            launches[where] = packed.PackedLaunch(
+                main.job.toc_key, symbol, main.sha256, _signature(signatures, main, symbol),
                 # Recorded for several variants, or one with feature settings (which
                 # a device named by its bare arch would not reach): the checks load
                 # each as a device of its setting.

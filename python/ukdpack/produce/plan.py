@@ -83,6 +83,12 @@ class ArchPlan:
     jobs: tuple[Job, ...]
 
     @functools.cached_property
+    def on_arch(self) -> dict[str, Member]:
+        """The shard's kernels by key (made once: the shard's packs are made beside the
+        compiles and after them, each asking which kernels the arch keeps)."""
+        return {m.ukd.key: m for m in self.members}
+
+    @functools.cached_property
     def _by_kernel(self) -> dict[str, list[Launch]]:
         out: dict[str, list[Launch]] = {}
         for ln in self.launches:

@@ -445,7 +445,7 @@ class _Assembler:
                    if ln.job_key is not None and (ln.member.ukd.key, ln.name) not in launches}
         self.parts = reuse.Parts(reuse.PreviousShard(self.opts.out_root / self.arch),
                                  reuse.read_record(self.parts_record), self.raw_digests)
-        on_arch = {m.ukd.key: m for m in self.plan.members}
+        on_arch = self.plan.on_arch
         made = Premade(dict(self.versions), self.parts, {}, launches, used,
                        {k: kpack.compress_frame(_data(p)) for k, p in used.items()
                         if p.frame is None})
@@ -513,9 +513,12 @@ class _Assembler:
         # compressed here, in parallel (zstandard releases the GIL).
         early = self.premade.frames if self.premade is not None else {}
         todo = [k for k in order if used[k].frame is None and k not in early]
-        with ThreadPoolExecutor(max_workers=max(1, self.opts.jobs)) as pool:
-            made = dict(zip(todo, pool.map(lambda k: kpack.compress_frame(_data(used[k])), todo),
-                            strict=True))
+        if len(todo) <= 1:  # an edit's object: no pool started (its thread waits for the GIL)
+            made = {k: kpack.compress_frame(_data(used[k])) for k in todo}
+        else:
+            with ThreadPoolExecutor(max_workers=max(1, self.opts.jobs)) as pool:
+                made = dict(zip(todo, pool.map(lambda k: kpack.compress_frame(_data(used[k])),
+                                               todo), strict=True))
         frames = [made[k] if k in made else early[k] if k in early else used[k].frame
                   for k in order]
         # Each entry is filed under its object's own target ID (gfx11-generic,
@@ -647,7 +650,7 @@ class _Assembler:
         """Every file of the shard but its archive, by shard-relative path; what cannot
         be read (a UHD artifact that is no longer a regular file) goes to ``problems``."""
         files: dict[str, bytes] = {}
-        on_arch = {m.ukd.key: m for m in self.plan.members}
+        on_arch = self.plan.on_arch
         shipped = self.tree.shipped(self.arch)
         early = self.premade.parts if self.premade is not None else {}
         for kdp in shipped.kdps:

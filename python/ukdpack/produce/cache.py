@@ -531,6 +531,15 @@ def _read_json(path: Path) -> Any:
 
 def _portable(path: str, root: Path) -> str:
     """Files under the root are recorded root-relative, so checkouts share entries."""
+    if os.path.isabs(path) and root.is_absolute():  # the answer depends on nothing else
+        return _portable_once(path, root)
+    return _portable_once.__wrapped__(path, root)  # a relative one: from the working folder
+
+
+@functools.lru_cache(maxsize=4096)
+def _portable_once(path: str, root: Path) -> str:
+    """``_portable`` of a path, made once per process for absolute ones: a pack's compiles
+    read the same few hundred headers (``relpath`` is about 7 us a path)."""
     rel = os.path.relpath(path, root)
     return "root:" + rel.replace(os.sep, "/") if not rel.startswith("..") else path
 

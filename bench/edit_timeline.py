@@ -7,7 +7,10 @@ tree of ``make_tree.make_hip_tree``, packed once into ``O`` with cache ``C``, so
 edit compiles one unit per arch) and is repacked by each PYTHON in turn (an environment
 with ukdpack installed), in a child whose compiles are timed. Printed per repack: its
 wall time, the time before its first compile starts, the compiles' span, and the time
-after its last compile ends (the pack's serial tail), then the medians per PYTHON.
+after its last compile ends (the pack's serial tail), then the medians per PYTHON, and
+the CPU of each: the pack process's (user + sys, its compilers apart) and each phase's
+thread CPU (``time.thread_time`` around the packer's functions, summed over calls and
+threads; a version without a function shows none).
 """
 
 from __future__ import annotations
@@ -21,12 +24,33 @@ import sys
 import time
 from pathlib import Path
 
-# The child: time every compile, run the pack, print the compiles' span on stderr.
+# The child: time every compile and the phases' thread CPU, run the pack, print the
+# compiles' span and the CPU on stderr.
 CHILD = r"""
-import json, os, sys, time
+import functools, json, os, resource, sys, time
 T0 = float(os.environ["EDIT_TIMELINE_T0"])
 from ukdpack import cli
-from ukdpack.produce import compiler
+from ukdpack.produce import compiler, producers
+from ukdpack.shard import pack
+cpu = {}
+def thread_cpu(owner, attr, label):
+    fn = getattr(owner, attr, None)
+    if fn is None:
+        return
+    @functools.wraps(fn)
+    def timed(*args, **kwargs):
+        start = time.thread_time()
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            cpu[label] = cpu.get(label, 0.0) + time.thread_time() - start
+    setattr(owner, attr, timed)
+for owner, attr, label in [
+        (pack, "check_tree", "rules"), (pack, "plan_arch", "plan"),
+        (producers.Producer, "_may_hit", "keys"), (producers.Producer, "_produce", "jobs"),
+        (pack._Assembler, "premake", "premake"), (pack._Assembler, "prepare", "prepare"),
+        (pack._Assembler, "finish", "finish")]:
+    thread_cpu(owner, attr, label)
 spans = []
 run_compile = compiler.run_compile
 def timed(*args, **kwargs):
@@ -38,13 +62,17 @@ def timed(*args, **kwargs):
 compiler.run_compile = timed
 code = cli.main(sys.argv[1:])
 print("SPANS " + json.dumps(spans), file=sys.stderr)
+used = resource.getrusage(resource.RUSAGE_SELF)
+cpu["process"] = used.ru_utime + used.ru_stime
+print("CPU " + json.dumps(cpu), file=sys.stderr)
 sys.exit(code)
 """
 
 
 def repack(python: str, tree: Path, out: Path, cache: Path, arches: list[str]
-           ) -> tuple[float, float, float, float]:
-    """(wall, before the first compile, the compiles' span, after the last compile)."""
+           ) -> tuple[tuple[float, float, float, float], dict[str, float]]:
+    """(wall, before the first compile, the compiles' span, after the last compile), and
+    the CPU seconds of the process and of each phase."""
     argv = [python, "-c", CHILD, "pack", "--source-root", str(tree), "--out-root", str(out),
             "--cache-dir", str(cache), "--plain", "--jobs", str(len(os.sched_getaffinity(0)))]
     for a in arches:
@@ -60,7 +88,8 @@ def repack(python: str, tree: Path, out: Path, cache: Path, arches: list[str]
     if not spans:
         raise SystemExit("the edit compiled nothing: use a fresh SCALE (--first)")
     first, last = min(s for s, _ in spans), max(e for _, e in spans)
-    return wall, first, last - first, wall - last
+    cpu = json.loads(next(ln for ln in r.stderr.splitlines() if ln.startswith("CPU "))[4:])
+    return (wall, first, last - first, wall - last), cpu
 
 
 def main() -> int:
@@ -77,6 +106,7 @@ def main() -> int:
     arches = args.arch or ["gfx90a", "gfx940"]
     kdp = sorted(args.tree.glob("engine0/single*.kdp.json"))[0]
     got: dict[str, list[tuple[float, float, float, float]]] = {p: [] for p in args.pythons}
+    cpus: dict[str, list[dict[str, float]]] = {p: [] for p in args.pythons}
     scale = args.first
     for _ in range(args.edits):
         for i, python in enumerate(args.pythons):
@@ -85,7 +115,9 @@ def main() -> int:
             kdp.write_text(json.dumps(doc, indent=1) + "\n")
             scale += 1
             out = args.out.with_name(f"{args.out.name}-{i + 1}")
-            got[python].append(repack(python, args.tree, out, args.cache, arches))
+            times, cpu = repack(python, args.tree, out, args.cache, arches)
+            got[python].append(times)
+            cpus[python].append(cpu)
             w, b, c, a = got[python][-1]
             print(f"{python}: wall {w:.3f} s, before the compiles {b:.3f}, compiles {c:.3f}, "
                   f"after them {a:.3f}")
@@ -93,6 +125,11 @@ def main() -> int:
         med = [statistics.median(r[k] for r in runs) for k in range(4)]
         print(f"median {python}: wall {med[0]:.3f} s, before the compiles {med[1]:.3f}, "
               f"compiles {med[2]:.3f}, after them {med[3]:.3f}")
+    for python, runs in cpus.items():
+        labels = [k for k in runs[0] if k != "process"]
+        print(f"CPU {python}: process {statistics.median(r['process'] for r in runs) * 1e3:.1f} "
+              "ms; " + ", ".join(f"{k} {statistics.median(r.get(k, 0.0) for r in runs) * 1e3:.1f}"
+                                 for k in labels))
     return 0
 
 

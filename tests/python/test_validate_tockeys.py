@@ -122,3 +122,36 @@ def test_stem_of_is_the_file_name_less_its_extension() -> None:
         base = posixpath.splitext(posixpath.basename(rel))[0]
         want = tockey._NOT_STEM.sub("_", base) or "object"
         assert tockey.stem_of("hsaco", {"file": rel}, rel) == want, rel
+
+
+def test_launches_of_one_unit_share_a_key_only_when_built_alike(tmp_path: Path) -> None:
+    """The rule keys each distinct identity once (``tockey.identity_inputs``): kernels of
+    one unit with other symbols share its key; builds that differ only by a value's type
+    (1, true, "1", 1.0) or a flag's order do not, and every key is the models' own."""
+    root = _tree(tmp_path / "t")
+    builds: list[dict[str, Any]] = [
+        {}, {"defines": {"X": 1}}, {"defines": {"X": True}}, {"defines": {"X": "1"}},
+        {"defines": {"X": 1.0}}, {"flags": ["-O3", "-g"]}, {"flags": ["-g", "-O3"]},
+        {"defines": {"X": 1, "Y": 2}}, {"defines": {"Y": 2, "X": 1}}]
+    kernels = []
+    for i, build in enumerate(builds):
+        for entry in ("k", "k2"):
+            kernel = _kernel(f"ukd-u{i}{entry}", f"u{i}{entry}", "a/k.hip", entry=entry)
+            kernel["kernel_source"]["build"] = build
+            kernels.append(kernel)
+    write_json(root / "u.kdp.json", {
+        "id": "kdp-3", "version": "1.0", "name": "u", "arch": [], "matchers": ["umd-1"],
+        "engine": "ued-1", "dispatch": "udd-1", "kernelDescriptors": kernels})
+    result = validate(root)
+    assert result.valid, [p.line() for p in result.problems]
+    keys = dict(result.tree.toc_keys)
+    for m in result.tree.members:
+        for _, src in m.ukd.launches:
+            want = tockey.toc_key(src.kind, src.fields, m.ukd.file_of(src))
+            assert keys[(m.ukd.file, src.json_path)] == want
+    unit = [keys[("u.kdp.json", f"$.kernelDescriptors[{i}].kernel_source")]
+            for i in range(len(kernels))]
+    assert unit[0::2] == unit[1::2]  # the symbol is no part of the object
+    # {} is the build of a/k.hip in p.kdp.json too; the defines' order is normalized.
+    assert len(set(unit[0::2])) == len(builds) - 1
+    assert unit[14] == unit[16]

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import posixpath
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Hashable, Iterator, Mapping
 from typing import Any
 
 from ukdpack import _runtime
@@ -17,8 +17,8 @@ from ukdpack.authored.load import Tree
 from ukdpack.authored.model import Source, Ukd, joined
 from ukdpack.digest import canonical_json, sha256_hex
 
-__all__ = ["identity", "key_of", "keyed", "keyed_view", "launch_toc_key", "normalized_build",
-           "stem_of", "toc_key", "view_inputs"]
+__all__ = ["identity", "identity_inputs", "key_of", "keyed", "keyed_view", "launch_toc_key",
+           "normalized_build", "stem_of", "toc_key", "view_inputs"]
 
 _NOT_STEM = re.compile(r"[^A-Za-z0-9_.-]")
 
@@ -81,6 +81,16 @@ def view_inputs(file: str, kind_name: str, named: str | None,
     return joined(file, named if named is not None else str(fields[field_name])), fields
 
 
+def identity_inputs(kind_name: str, fields: Mapping[str, Any], rel: str | None) -> Hashable:
+    """What a launch's toc key and identity are made of, as one hashable value: launches
+    with equal inputs have one key (each kernel of a unit names its own symbol, and the
+    symbol names a kernel within the object, never the object: it is left out). The
+    fields' ``repr``: equal texts are equal JSON values of equal types and key order."""
+    symbol = kind(kind_name).symbol_field
+    held = fields.held() if isinstance(fields, _ViewFields) else fields
+    return (kind_name, rel, repr([item for item in held.items() if item[0] != symbol]))
+
+
 def keyed_view(tree: Tree, file: str, json_path: str, kind_name: str, rel: str | None,
                fields: Mapping[str, Any]) -> tuple[str, dict[str, Any]]:
     """``keyed`` of the launch at (``file``, ``json_path``) from its ``view_inputs``;
@@ -99,6 +109,10 @@ class _ViewFields(Mapping[str, Any]):
     def __init__(self, src: _runtime.Source) -> None:
         self._src = src
         self._fields: Mapping[str, Any] | None = None
+
+    def held(self) -> Mapping[str, Any]:
+        """The fields, read now if not yet."""
+        return self._read()
 
     def _read(self) -> Mapping[str, Any]:
         if self._fields is None:

@@ -162,6 +162,10 @@ class FileDigests:
         tells, asked in order up to the first that differs. A lookup checks a few hundred
         headers, most of them taken already this run: those are read under one lock."""
         with self._lock:
+            # Every file's digest taken already this run, and each the one wanted: asked
+            # of both dicts at once (in C), as the loop below would answer it.
+            if wanted.items() <= self._latest.items():
+                return True
             seen = [self._latest.get(path) for path in wanted]
         for (path, digest), known in zip(wanted.items(), seen, strict=True):
             if (known or self.digest(path, recheck=False)) != digest:
@@ -207,6 +211,7 @@ def _entry_ok(entry: Any) -> bool:
 class Hit:
     data: bytes
     deps: tuple[str, ...]  # absolute paths the cached compile read
+    sha256: str = ""  # of ``data``: the object's name, checked as it was read
 
 
 def _print_warning(line: str) -> None:
@@ -226,6 +231,7 @@ class CompileCache:
                  warn: Callable[[str], None] = _print_warning) -> None:
         self.root = folder
         self.folder = folder / VERSION
+        self._folder = os.fspath(self.folder)  # records' paths are joined as strings
         self.digests = digests or FileDigests(self.folder / "file-digests.json")
         self._lock = threading.Lock()
         self._warn_lock = threading.Lock()  # apart: a write under _lock may fail and warn
@@ -271,19 +277,24 @@ class CompileCache:
         return True
 
     # ------------------------------------------------------------ objects
+    def _record(self, kind: str, name: str, suffix: str = "") -> str:
+        """The path of a record: ``<kind>/<first two of name>/<name><suffix>``, joined as a
+        string (a hit reads three records, and pathlib's joins were a tenth of a lookup)."""
+        return os.path.join(self._folder, kind, name[:2], name + suffix)
+
     def _object_path(self, sha: str) -> Path:
-        return self.folder / "objects" / sha[:2] / sha
+        return Path(self._record("objects", sha))
 
     def get_object(self, sha: str) -> bytes | None:
         """The object stored under ``sha``, or None when absent or damaged."""
-        path = self._object_path(sha)
+        path = self._record("objects", sha)
         try:
-            data = path.read_bytes()
+            data = _read_bytes(path)
         except OSError:
             return None
         if sha256_hex(data) != sha:
             with contextlib.suppress(OSError):
-                path.unlink()
+                os.unlink(path)
             return None
         _mark_used(path)
         return data
@@ -300,18 +311,18 @@ class CompileCache:
 
     # ------------------------------------------------------------ manifests
     def _manifest_path(self, base_key: str) -> Path:
-        return self.folder / "manifests" / base_key[:2] / f"{base_key}.json"
+        return Path(self._record("manifests", base_key, ".json"))
 
     def has_manifest(self, base_key: str) -> bool:
         """Whether a manifest file of ``base_key`` is there (no lookup can hit without
         one); its entries are not read."""
-        return self._manifest_path(base_key).is_file()
+        return os.path.isfile(self._record("manifests", base_key, ".json"))
 
     def _manifest(self, base_key: str) -> list[dict[str, Any]]:
         """The manifest's entries; none when it is unreadable or fails its digest (an
         altered entry could name another valid object, which the object check can't see)."""
         try:
-            raw = self._manifest_path(base_key).read_bytes()
+            raw = _read_bytes(self._record("manifests", base_key, ".json"))
             doc = json.loads(raw)
         except (OSError, ValueError, RecursionError):
             return []
@@ -329,7 +340,7 @@ class CompileCache:
             if self.digests.all_match(deps):
                 data = self.get_object(entry["object"])
                 if data is not None:
-                    return Hit(data, tuple(deps))
+                    return Hit(data, tuple(deps), entry["object"])
         return None
 
     def recorded_deps(self, base_key: str, root: Path) -> list[str] | None:
@@ -374,14 +385,19 @@ class CompileCache:
 
     # ------------------------------------------------------------ object info
     def _info_path(self, sha: str) -> Path:
-        return self.folder / "info" / sha[:2] / f"{sha}.json"
+        return Path(self._record("info", sha, ".json"))
 
     def get_info(self, sha: str) -> dict[str, Any] | None:
         """What was read from the object ``sha`` (bound to it by a digest), or None."""
-        doc = _read_json(self._info_path(sha))
+        try:
+            raw = _read_bytes(self._record("info", sha, ".json"))
+            doc = json.loads(raw)
+        except (OSError, ValueError, RecursionError):
+            return None
         if not isinstance(doc, dict) or not isinstance(doc.get("info"), dict):
             return None
-        if doc.get("digest") != _info_digest(sha, doc["info"]):
+        digest = doc.get("digest")
+        if digest != _info_text_digest(sha, raw) and digest != _info_digest(sha, doc["info"]):
             return None
         info: dict[str, Any] = doc["info"]
         return info
@@ -448,7 +464,13 @@ class CompileCache:
                 yield key, entry
 
 
-def _mark_used(path: Path) -> None:
+def _read_bytes(path: str) -> bytes:
+    """``Path(path).read_bytes()`` without making the Path."""
+    with open(path, "rb") as f:
+        return f.read()
+
+
+def _mark_used(path: str | Path) -> None:
     """An object's mtime is when a pack last used it: eviction removes the least recently
     used first (cache_admin). A cache that cannot be written keeps the old time."""
     with contextlib.suppress(OSError):
@@ -457,6 +479,23 @@ def _mark_used(path: Path) -> None:
 
 def _info_digest(sha: str, info: Mapping[str, Any]) -> str:
     return sha256_hex(sha.encode() + b"\0" + canonical_json(info))
+
+
+#: How an info record is written: canonical JSON of {"digest", "info"}, so the info's
+#: canonical text is the bytes between this prefix (and a digest) and the last brace.
+_INFO_HEAD = b'{"digest":"'
+_INFO_BODY = b'","info":'
+
+
+def _info_text_digest(sha: str, raw: bytes) -> str | None:
+    """``_info_digest`` of a record's info taken over the text it was written with (no
+    second encoding of every kernel's signature per cache hit); None when the file is not
+    laid out as written (``_info_digest`` of the parsed info then decides)."""
+    start = len(_INFO_HEAD) + 64
+    if not (raw.startswith(_INFO_HEAD) and raw.startswith(_INFO_BODY, start)
+            and raw.endswith(b"}")):
+        return None
+    return sha256_hex(sha.encode() + b"\0" + raw[start + len(_INFO_BODY):-1])
 
 
 def _bound(key: str, content: Any) -> str:
@@ -492,6 +531,15 @@ def _read_json(path: Path) -> Any:
 
 def _portable(path: str, root: Path) -> str:
     """Files under the root are recorded root-relative, so checkouts share entries."""
+    if os.path.isabs(path) and root.is_absolute():  # the answer depends on nothing else
+        return _portable_once(path, root)
+    return _portable_once.__wrapped__(path, root)  # a relative one: from the working folder
+
+
+@functools.lru_cache(maxsize=4096)
+def _portable_once(path: str, root: Path) -> str:
+    """``_portable`` of a path, made once per process for absolute ones: a pack's compiles
+    read the same few hundred headers (``relpath`` is about 7 us a path)."""
     rel = os.path.relpath(path, root)
     return "root:" + rel.replace(os.sep, "/") if not rel.startswith("..") else path
 

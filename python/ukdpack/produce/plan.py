@@ -83,6 +83,12 @@ class ArchPlan:
     jobs: tuple[Job, ...]
 
     @functools.cached_property
+    def on_arch(self) -> dict[str, Member]:
+        """The shard's kernels by key (made once: the shard's packs are made beside the
+        compiles and after them, each asking which kernels the arch keeps)."""
+        return {m.ukd.key: m for m in self.members}
+
+    @functools.cached_property
     def _by_kernel(self) -> dict[str, list[Launch]]:
         out: dict[str, list[Launch]] = {}
         for ln in self.launches:
@@ -94,13 +100,22 @@ class ArchPlan:
         return self._by_kernel.get(ukd.key, [])
 
 
+#: The targets of a source built for the bare arch alone.
+_BARE = ("",)
+
+
+def _generic(src: Source) -> bool:
+    """Whether the source's build asks for the arch's generic family."""
+    return (src.fields.get("build") or {}).get("generic") is True
+
+
 def compile_targets(src: Source, arch: str, variants: Sequence[str]) -> list[str]:
     """What a compiled (hip, cuda) source is built for in the shard of ``arch``: each
     requested target ID of the arch (``variants``; none: the arch itself), or, for a
     build asking for ``generic``, the arch's generic family with the features of each
     variant the family supports. ``""`` stands for the bare arch."""
     wanted = list(variants) or [arch]
-    if (src.fields.get("build") or {}).get("generic") is True:  # an sm_ arch has no family
+    if _generic(src):  # an sm_ arch has no family
         family = str(_runtime.generic_family_of(arch))
         if family:
             supported = set(_runtime.supported_features(family))
@@ -130,8 +145,10 @@ def plan_arch(tree: Tree, arch: str, variants: Sequence[str] = ()) -> ArchPlan:
             rel = m.ukd.file_of(src)
             key = launch_toc_key(tree, m.ukd, src)
             user = User(m.ukd.name, m.ukd.file, src.json_path)
+            # The bare arch alone (compile_targets' answer without variants or a generic
+            # build), told without asking it: most launches of most trees.
             targets = (compile_targets(src, arch, variants) if kind(src.kind).producer ==
-                       "compile" else [""])
+                       "compile" and (variants or _generic(src)) else _BARE)
             keys: list[tuple[str, str, str]] = []
             for target in targets:
                 job_key = (src.kind, key, f"{arch}={target}" if target else arch)  # Job.key

@@ -404,11 +404,13 @@ class Producer:
         raise _fail(job, f"no producer for kind '{job.kind}'")
 
     def _finish(self, job: Job, raw: bytes, deps: tuple[str, ...], compiled: bool,
-                what: str) -> Product:
+                what: str, raw_sha256: str = "") -> Product:
+        """The product of ``raw`` (whose sha256, when known, is ``raw_sha256``)."""
         try:
             elf = codeobject.elf_image(raw)
             codeobject.check_target(elf)  # the arch: _checked, with its own wording
-            sha = sha256_hex(elf)
+            # A cached object is a bare ELF, hashed as it was read: not hashed again.
+            sha = raw_sha256 if raw_sha256 and elf is raw else sha256_hex(elf)
             # A prebuilt object's metadata reads faster than a cache record writes.
             info = object_info(elf, sha, None if kind(job.kind).producer == "prebuilt" else self.cache)
         except codeobject.CodeObjectError as e:
@@ -472,7 +474,8 @@ class Producer:
         if hit is not None:
             if self.remote is not None:
                 self.remote.local_hit()
-            return self._finish(job, hit.data, hit.deps, False, f"the cached object of {job.rel}")
+            return self._finish(job, hit.data, hit.deps, False, f"the cached object of {job.rel}",
+                                hit.sha256)
         if not make:  # a local miss: the pool asks the remote tier, then compiles
             return None
         if self.remote is not None:

@@ -186,6 +186,17 @@ def _symbol_of(launch: Launch, product: Product) -> str | Problem:
     return symbol
 
 
+def _signature(made: dict[tuple[str, str], list[dict[str, Any]]], product: Product,
+               symbol: str) -> list[dict[str, Any]]:
+    """The signature of ``symbol`` in ``product`` in shard form, made once per object and
+    symbol (``made`` keeps them: many launches share one)."""
+    found = made.get((product.sha256, symbol))
+    if found is None:
+        found = made[(product.sha256, symbol)] = packed.signature_doc(
+            product.info.signatures[symbol])
+    return found
+
+
 def _same_target(launch: Launch, products: Sequence[Product]) -> Problem:
     """Two targets asked of one launch made objects for one target ID (a compiler that
     ignores a feature): the shard could not tell them apart."""
@@ -370,9 +381,24 @@ class _Assembler:
         # Each object's kernel signatures in shard form, made once: many launches share one.
         signatures: dict[tuple[str, str], list[dict[str, Any]]] = {}  # (sha256, symbol)
         for ln in self.plan.launches:
-            if ln.job_key is None or (ln.member.ukd.key, ln.name) in launches:
+            if ln.job_key is None or (where := (ln.member.ukd.key, ln.name)) in launches:
                 continue
             keys = ln.job_keys or (ln.job_key,)
+            if len(keys) == 1:  # one object (most launches): as below, without the variants
+                one = self.products.get(keys[0])
+                if not isinstance(one, Product):
+                    assert partial, "prepare packs launches once every job made its object"
+                    continue
+                found = _symbol_of(ln, one)
+                if isinstance(found, Problem):
+                    problems.append(found)
+                    continue
+                target = one.info.entry_target
+                used[(one.job.toc_key, target)] = one
+                launches[where] = packed.PackedLaunch(
+                    one.job.toc_key, found, one.sha256, _signature(signatures, one, found),
+                    {target: one.sha256} if ":" in target else {})
+                continue
             if partial and not all(isinstance(self.products.get(k), Product) for k in keys):
                 continue
             variants = [self.products[k] for k in keys]
@@ -394,12 +420,8 @@ class _Assembler:
             # The default digest is the most general variant's (fewest features).
             main = min(products, key=lambda p: (p.info.entry_target.count(":"),
                                                 p.info.entry_target))
-            signature = signatures.get((main.sha256, symbol))
-            if signature is None:
-                signature = signatures[(main.sha256, symbol)] = packed.signature_doc(
-                    main.info.signatures[symbol])
-            launches[(ln.member.ukd.key, ln.name)] = packed.PackedLaunch(
-                main.job.toc_key, symbol, main.sha256, signature,
+            launches[where] = packed.PackedLaunch(
+                main.job.toc_key, symbol, main.sha256, _signature(signatures, main, symbol),
                 # Recorded for several variants, or one with feature settings (which
                 # a device named by its bare arch would not reach): the checks load
                 # each as a device of its setting.
@@ -423,7 +445,7 @@ class _Assembler:
                    if ln.job_key is not None and (ln.member.ukd.key, ln.name) not in launches}
         self.parts = reuse.Parts(reuse.PreviousShard(self.opts.out_root / self.arch),
                                  reuse.read_record(self.parts_record), self.raw_digests)
-        on_arch = {m.ukd.key: m for m in self.plan.members}
+        on_arch = self.plan.on_arch
         made = Premade(dict(self.versions), self.parts, {}, launches, used,
                        {k: kpack.compress_frame(_data(p)) for k, p in used.items()
                         if p.frame is None})
@@ -491,9 +513,12 @@ class _Assembler:
         # compressed here, in parallel (zstandard releases the GIL).
         early = self.premade.frames if self.premade is not None else {}
         todo = [k for k in order if used[k].frame is None and k not in early]
-        with ThreadPoolExecutor(max_workers=max(1, self.opts.jobs)) as pool:
-            made = dict(zip(todo, pool.map(lambda k: kpack.compress_frame(_data(used[k])), todo),
-                            strict=True))
+        if len(todo) <= 1:  # an edit's object: no pool started (its thread waits for the GIL)
+            made = {k: kpack.compress_frame(_data(used[k])) for k in todo}
+        else:
+            with ThreadPoolExecutor(max_workers=max(1, self.opts.jobs)) as pool:
+                made = dict(zip(todo, pool.map(lambda k: kpack.compress_frame(_data(used[k])),
+                                               todo), strict=True))
         frames = [made[k] if k in made else early[k] if k in early else used[k].frame
                   for k in order]
         # Each entry is filed under its object's own target ID (gfx11-generic,
@@ -625,7 +650,7 @@ class _Assembler:
         """Every file of the shard but its archive, by shard-relative path; what cannot
         be read (a UHD artifact that is no longer a regular file) goes to ``problems``."""
         files: dict[str, bytes] = {}
-        on_arch = {m.ukd.key: m for m in self.plan.members}
+        on_arch = self.plan.on_arch
         shipped = self.tree.shipped(self.arch)
         early = self.premade.parts if self.premade is not None else {}
         for kdp in shipped.kdps:

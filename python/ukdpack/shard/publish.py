@@ -248,6 +248,16 @@ def _io_pool() -> ThreadPoolExecutor:
         return _pool
 
 
+def _forget_pool() -> None:
+    """In a forked child: the parent's pool threads are not there; a new pool starts."""
+    global _pool, _pool_lock
+    _pool, _pool_lock = None, threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):  # POSIX
+    os.register_at_fork(after_in_child=_forget_pool)
+
+
 def publish(staging: Path, out_root: Path, arch: str) -> Path:
     """Swap the complete staging folder into ``OUT_ROOT/<arch>``; return that path."""
     final = out_root / arch

@@ -87,7 +87,8 @@ def identity_inputs(kind_name: str, fields: Mapping[str, Any], rel: str | None) 
     symbol names a kernel within the object, never the object: it is left out). The
     fields' ``repr``: equal texts are equal JSON values of equal types and key order."""
     k = kind(kind_name)
-    symbol = k.symbol_field if k.symbol_field != k.stem_field else None  # a stem is key
+    # Kept where it stems the key (no kind does so today).
+    symbol = k.symbol_field if k.symbol_field != k.stem_field else None
     held = fields.held() if isinstance(fields, _ViewFields) else fields
     return (kind_name, rel, repr([item for item in held.items() if item[0] != symbol]))
 

@@ -155,3 +155,23 @@ def test_launches_of_one_unit_share_a_key_only_when_built_alike(tmp_path: Path) 
     # {} is the build of a/k.hip in p.kdp.json too; the defines' order is normalized.
     assert len(set(unit[0::2])) == len(builds) - 1
     assert unit[14] == unit[16]
+
+
+def test_no_kind_keys_its_object_by_the_symbol() -> None:
+    """What ``identity_inputs`` leaves out: every kind's toc key is the same whichever
+    symbol a launch names (a kind whose key read it would need it kept there)."""
+    from ukdpack.authored.kinds import KINDS
+
+    sample = {"source": "k.hip", "file": "k.hsaco", "build": {"defines": {"X": 1}},
+              "module": "m", "function": "f", "spec": {"n": 1}}
+    checked = []
+    for k in KINDS.values():
+        if k.identity is None or k.symbol_field is None:
+            continue
+        keys = {tockey.toc_key(k.name, {**sample, k.symbol_field: symbol}, "a/k.x")
+                for symbol in ("k1", "k2")}
+        assert len(keys) == 1, k.name
+        assert tockey.identity_inputs(k.name, {**sample, k.symbol_field: "k1"}, "a/k.x") == \
+            tockey.identity_inputs(k.name, {**sample, k.symbol_field: "k2"}, "a/k.x")
+        checked.append(k.name)
+    assert {"hip", "hsaco"} <= set(checked)

@@ -86,7 +86,9 @@ def identity_inputs(kind_name: str, fields: Mapping[str, Any], rel: str | None) 
     with equal inputs have one key (each kernel of a unit names its own symbol, and the
     symbol names a kernel within the object, never the object: it is left out). The
     fields' ``repr``: equal texts are equal JSON values of equal types and key order."""
-    symbol = kind(kind_name).symbol_field
+    k = kind(kind_name)
+    # Kept where it stems the key (no kind does so today).
+    symbol = k.symbol_field if k.symbol_field != k.stem_field else None
     held = fields.held() if isinstance(fields, _ViewFields) else fields
     return (kind_name, rel, repr([item for item in held.items() if item[0] != symbol]))
 

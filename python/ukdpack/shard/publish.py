@@ -65,7 +65,7 @@ def _unlink_files(root: Path) -> None:
     deadline = time.monotonic() + UNLINK_ALONE_S
     for i, path in enumerate(files):
         if time.monotonic() > deadline:
-            _concurrently(_unlink_quietly, files[i:], "ukdpack-unlink")
+            _concurrently(_unlink_quietly, files[i:])
             return
         _unlink_quietly(path)
 
@@ -223,15 +223,39 @@ def _fsync_tree(root: Path) -> None:
         for path in paths:
             _fsync_path(path)
         return
-    _concurrently(_fsync_path, paths, "ukdpack-fsync")
+    _concurrently(_fsync_path, paths)
 
 
-def _concurrently(call: Callable[[str], None], paths: list[str], name: str) -> None:
+def _concurrently(call: Callable[[str], None], paths: list[str]) -> None:
     """``call`` on every path, FSYNC_THREADS at a time: file system calls that wait on
     the disk (fsync, some unlinks) overlap rather than queue."""
-    with ThreadPoolExecutor(max_workers=min(FSYNC_THREADS, len(paths)),
-                            thread_name_prefix=name) as pool:
-        list(pool.map(call, paths))
+    list(_io_pool().map(call, paths))
+
+
+_pool: ThreadPoolExecutor | None = None
+_pool_lock = threading.Lock()
+
+
+def _io_pool() -> ThreadPoolExecutor:
+    """The process's threads for those calls, started when first needed and kept: a pack
+    fsyncs each arch's staged shard twice (once early, once to publish), and a pool made
+    per call started its 16 threads each time (about 2 ms of CPU a call). Its tasks never
+    wait on the pool, so callers on several threads at once share it safely."""
+    global _pool
+    with _pool_lock:
+        if _pool is None:
+            _pool = ThreadPoolExecutor(max_workers=FSYNC_THREADS, thread_name_prefix="ukdpack-io")
+        return _pool
+
+
+def _forget_pool() -> None:
+    """In a forked child: the parent's pool threads are not there; a new pool starts."""
+    global _pool, _pool_lock
+    _pool, _pool_lock = None, threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):  # POSIX
+    os.register_at_fork(after_in_child=_forget_pool)
 
 
 def publish(staging: Path, out_root: Path, arch: str) -> Path:

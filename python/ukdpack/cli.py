@@ -958,6 +958,9 @@ def _end_interrupted(signum: int = signal.SIGINT) -> int:
     code = 128 + signum
     word = "interrupted" if signum == signal.SIGINT else f"stopped by {signal.Signals(signum).name}"
     print(f"ukdpack: {word}", file=sys.stderr)
+    from ukdpack.shard.publish import end_io_pool
+
+    end_io_pool()  # its idle threads would hold the wait below for its whole second
     deadline = time.monotonic() + 1.0
     for t in threading.enumerate():
         if t is not threading.current_thread() and not t.daemon:

@@ -248,6 +248,16 @@ def _io_pool() -> ThreadPoolExecutor:
         return _pool
 
 
+def end_io_pool() -> None:
+    """Let the kept pool's threads end once their calls have (an interrupted command's
+    end, which would otherwise wait for idle threads); a later call starts a new one."""
+    global _pool
+    with _pool_lock:
+        pool, _pool = _pool, None
+    if pool is not None:
+        pool.shutdown(wait=False, cancel_futures=True)
+
+
 def _forget_pool() -> None:
     """In a forked child: the parent's pool threads are not there; a new pool starts."""
     global _pool, _pool_lock

@@ -35,7 +35,8 @@ from ukdpack.resident import place, wire
 #: What a pack imports, imported once here so that workers start with them.
 WARM = ("ukdpack.cli", "ukdpack.shard.pack", "ukdpack.produce.producers",
         "ukdpack.produce.plan", "ukdpack.authored.load", "ukdpack.shard.runtime_check",
-        "ukdpack.shard.reuse", "ukdpack.shard.publish", "ukdpack.collector")
+        "ukdpack.shard.reuse", "ukdpack.shard.publish", "ukdpack.collector",
+        "ctypes")  # the collector's trim and publishing's exchange import it when first used
 #: Seconds the server waits for a client's request once connected.
 ANSWER_S = 10.0
 

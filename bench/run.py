@@ -11,7 +11,7 @@ build figure reuses the superbuild of an earlier full run when there is one).
 |---|---|---|
 | prebuilt_pack_vs_raw_bound | cold pack of a prebuilt-only tree / read+sha256+zstd-3 of the same bytes in one process (best of 3 alternating rounds each) | <= 1.5 |
 | hip_pack_vs_compile_bound | cold pack of a hip tree (40 units, 2 arches) / (the same compiles run directly / jobs) (best of 2 alternating rounds each) | <= 1.05 |
-| one_edit_vs_full | repack after one kernel's build defines changed (warm cache, median of 5 edits) / cold full pack (the best of the hip figure's) | <= 0.03 |
+| one_edit_vs_full | repack after one kernel's build defines changed (warm cache, median of 9 edits) / cold full pack (the best of the hip figure's) | <= 0.03 |
 | one_edit_overhead_s | that repack's median minus the median of the same compiles run alone (the exact command lines, from the cache's records), interleaved edit by edit | <= 0.2 |
 | one_edit_overhead_resident_s | the same with the resident packer (`UKDPACK_RESIDENT=1`), its edits alternating with those of `one_edit_overhead_s` | <= 0.2 |
 | noop_build_s | no-op `cmake --build` (the build's own cmake binary) of a superbuild packing a 1,000-kernel tree for 2 arches | <= 0.1 |
@@ -189,7 +189,9 @@ def hip_figures(work: Path, quick: bool) -> tuple[dict[str, Any], dict[str, Any]
     return hip, one, tree, cache
 
 
-EDITS = 5
+# Per mode: an edit's repack moves by ±0.05 s from minute to minute on this machine,
+# as much as the overhead's goal leaves; 9 a side keeps the median from one bad minute.
+EDITS = 9
 
 
 def edit_compiles(cache: Path, since: float) -> list[list[str]]:

@@ -331,6 +331,23 @@ def test_a_socket_folder_open_to_others_is_not_used(warm: tuple[Path, Path],
     assert f"unusable: {folder} is open to other users (mode 777; expected 700)" in status.stdout
 
 
+def test_an_idle_server_ends_by_itself(warm: tuple[Path, Path], tmp_path: Path) -> None:
+    tree, cache = warm
+    folder = Path(tempfile.mkdtemp(prefix="ukres-"))
+    resident = Resident(folder, UKDPACK_RESIDENT_IDLE="1")
+    try:
+        pid = _started(resident, tree, cache, tmp_path / "out")
+        r = run_pack(tree, tmp_path / "out", [ARCH], cache=cache, env=resident.env)
+        assert r.returncode == 0, r.stderr
+        assert len(resident.workers()) == 2  # served, and the idle clock starts again
+        assert _gone(pid, 15.0), resident.log()
+        assert f"pid {pid} ends" in resident.log()
+        assert not any(folder.glob("*.sock"))
+    finally:
+        resident.stop()
+        shutil.rmtree(folder, ignore_errors=True)
+
+
 def test_status_and_stop(resident: Resident, warm: tuple[Path, Path], tmp_path: Path) -> None:
     r = resident.ukdpack("resident", "status")
     assert r.returncode == 0 and "server:          none at" in r.stdout, r.stdout

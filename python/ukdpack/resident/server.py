@@ -102,7 +102,8 @@ class Server:
                 if timeout <= 0:
                     self.retire()
                     continue
-            for key, _ in self.selector.select(timeout):
+            events = self.selector.select(timeout)
+            for key, _ in events:
                 what, pid = key.data
                 if what == "accept":
                     self._accept()
@@ -110,7 +111,8 @@ class Server:
                     self._reap(pid)
                 elif what == "client":
                     self._client_gone(pid)
-            self.last = time.monotonic()
+            if events:  # a select that timed out is no activity: the idle clock runs on
+                self.last = time.monotonic()
 
     def _accept(self) -> None:
         try:
@@ -166,13 +168,16 @@ class Server:
         for fd in fds:
             _close(fd)
         pidfd = os.pidfd_open(pid)
-        wire.send(conn, {"pid": pid})
         conn.settimeout(None)
         self.running[pid] = (conn, pidfd, time.monotonic())
         # Redacted: a remote cache's URL on the command line may carry credentials.
         _log(redact(f"worker {pid}: {request['cwd']}: ukdpack {' '.join(request['argv'][1:])}"))
         self.selector.register(pidfd, selectors.EVENT_READ, ("exit", pid))
         self.selector.register(conn, selectors.EVENT_READ, ("client", pid))
+        try:
+            wire.send(conn, {"pid": pid})
+        except OSError:  # the client went before it learnt the pid: its pack stops
+            self._client_gone(pid)
 
     def _reap(self, pid: int) -> None:
         conn, pidfd, started = self.running.pop(pid)

@@ -133,6 +133,11 @@ def _hand_over(sock: _socket.socket, ident: str, argv: list[str]) -> int | None:
         reply, _ = wire.receive(sock)
     except (OSError, wire.WireError):
         return None  # nothing started: run it here
+    except KeyboardInterrupt:
+        # Ctrl-C before the worker was known: the server sees this connection close and
+        # stops the worker, if it started one.
+        print("ukdpack: interrupted", file=sys.stderr)
+        return 130
     pid = reply.get("pid")
     if not isinstance(pid, int):
         return None  # refused (another identity, or ukdpack changed): run it here

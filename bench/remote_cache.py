@@ -20,6 +20,7 @@ import shutil
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -95,15 +96,23 @@ def record(stem: str, key: str, goal: float, fig: dict[str, Any], quick: bool,
           f"{load[0]:.2f} -> {os.getloadavg()[0]:.2f}; wrote bench/results/{name}")
 
 
-def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def figure_main(argv: list[str] | None, doc: str | None,
+                figure: Callable[[Path, bool], dict[str, Any]], stem: str, key: str,
+                goal: float) -> int:
+    """A remote figure's command line (``--quick``, ``--work``): the figure measured in
+    its scratch folder and written by ``record``."""
+    p = argparse.ArgumentParser(description=(doc or "").splitlines()[0])
     p.add_argument("--quick", action="store_true", help="100 kernels over 4 units")
     p.add_argument("--work", type=Path, default=BENCH / ".work", help="scratch folder")
     args = p.parse_args(argv)
     load = os.getloadavg()
-    fig = remote_figure(args.work / ("quick" if args.quick else "full"), args.quick)
-    record("remote_cache", "remote_warm_vs_cold", GOAL, fig, args.quick, load)
+    fig = figure(args.work / ("quick" if args.quick else "full"), args.quick)
+    record(stem, key, goal, fig, args.quick, load)
     return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    return figure_main(argv, __doc__, remote_figure, "remote_cache", "remote_warm_vs_cold", GOAL)
 
 
 if __name__ == "__main__":

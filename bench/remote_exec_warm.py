@@ -16,7 +16,6 @@ of all three packs must be byte-identical. Writes ``bench/results/remote_exec_wa
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import shutil
@@ -31,7 +30,7 @@ REPO = BENCH.parent
 sys.path.insert(0, str(BENCH))
 sys.path.insert(0, str(REPO / "tests" / "python"))
 import make_tree  # noqa: E402
-from remote_cache import record  # noqa: E402
+from remote_cache import figure_main  # noqa: E402
 from remote_exec_servers import TOOLCHAIN_KEY, farm  # noqa: E402
 
 from ukdpack.produce import compiler  # noqa: E402
@@ -102,14 +101,8 @@ def warm_figure(work: Path, quick: bool) -> dict[str, Any]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--quick", action="store_true", help="100 kernels over 4 units")
-    p.add_argument("--work", type=Path, default=BENCH / ".work", help="scratch folder")
-    args = p.parse_args(argv)
-    load = os.getloadavg()
-    fig = warm_figure(args.work / ("quick" if args.quick else "full"), args.quick)
-    record("remote_exec_warm", "remote_exec_warm_vs_local_cold", GOAL, fig, args.quick, load)
-    return 0
+    return figure_main(argv, __doc__, warm_figure, "remote_exec_warm",
+                       "remote_exec_warm_vs_local_cold", GOAL)
 
 
 if __name__ == "__main__":

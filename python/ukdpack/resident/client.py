@@ -25,11 +25,9 @@ if TYPE_CHECKING:
 #: The signals a pack ends on (``ukdpack.cli.STOP_SIGNALS``: SIGINT, SIGTERM, SIGHUP),
 #: as numbers: ``signal`` (enums) is not imported here.
 STOP_SIGNALS = (2, 15, 1)
-#: Seconds to wait for the server to answer a request (it answers at once: it forks).
-ANSWER_S = 10.0
 
 
-def connect(path: str, timeout: float = ANSWER_S) -> _socket.socket | None:
+def connect(path: str, timeout: float = wire.ANSWER_S) -> _socket.socket | None:
     """A connection to the server at ``path``; None when none listens there."""
     sock = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
     sock.settimeout(timeout)

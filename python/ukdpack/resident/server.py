@@ -37,8 +37,6 @@ WARM = ("ukdpack.cli", "ukdpack.shard.pack", "ukdpack.produce.producers",
         "ukdpack.produce.plan", "ukdpack.authored.load", "ukdpack.shard.runtime_check",
         "ukdpack.shard.reuse", "ukdpack.shard.publish", "ukdpack.collector",
         "ctypes")  # the collector's trim and publishing's exchange import it when first used
-#: Seconds the server waits for a client's request once connected.
-ANSWER_S = 10.0
 
 
 def _module_files() -> dict[str, tuple[int, int]]:
@@ -119,7 +117,7 @@ class Server:
             conn, _ = self.listener.accept()
         except OSError:
             return
-        conn.settimeout(ANSWER_S)
+        conn.settimeout(wire.ANSWER_S)
         fds: list[int] = []
         try:
             uid = struct.unpack("3i", conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED,
@@ -132,7 +130,7 @@ class Server:
         except (OSError, wire.WireError) as e:
             _log(f"a request failed: {e}")
             for fd in fds:
-                _close(fd)
+                wire.close_quietly(fd)
             conn.close()
 
     def _answer(self, conn: socket.socket, request: dict[str, Any], fds: list[int]) -> None:
@@ -159,14 +157,14 @@ class Server:
             _log(f"refused a request: {why}")
             wire.send(conn, {"refused": why})
             for fd in fds:
-                _close(fd)
+                wire.close_quietly(fd)
             conn.close()
             return
         pid = os.fork()
         if pid == 0:
             self._become_worker(conn, request, fds)  # never returns
         for fd in fds:
-            _close(fd)
+            wire.close_quietly(fd)
         pidfd = os.pidfd_open(pid)
         conn.settimeout(None)
         self.running[pid] = (conn, pidfd, time.monotonic())
@@ -293,10 +291,6 @@ def _log(text: str) -> None:
     """A line in the server's log (its standard error: the log file)."""
     print(f"{time.strftime('%Y-%m-%d %H:%M:%S')} {text}", file=sys.stderr, flush=True)
 
-
-def _close(fd: int) -> None:
-    with contextlib.suppress(OSError):
-        os.close(fd)
 
 
 def main() -> int:

@@ -22,6 +22,9 @@ if TYPE_CHECKING:
 
     Sock = _socket.socket
 
+#: Seconds either end waits for the other's answer once connected (it answers at once:
+#: the server forks, the client has sent its request).
+ANSWER_S = 10.0
 #: A message larger than this is no message of ours (an environment of some MiB).
 MAX_MESSAGE = 16 << 20
 _FD_BYTES = 4  # a C int in SCM_RIGHTS data
@@ -85,14 +88,15 @@ def receive(sock: Sock, max_fds: int = 0) -> tuple[dict[str, Any], list[int]]:
             raise WireError("not a message: not a dict")
     except BaseException:
         for fd in fds:
-            _close(fd)
+            close_quietly(fd)
         raise
     for fd in fds[max_fds:]:
-        _close(fd)
+        close_quietly(fd)
     return message, fds[:max_fds]
 
 
-def _close(fd: int) -> None:
+def close_quietly(fd: int) -> None:
+    """Close ``fd``, already closed or not."""
     try:  # noqa: SIM105 (contextlib: an import the client saves)
         os.close(fd)
     except OSError:

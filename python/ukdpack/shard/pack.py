@@ -362,7 +362,7 @@ class _Assembler:
             del files  # the check's own set reuses the memory of these bytes
             collector.trim()
             # The disk writes the staged files while the runtime check reads them;
-            # publishing then finds them clean (it fsyncs every one again).
+            # publishing syncs only what this did not (and fails on what failed here).
             self._threads.append(publish.start_fsync_tree(staging))
         except BaseException as e:
             self._join()
@@ -485,7 +485,9 @@ class _Assembler:
             if _failed(result.problems):
                 publish.remove_shard(self.opts.out_root, self.arch)
                 return result
-            result.published = publish.publish(self._staging, self.opts.out_root, self.arch)
+            result.published = publish.publish(
+                self._staging, self.opts.out_root, self.arch,
+                [t for t in self._threads if isinstance(t, publish.EarlySync)])
             if self.parts is not None and self.parts_record is not None:
                 reuse.write_record(self.parts_record, self.parts.made)
         except Exception:

@@ -16,7 +16,7 @@ import os
 import shutil
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -182,43 +182,71 @@ def _fsync_path(path: str) -> None:
         os.close(fd)
 
 
-def start_fsync(*paths: Path) -> threading.Thread:
-    """fsync each of ``paths`` in turn on a thread of its own, started now (the disk
-    writes a large file, an archive, while the pack goes on checking the shard); join it
-    before publishing."""
-    thread = threading.Thread(target=_fsync_quietly, args=[str(p) for p in paths],
-                              name="ukdpack-fsync")
-    thread.start()
-    return thread
+class EarlySync(threading.Thread):
+    """fsyncs started ahead of publishing, on a thread of their own: the paths they made
+    durable, and what failed. Publishing skips the first and reports the second: a file's
+    writeback error is told to the first fsync that follows it, so an fsync made anew at
+    publishing would return success over data the disk never got."""
 
+    def __init__(self, paths: Callable[[], list[str]]) -> None:
+        super().__init__(name="ukdpack-fsync")
+        self._paths = paths
+        self.synced: set[str] = set()
+        self.failed: dict[str, OSError] = {}
 
-def _fsync_quietly(*paths: str) -> None:
-    # An early start only: publishing fsyncs every file again and reports what fails.
-    for path in paths:
-        with contextlib.suppress(OSError):
+    def run(self) -> None:
+        try:
+            paths = self._paths()
+        except OSError:  # the tree could not be walked: publishing walks and syncs it
+            return
+        if len(paths) <= 2:
+            for path in paths:
+                self._sync(path)
+        else:
+            _concurrently(self._sync, paths)
+
+    def _sync(self, path: str) -> None:
+        try:
             _fsync_path(path)
+        except OSError as e:
+            self.failed[path] = e
+        else:
+            self.synced.add(path)
 
 
-def start_fsync_tree(root: Path) -> threading.Thread:
-    """``_fsync_tree`` of ``root`` on a thread of its own, started now, failures left for
-    publishing to report (it fsyncs every file again); join it before publishing."""
-    thread = threading.Thread(target=_fsync_tree_quietly, args=(root,), name="ukdpack-fsync")
-    thread.start()
-    return thread
+def start_fsync(*paths: Path) -> EarlySync:
+    """fsync each of ``paths`` on a thread of its own, started now (the disk writes a
+    large file, an archive, while the pack goes on checking the shard); hand it to
+    ``publish``, which joins it."""
+    sync = EarlySync(lambda: [str(p) for p in paths])
+    sync.start()
+    return sync
 
 
-def _fsync_tree_quietly(root: Path) -> None:
-    with contextlib.suppress(OSError):
-        _fsync_tree(root)
+def start_fsync_tree(root: Path) -> EarlySync:
+    """fsync every file and folder under ``root`` (as ``_fsync_tree``) on a thread of its
+    own, started now; hand it to ``publish``, which joins it. Files written under ``root``
+    after this call need their own ``start_fsync``."""
+    sync = EarlySync(lambda: _tree_paths(root))
+    sync.start()
+    return sync
 
 
-def _fsync_tree(root: Path) -> None:
-    """fsync every file under ``root`` and every folder (so their names are durable),
-    in one batch of concurrent calls."""
+def _tree_paths(root: Path, synced: frozenset[str] | set[str] = frozenset()) -> list[str]:
+    """Every folder under ``root`` (itself included) and every file in them but those in
+    ``synced``."""
     paths: list[str] = []
     for folder, _, files in os.walk(root):
         paths.append(folder)
-        paths.extend(os.path.join(folder, name) for name in files)
+        paths.extend(path for name in files if (path := os.path.join(folder, name)) not in synced)
+    return paths
+
+
+def _fsync_tree(root: Path, synced: frozenset[str] | set[str] = frozenset()) -> None:
+    """fsync every file under ``root`` but those in ``synced`` (made durable since they were
+    last written), and every folder (so their names are durable), in one batch of
+    concurrent calls."""
+    paths = _tree_paths(root, synced)
     if len(paths) <= 2:
         for path in paths:
             _fsync_path(path)
@@ -268,10 +296,24 @@ if hasattr(os, "register_at_fork"):  # POSIX
     os.register_at_fork(after_in_child=_forget_pool)
 
 
-def publish(staging: Path, out_root: Path, arch: str) -> Path:
-    """Swap the complete staging folder into ``OUT_ROOT/<arch>``; return that path."""
+def publish(staging: Path, out_root: Path, arch: str,
+            early: Sequence[EarlySync] = ()) -> Path:
+    """Swap the complete staging folder into ``OUT_ROOT/<arch>``; return that path.
+    ``early``: the fsyncs started on the staged files since they were written (joined
+    here): their files are not synced again, and what failed in them fails publishing."""
     final = out_root / arch
-    _fsync_tree(staging)
+    synced: set[str] = set()
+    try:
+        for sync in early:
+            sync.join()
+            for path, error in sync.failed.items():
+                if os.path.lexists(path):  # one unlinked since (an index not kept) is no loss
+                    raise error
+            synced |= sync.synced
+        _fsync_tree(staging, synced)
+    except OSError as e:  # the disk's failure, not the tree's: told as such, not as a bug
+        raise UkdError(f"{final}: cannot write the shard to disk: {e.strerror} "
+                       f"({e.filename or staging})") from None
     if not final.exists():
         os.rename(staging, final)
     elif _exchange(staging, final):

@@ -24,6 +24,9 @@ import sys
 import time
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from child_timing import timer_code
+
 # The child: time every compile and the phases' thread CPU, run the pack, print the
 # compiles' span and the CPU on stderr.
 CHILD = r"""
@@ -33,24 +36,13 @@ from ukdpack import cli
 from ukdpack.produce import compiler, producers
 from ukdpack.shard import pack
 cpu = {}
-def thread_cpu(owner, attr, label):
-    fn = getattr(owner, attr, None)
-    if fn is None:
-        return
-    @functools.wraps(fn)
-    def timed(*args, **kwargs):
-        start = time.thread_time()
-        try:
-            return fn(*args, **kwargs)
-        finally:
-            cpu[label] = cpu.get(label, 0.0) + time.thread_time() - start
-    setattr(owner, attr, timed)
+""" + timer_code("thread_time", "cpu") + r"""
 for owner, attr, label in [
         (pack, "check_tree", "rules"), (pack, "plan_arch", "plan"),
         (producers.Producer, "_may_hit", "keys"), (producers.Producer, "_produce", "jobs"),
         (pack._Assembler, "premake", "premake"), (pack._Assembler, "prepare", "prepare"),
         (pack._Assembler, "finish", "finish")]:
-    thread_cpu(owner, attr, label)
+    wrap(owner, attr, label)
 spans = []
 run_compile = compiler.run_compile
 def timed(*args, **kwargs):

@@ -21,6 +21,10 @@ import shutil
 import statistics
 import subprocess
 import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from child_timing import timer_code
 
 # The child: wrap the phases, run the pack, print {phase: seconds} as JSON on stderr.
 CHILD = r"""
@@ -30,20 +34,7 @@ from ukdpack import _runtime, cli
 from ukdpack.produce import producers
 from ukdpack.shard import pack, publish
 spent = {"imports": time.perf_counter() - started}
-
-def wrap(owner, attr, label):
-    fn = getattr(owner, attr, None)
-    if fn is None:  # a version without it (an older packer, compared side by side)
-        return
-    @functools.wraps(fn)
-    def timed(*args, **kwargs):
-        t = time.perf_counter()
-        try:
-            return fn(*args, **kwargs)
-        finally:
-            spent[label] = spent.get(label, 0.0) + time.perf_counter() - t
-    setattr(owner, attr, timed)
-
+""" + timer_code("perf_counter", "spent") + r"""
 for owner, attr, label in [
         (pack, "load_tree", "load_tree"), (pack, "check_tree", "check_tree"),
         (pack, "plan_arch", "plan"), (producers.Producer, "run", "produce"),

@@ -17,6 +17,7 @@ import shutil
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Set as AbstractSet
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -195,15 +196,7 @@ class EarlySync(threading.Thread):
         self.failed: dict[str, OSError] = {}
 
     def run(self) -> None:
-        try:
-            paths = self._paths()
-        except OSError:  # the tree could not be walked: publishing walks and syncs it
-            return
-        if len(paths) <= 2:
-            for path in paths:
-                self._sync(path)
-        else:
-            _concurrently(self._sync, paths)
+        _each(self._sync, self._paths())
 
     def _sync(self, path: str) -> None:
         try:
@@ -232,7 +225,7 @@ def start_fsync_tree(root: Path) -> EarlySync:
     return sync
 
 
-def _tree_paths(root: Path, synced: frozenset[str] | set[str] = frozenset()) -> list[str]:
+def _tree_paths(root: Path, synced: AbstractSet[str] = frozenset()) -> list[str]:
     """Every folder under ``root`` (itself included) and every file in them but those in
     ``synced``."""
     paths: list[str] = []
@@ -242,16 +235,20 @@ def _tree_paths(root: Path, synced: frozenset[str] | set[str] = frozenset()) -> 
     return paths
 
 
-def _fsync_tree(root: Path, synced: frozenset[str] | set[str] = frozenset()) -> None:
+def _fsync_tree(root: Path, synced: AbstractSet[str] = frozenset()) -> None:
     """fsync every file under ``root`` but those in ``synced`` (made durable since they were
     last written), and every folder (so their names are durable), in one batch of
     concurrent calls."""
-    paths = _tree_paths(root, synced)
+    _each(_fsync_path, _tree_paths(root, synced))
+
+
+def _each(call: Callable[[str], None], paths: list[str]) -> None:
+    """``call`` on each path: a few in turn, more in one concurrent batch."""
     if len(paths) <= 2:
         for path in paths:
-            _fsync_path(path)
-        return
-    _concurrently(_fsync_path, paths)
+            call(path)
+    else:
+        _concurrently(call, paths)
 
 
 def _concurrently(call: Callable[[str], None], paths: list[str]) -> None:

@@ -1,10 +1,13 @@
 """Two builds of `ukdpack_loader_bench` side by side on one shard (bench/README.md, "Loader").
 
-    python bench/loader_ab.py BEFORE_BIN AFTER_BIN SHARD [--rounds 5] [--runs 7] [--output F]
+    python bench/loader_ab.py BEFORE_BIN AFTER_BIN SHARD [--after-shard SHARD2]
+        [--threads 1] [--rounds 5] [--runs 7] [--output F]
 
 Each round runs the before binary, then the after one (the order flips every round, so
 neither always runs on a warmer cache), 1 thread, `--runs` loads each; a round's figure is
-the binary's median of its loads. Prints and writes (default bench/results/loader_ab.json)
+the binary's median of its loads. `--after-shard` gives the after binary a copy of the
+shard of its own (the same descriptors with the index the after build writes, when the
+index format changed); `--threads 0` loads as a library does (one thread per core). Prints and writes (default bench/results/loader_ab.json)
 the median over rounds of the load's CPU and wall ms, the ratio after/before and the load
 average before and after the run.
 """
@@ -21,9 +24,9 @@ from pathlib import Path
 BENCH = Path(__file__).resolve().parent
 
 
-def one(binary: str, shard: str, runs: int) -> dict[str, float]:
+def one(binary: str, shard: str, runs: int, threads: int) -> dict[str, float]:
     """One run of the driver: its JSON line (medians of `runs` loads)."""
-    out = subprocess.run([binary, shard, "--runs", str(runs), "--threads", "1"],
+    out = subprocess.run([binary, shard, "--runs", str(runs), "--threads", str(threads)],
                          check=True, capture_output=True, text=True).stdout
     line: dict[str, float] = json.loads(out.strip().splitlines()[-1])
     return line
@@ -35,6 +38,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("before")
     p.add_argument("after")
     p.add_argument("shard")
+    p.add_argument("--after-shard", default=None)
+    p.add_argument("--threads", type=int, default=1)
     p.add_argument("--rounds", type=int, default=5)
     p.add_argument("--runs", type=int, default=7)
     p.add_argument("--output", default=str(BENCH / "results" / "loader_ab.json"))
@@ -44,8 +49,10 @@ def main(argv: list[str] | None = None) -> int:
     for r in range(args.rounds):
         order = ["before", "after"] if r % 2 == 0 else ["after", "before"]
         for which in order:
-            rows[which].append(one(getattr(args, which), args.shard, args.runs))
-    result: dict[str, object] = {"shard": args.shard, "rounds": args.rounds, "runs": args.runs,
+            shard = args.after_shard if which == "after" and args.after_shard else args.shard
+            rows[which].append(one(getattr(args, which), shard, args.runs, args.threads))
+    result: dict[str, object] = {"shard": args.shard, "after_shard": args.after_shard or args.shard,
+                                 "threads": args.threads, "rounds": args.rounds, "runs": args.runs,
                                  "loadavg_before": load_before, "loadavg_after": os.getloadavg()}
     for key in ("load_cpu_ms", "load_ms", "free_cpu_ms"):
         before = statistics.median(x[key] for x in rows["before"])

@@ -50,6 +50,19 @@ if(NOT TARGET ukdpack_msgpack_headers AND NOT _UKDPACK_FROM_PACKAGE_CONFIG)
 endif()
 set(UKDPACK_MSGPACK_TARGET ukdpack_msgpack_headers)
 
+# xxHash is used header-only (XXH_INLINE_ALL) inside the runtime's sources, for the
+# digest binding a shard's index to its files; like msgpack-cxx, nothing of it reaches
+# the runtime's headers or consumers of an installed copy.
+if(NOT TARGET ukdpack_xxhash_headers AND NOT _UKDPACK_FROM_PACKAGE_CONFIG)
+  find_path(UKDPACK_XXHASH_INCLUDE_DIR xxhash.h)
+  if(NOT UKDPACK_XXHASH_INCLUDE_DIR)
+    message(FATAL_ERROR "ukdpack: xxHash not found; install it (Debian: apt-get install libxxhash-dev)")
+  endif()
+  add_library(ukdpack_xxhash_headers INTERFACE)
+  target_include_directories(ukdpack_xxhash_headers INTERFACE "${UKDPACK_XXHASH_INCLUDE_DIR}")
+endif()
+set(UKDPACK_XXHASH_TARGET ukdpack_xxhash_headers)
+
 # ukdpack_find_hip(): whether the HIP backend is built (UKDPACK_WITH_HIP: AUTO,
 # ON or OFF). Its headers give types only; the runtime library is opened at run
 # time, so nothing here reaches ukdpack's consumers. Sets UKDPACK_HAVE_HIP and

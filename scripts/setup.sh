@@ -19,7 +19,7 @@ packages=(
   hipcc clang-15 libclang-common-15-dev  # HIP compiles (hipcc is clang 15); libFuzzer
   clang-19 lld-19                    # generic targets, feature target IDs
   clang-format-19                    # the C++ layout scripts/test.sh checks
-  libzstd-dev libmsgpack-cxx-dev nlohmann-json3-dev libssl-dev libgtest-dev
+  libzstd-dev libmsgpack-cxx-dev libxxhash-dev nlohmann-json3-dev libssl-dev libgtest-dev
   util-linux procps                  # unshare, kill/race tests (ps, pkill)
   nginx-light redis-server           # servers the remote-cache tests start on loopback
   postgresql python3.11-venv         # BuildGrid's database and Python (remote-execution tests)

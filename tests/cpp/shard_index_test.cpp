@@ -5,6 +5,7 @@
 
 #include <fstream>
 
+#include "base/binding_digest.hpp"
 #include "load/shard_index_impl.hpp"
 #include "runtime_support.hpp"
 #include "ukdpack/load/loader.hpp"
@@ -56,6 +57,30 @@ void writeBytes(const TempTree& t, const std::string& bytes) {
 }
 
 }  // namespace
+
+// The binding digest is XXH3-128 in xxHash's canonical (big-endian) form: the
+// published value for no bytes, and every digest a different 32 hex digits.
+TEST(ShardIndex, TheBindingDigestIsXxh3OneTwentyEight) {
+  using ukdpack::detail::bindingDigestHex;
+  EXPECT_EQ(bindingDigestHex("", 0), "99aa06d3014798d86001c324468d497f");
+  EXPECT_EQ(bindingDigestHex("ukdpack", 7), "24c332bc0430436b1309c40af7fcfdb9");
+  EXPECT_NE(bindingDigestHex("ukdpacl", 7), bindingDigestHex("ukdpack", 7));
+}
+
+// An index of format 1 (files bound by sha256) is another format: not read, the
+// JSON load instead, and the reason names both formats.
+TEST(ShardIndex, AnIndexOfTheFirstFormatIsNotRead) {
+  TempTree t;
+  writeShard(t);
+  std::string bytes = writeIndex(t);
+  ASSERT_GT(bytes.size(), 8u);
+  bytes[4] = 1;  // the u32 format, little-endian
+  writeBytes(t, bytes);
+  const DescriptorSet s = ukdpack::loadShard(t.root());
+  EXPECT_FALSE(s.fromIndex);
+  EXPECT_EQ(s.indexReason, "index.ukdx has format 1; this reader reads format 2");
+  EXPECT_EQ(describe(s), describe(ukdpack::loadShard(t.root(), jsonOnly())));
+}
 
 TEST(ShardIndex, LoadsWhatTheJsonLoadsAndIsByteReproducible) {
   TempTree t;
@@ -178,7 +203,7 @@ TEST(ShardIndex, TruncatedOrAlteredBytesNeverChangeTheResult) {
     used += s.fromIndex ? 1 : 0;
     EXPECT_EQ(describe(s), json) << i;
   }
-  EXPECT_EQ(used, 0u);  // the body's sha256 catches every altered byte
+  EXPECT_EQ(used, 0u);  // the body's digest catches every altered byte
 }
 
 TEST(ShardIndex, AHostileIndexWithAValidDigestIsCaughtByItsSpans) {

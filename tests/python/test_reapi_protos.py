@@ -20,6 +20,23 @@ def test_the_generated_modules_match_the_protos() -> None:
     assert done.returncode == 0, done.stderr
 
 
+def test_bytecode_beside_the_modules_is_no_generated_module() -> None:
+    # Importing the modules (the remote-execution tests' workers do) leaves
+    # __pycache__/*_pb2*.pyc in the tree when Python writes bytecode, its default: a
+    # second run of the tests must still find the committed modules current.
+    cache = REPO / "tests" / "remote_exec" / "bots_protos" / "google" / "api" / "__pycache__"
+    made = not cache.exists()
+    stray = cache / "ukdpack_test_stray_pb2.cpython-311.pyc"
+    cache.mkdir(exist_ok=True)
+    try:
+        stray.write_bytes(b"bytecode")
+        test_the_generated_modules_match_the_protos()
+    finally:
+        stray.unlink(missing_ok=True)
+        if made:
+            cache.rmdir()
+
+
 def test_every_module_imports_within_its_package() -> None:
     modules = [f"{prefix}.{'.'.join(p.relative_to(tree).with_suffix('').parts)}"
                for tree, prefix in TREES.items() for p in sorted(tree.rglob("*_pb2*.py"))]

@@ -8,11 +8,11 @@
 #include <type_traits>
 #include <utility>
 
+#include "base/binding_digest.hpp"
 #include "base/files.hpp"
 #include "json/json_tape.hpp"
 #include "load/loader_impl.hpp"
 #include "model/object_reader.hpp"
-#include "ukdpack/base/sha256.hpp"
 #include "ukdpack/load/loader.hpp"
 
 namespace ukdpack {
@@ -107,9 +107,9 @@ Loader::FileRead Loader::readFile(const WalkedFile& f, const fs::path& root, std
     if (!out.loaded()) remember("did not load");
   };
   if (entry != nullptr) {
-    if (text->size() != entry->size || sha256Hex(text->data(), text->size()) != entry->sha256) {
+    if (text->size() != entry->size || bindingDigestHex(text->data(), text->size()) != entry->digest) {
       out.indexMismatch = std::string(kShardIndexFile) + " is stale: " + f.rel +
-                          " is not the file it was written for (its size or sha256 differs)";
+                          " is not the file it was written for (its size or digest differs)";
     } else if (f.type == "kdp" && entry->spans) {
       // The pack read from its text with each inline kernel's object cut out;
       // each kernel is built from its own span when first asked for. Nothing is

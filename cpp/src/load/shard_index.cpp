@@ -1,9 +1,10 @@
 // The shard index (index.ukdx): its bytes, written from a shard's JSON load and
 // read back checked, and the one way an inline kernel is read from its span.
 //
-// Layout, little-endian: "UKDX", u32 format, u64 body size, the body's sha256
-// (32 bytes), then the body: the writer's identity (str), u32 file count and per
-// file its path (str), type (str), u64 size, sha256 hex (str), u8 spans and,
+// Layout, little-endian: "UKDX", u32 format, u64 body size, the body's binding
+// digest (base/binding_digest.hpp: XXH3-128, 16 bytes), then the body: the writer's
+// identity (str), u32 file count and per file its path (str), type (str), u64 size,
+// binding digest hex (str), u8 spans and,
 // with spans, u32 kernel count and per kernel u32 list index, u64 begin, u64
 // end, id (str), i64 priority, u8 has arch, [u32 count, str...], u32 launch
 // count, str... A str is a u32 length and its bytes.
@@ -14,6 +15,7 @@
 #include <cstring>
 #include <utility>
 
+#include "base/binding_digest.hpp"
 #include "base/files.hpp"
 #include "json/json_tape.hpp"
 #include "load/loader_impl.hpp"
@@ -34,8 +36,11 @@ namespace detail {
 namespace {
 
 constexpr char kMagic[4] = {'U', 'K', 'D', 'X'};
-constexpr std::uint32_t kFormat = 1;
-constexpr std::size_t kHeaderSize = 4 + 4 + 8 + 32;
+// Format 2: files and body bound by XXH3-128 (format 1 used sha256, which a load
+// paid on every descriptor byte).
+constexpr std::uint32_t kFormat = 2;
+constexpr std::size_t kDigestSize = 16;
+constexpr std::size_t kHeaderSize = 4 + 4 + 8 + kDigestSize;
 // An index larger than this is no index this reader wrote (a shard's descriptors are at most 256 MiB a file).
 constexpr std::uint64_t kMaxIndexBytes = 1ull << 30;
 
@@ -174,9 +179,9 @@ std::optional<ShardIndex> parseShardIndex(std::shared_ptr<const std::string> byt
           " bytes, it has " + std::to_string(all.size() - kHeaderSize);
     return std::nullopt;
   }
-  const std::string_view digest = all.substr(16, 32);
-  if (hexToBytes(sha256Hex(all.data() + kHeaderSize, bodySize)) != digest) {
-    why = name + "'s body does not have the sha256 its header states (damaged or edited)";
+  const std::string_view digest = all.substr(16, kDigestSize);
+  if (hexToBytes(bindingDigestHex(all.data() + kHeaderSize, bodySize)) != digest) {
+    why = name + "'s body does not have the digest its header states (damaged or edited)";
     return std::nullopt;
   }
   ShardIndex index;
@@ -193,7 +198,7 @@ std::optional<ShardIndex> parseShardIndex(std::shared_ptr<const std::string> byt
     file.rel = r.str();
     file.type = r.str();
     file.size = r.uint(8);
-    file.sha256 = r.str();
+    file.digest = r.str();
     file.spans = r.uint(1) != 0;
     if (!file.spans) continue;
     const std::uint32_t kernels = r.count(4 + 8 + 8 + 4 + 8 + 1 + 4);
@@ -501,7 +506,7 @@ Result<ShardIndexDraft> draftShardIndex(const DescriptorSet& set) {
     body.str(f.rel);
     body.str(f.type);
     body.u64(text->size());
-    body.str(sha256Hex(text->data(), text->size()));
+    body.str(detail::bindingDigestHex(text->data(), text->size()));
     const auto pack = packOf.find(f.rel);
     const auto tape = f.type == "kdp" && pack != packOf.end() ? detail::JsonTape::scan(text) : nullptr;
     const detail::JsonNode* list = nullptr;
@@ -552,7 +557,7 @@ Result<ShardIndexDraft> draftShardIndex(const DescriptorSet& set) {
   header.u32(detail::kFormat);
   header.u64(b.size());
   out += header.take();
-  out += detail::hexToBytes(sha256Hex(b.data(), b.size()));
+  out += detail::hexToBytes(detail::bindingDigestHex(b.data(), b.size()));
   out += b;
   return R::success(ShardIndexDraft{std::move(out), detail::setDigests(set)});
 }

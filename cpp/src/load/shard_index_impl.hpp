@@ -31,12 +31,13 @@ struct IndexedKernel {
 };
 
 // One descriptor file the index binds: the walk must find exactly these, each
-// with this size and sha256. A KDP's inline kernels when `spans`.
+// with this size and binding digest (base/binding_digest.hpp). A KDP's inline
+// kernels when `spans`.
 struct IndexedFile {
   std::string_view rel;
   std::string_view type;
   std::uint64_t size = 0;
-  std::string_view sha256;  // lowercase hex
+  std::string_view digest;  // lowercase hex
   bool spans = false;
   std::vector<IndexedKernel> kernels;  // in kernelDescriptors order
   // The distinct arch and launch lists its kernels name (a kernel's list equal
@@ -84,7 +85,7 @@ class SpanKernels : public KernelReader {
 // arches or older reader emulated).
 bool indexApplies(const LoaderOptions& options);
 
-// The index at `root`, read and checked (magic, format, body sha256, every
+// The index at `root`, read and checked (magic, format, body digest, every
 // record inside the bytes, the writer's identity); nullopt with `why` when
 // it is missing or does not read.
 std::optional<ShardIndex> readShardIndex(const std::filesystem::path& root, std::string& why);

@@ -35,32 +35,32 @@ else()
   set(UKDPACK_ZSTD_TARGET ukdpack_zstd_imported)
 endif()
 
-# msgpack-cxx is header-only and only used inside the runtime's sources; its
-# Boost dependency is not needed (MSGPACK_NO_BOOST), so only the header is looked up.
-# Not for consumers of an installed copy (the package config): the runtime's headers
-# do not include it.
-if(NOT TARGET ukdpack_msgpack_headers AND NOT _UKDPACK_FROM_PACKAGE_CONFIG)
-  find_path(UKDPACK_MSGPACK_INCLUDE_DIR msgpack.hpp)
-  if(NOT UKDPACK_MSGPACK_INCLUDE_DIR)
-    message(FATAL_ERROR "ukdpack: msgpack-cxx not found; install it (Debian: apt-get install libmsgpack-cxx-dev)")
+# _ukdpack_header_library(<name> <header> <what> <debian package>): an INTERFACE target
+# ukdpack_<name>_headers for a dependency used header-only inside the runtime's sources,
+# its folder in the cache variable UKDPACK_<NAME>_INCLUDE_DIR. Not for consumers of an
+# installed copy (the package config): the runtime's headers include none of them.
+function(_ukdpack_header_library name header what package)
+  if(TARGET ukdpack_${name}_headers OR _UKDPACK_FROM_PACKAGE_CONFIG)
+    return()
   endif()
-  add_library(ukdpack_msgpack_headers INTERFACE)
-  target_include_directories(ukdpack_msgpack_headers INTERFACE "${UKDPACK_MSGPACK_INCLUDE_DIR}")
+  string(TOUPPER "${name}" _ukd_upper)
+  find_path(UKDPACK_${_ukd_upper}_INCLUDE_DIR ${header})
+  if(NOT UKDPACK_${_ukd_upper}_INCLUDE_DIR)
+    message(FATAL_ERROR "ukdpack: ${what} not found; install it (Debian: apt-get install ${package})")
+  endif()
+  add_library(ukdpack_${name}_headers INTERFACE)
+  target_include_directories(ukdpack_${name}_headers INTERFACE "${UKDPACK_${_ukd_upper}_INCLUDE_DIR}")
+endfunction()
+
+# msgpack-cxx: kpack tables and code objects' AMDGPU metadata notes. Its Boost
+# dependency is not needed (MSGPACK_NO_BOOST), so only the header is looked up.
+_ukdpack_header_library(msgpack msgpack.hpp msgpack-cxx libmsgpack-cxx-dev)
+if(TARGET ukdpack_msgpack_headers)
   target_compile_definitions(ukdpack_msgpack_headers INTERFACE MSGPACK_NO_BOOST MSGPACK_DEFAULT_API_VERSION=3)
 endif()
 set(UKDPACK_MSGPACK_TARGET ukdpack_msgpack_headers)
-
-# xxHash is used header-only (XXH_INLINE_ALL) inside the runtime's sources, for the
-# digest binding a shard's index to its files; like msgpack-cxx, nothing of it reaches
-# the runtime's headers or consumers of an installed copy.
-if(NOT TARGET ukdpack_xxhash_headers AND NOT _UKDPACK_FROM_PACKAGE_CONFIG)
-  find_path(UKDPACK_XXHASH_INCLUDE_DIR xxhash.h)
-  if(NOT UKDPACK_XXHASH_INCLUDE_DIR)
-    message(FATAL_ERROR "ukdpack: xxHash not found; install it (Debian: apt-get install libxxhash-dev)")
-  endif()
-  add_library(ukdpack_xxhash_headers INTERFACE)
-  target_include_directories(ukdpack_xxhash_headers INTERFACE "${UKDPACK_XXHASH_INCLUDE_DIR}")
-endif()
+# xxHash (XXH_INLINE_ALL): the digest binding a shard's index to its files.
+_ukdpack_header_library(xxhash xxhash.h xxHash libxxhash-dev)
 set(UKDPACK_XXHASH_TARGET ukdpack_xxhash_headers)
 
 # ukdpack_find_hip(): whether the HIP backend is built (UKDPACK_WITH_HIP: AUTO,

@@ -18,8 +18,10 @@ collide with other ``google`` packages; each one naming a vendored file is rewri
 its tree's package. ``google/protobuf`` (the well-known types) stays the protobuf
 runtime's own.
 
-Run with a Python that has grpcio-tools (its protoc's version decides the protobuf
-runtime the modules need, see the ``remote`` extra in pyproject.toml):
+Run with a Python that has grpcio-tools, the version the ``test`` extra of
+pyproject.toml pins: its protoc writes its version into every module (and decides the
+protobuf runtime the modules need, see the ``remote`` extra), so another version makes
+other bytes.
 ``python scripts/gen_reapi_protos.py`` regenerates, ``--check`` exits 1 when the
 committed modules differ from what it would write.
 """
@@ -103,9 +105,13 @@ def main() -> int:
             for rel, data in fresh.items():
                 (tree / rel).parent.mkdir(parents=True, exist_ok=True)
                 (tree / rel).write_bytes(data)
+        from importlib.metadata import version
+
         for tree in stale:
             print(f"{tree.relative_to(ROOT)}: the generated modules are stale; "
-                  f"run scripts/gen_reapi_protos.py", file=sys.stderr)
+                  f"run scripts/gen_reapi_protos.py (with grpcio-tools "
+                  f"{version('grpcio-tools')}; the test extra pins the version that made "
+                  f"them)", file=sys.stderr)
         return 1 if stale else 0
 
 

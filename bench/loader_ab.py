@@ -4,12 +4,13 @@
         [--threads 1] [--rounds 5] [--runs 7] [--output F]
 
 Each round runs the before binary, then the after one (the order flips every round, so
-neither always runs on a warmer cache), 1 thread, `--runs` loads each; a round's figure is
-the binary's median of its loads. `--after-shard` gives the after binary a copy of the
-shard of its own (the same descriptors with the index the after build writes, when the
-index format changed); `--threads 0` loads as a library does (one thread per core). Prints and writes (default bench/results/loader_ab.json)
-the median over rounds of the load's CPU and wall ms, the ratio after/before and the load
-average before and after the run.
+neither always runs on a warmer cache), `--runs` loads each on `--threads` threads (0: one
+per core, as a library loads); a round's figure is the binary's median of its loads.
+`--after-shard` gives the after binary a copy of the shard of its own (the same
+descriptors with the index the after build writes, when the index format changed).
+Prints and writes (default bench/results/loader_ab.json) the median over rounds of the
+load's CPU and wall ms, the ratio after/before and the load average before and after
+the run.
 """
 
 from __future__ import annotations

@@ -32,6 +32,7 @@ import argparse
 import re
 import sys
 import tempfile
+from importlib.metadata import version
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -82,7 +83,7 @@ def _generated(tree: Path) -> dict[Path, bytes]:
     # Only .py and .pyi: importing the modules leaves __pycache__/*_pb2*.pyc beside them,
     # which are no generated module (and must not make a second test run fail).
     return {p.relative_to(tree): p.read_bytes() for p in sorted(tree.rglob("*_pb2*.py*"))
-            if p.suffix in (".py", ".pyi") and "__pycache__" not in p.parts}
+            if p.suffix in (".py", ".pyi")}
 
 
 def main() -> int:
@@ -105,8 +106,6 @@ def main() -> int:
             for rel, data in fresh.items():
                 (tree / rel).parent.mkdir(parents=True, exist_ok=True)
                 (tree / rel).write_bytes(data)
-        from importlib.metadata import version
-
         for tree in stale:
             print(f"{tree.relative_to(ROOT)}: the generated modules are stale; "
                   f"run scripts/gen_reapi_protos.py (with grpcio-tools "

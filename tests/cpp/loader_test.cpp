@@ -530,3 +530,53 @@ TEST(LoaderWalk, SeveralRootsShareIdsAndRecordTheirRoot) {
   EXPECT_EQ(set.rootOf(set.packs[0].members[0]), b.root());
   EXPECT_EQ(set.rootOf(*set.findDispatch("udd-1")), a.root());
 }
+
+// Finds by id answer as a scan of the set does, however many are asked (after a few
+// the set looks them up): each kernel, a UUID in either case, each kind's descriptors,
+// and no stale answer once a kernel's id is edited, in the set or in a copy.
+TEST(Loader, FindsByIdAnswerAsAScanDoesHoweverManyAreAsked) {
+  TempTree t;
+  ukdtest::writeGenerics(t);
+  const std::string uuid = "0f0e0d0c-0b0a-4988-8776-655443322110";
+  Json kernels = Json::array({ukdtest::single(uuid, "u")});
+  for (int i = 0; i < 12; ++i) {
+    kernels.push_back(ukdtest::single("ukd-" + std::to_string(i), "k" + std::to_string(i)));
+    kernels.back()["metadata"]["block"] = i;  // each its own: the engine tells them apart
+  }
+  t.write("a.kdp.json", ukdtest::kdp("kdp-a", Json::array({kernels[0], kernels[1], kernels[2]})));
+  t.write("b.kdp.json", ukdtest::kdp("kdp-b", Json(std::vector<Json>(kernels.begin() + 3, kernels.end()))));
+  DescriptorSet set = ukdpack::loadShard(t.root());
+  ASSERT_TRUE(set.ok()) << dump(set.diagnostics);
+  for (int round = 0; round < 3; ++round) {
+    for (std::size_t p = 0; p < set.packs.size(); ++p) {
+      for (const ukdpack::PackMember& m : set.packs[p].members) {
+        const ukdpack::Pack* pack = nullptr;
+        EXPECT_EQ(set.findKernel(m.kernel().id, &pack), &m) << m.kernel().id;
+        EXPECT_EQ(pack, &set.packs[p]);
+      }
+    }
+    std::string upper = uuid;
+    for (char& c : upper) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+    EXPECT_EQ(set.findKernel(upper), &set.packs[0].members[0]);
+    EXPECT_EQ(set.findKernel("ukd-none"), nullptr);
+  }
+  EXPECT_EQ(set.findPack("kdp-b"), &set.packs[1]);
+  EXPECT_EQ(set.findEngine("ued-1"), set.engineOf(set.packs[0]));
+  EXPECT_EQ(set.findDispatch("udd-1"), set.dispatchOf(set.packs[1]));
+  EXPECT_EQ(set.findEngine("ued-none"), nullptr);
+
+  DescriptorSet copy = set;
+  copy.packs[1].members[0].editKernel().id = "ukd-renamed";
+  set.packs[1].members[1].editKernel().id = "ukd-renamed-too";
+  for (int round = 0; round < 12; ++round) {
+    EXPECT_EQ(copy.findKernel("ukd-renamed"), &copy.packs[1].members[0]);
+    EXPECT_EQ(copy.findKernel("ukd-2"), nullptr);
+    EXPECT_EQ(copy.findKernel("ukd-3"), &copy.packs[1].members[1]);
+    EXPECT_EQ(set.findKernel("ukd-3"), nullptr);
+    EXPECT_EQ(set.findKernel("ukd-renamed-too"), &set.packs[1].members[1]);
+  }
+  // A pack's id edited in place: its find scans to the new id, never to the old place.
+  set.packs[1].id = "kdp-c";
+  EXPECT_EQ(set.findPack("kdp-b"), nullptr);
+  EXPECT_EQ(set.findPack("kdp-c"), &set.packs[1]);
+}

@@ -145,6 +145,34 @@ TEST(ShardIndex, UnbuiltKernelsReadTheirRecordsAsTheJsonLoadsThem) {
   EXPECT_EQ(describe(indexed), describe(json));
 }
 
+// A pack's list may name standalone UKDs between its inline kernels: each inline
+// kernel's record is its own place's (a record taken from the member at the same
+// position of the members, or from the wrong place, reads another kernel's span).
+TEST(ShardIndex, InlineKernelsBetweenReferencesKeepTheirOwnPlaces) {
+  TempTree t;
+  ukdtest::writeGenerics(t);
+  Json list = Json::array({"ukd-s", ukdtest::single("ukd-x", "x", "X"), "ukd-u", ukdtest::single("ukd-y", "y", "Y"),
+                           ukdtest::single("ukd-z", "z", "Z")});
+  list[1]["priority"] = 3;
+  list[3]["priority"] = -1;
+  t.write("p.kdp.json", ukdtest::kdp("kdp-p", list, "udd-1", "ued-1", {"gfx90a"}));
+  t.write("s.ukd.json", ukdtest::single("ukd-s", "s", "S"));
+  t.write("u.ukd.json", ukdtest::single("ukd-u", "u", "U"));
+  const DescriptorSet json = ukdpack::loadShard(t.root(), jsonOnly());
+  ASSERT_TRUE(json.diagnostics.empty()) << ukdtest::dump(json.diagnostics);
+  writeIndex(t);
+  const DescriptorSet indexed = ukdpack::loadShard(t.root());
+  ASSERT_TRUE(indexed.fromIndex) << indexed.indexReason;
+  ASSERT_EQ(indexed.packs.size(), 1u);
+  std::vector<std::pair<std::size_t, std::string>> places;
+  for (const ukdpack::PackMember& m : indexed.packs[0].members) {
+    if (m.ref.empty()) places.emplace_back(m.index, std::string(m.id()) + "@" + std::to_string(m.priority()));
+  }
+  const std::vector<std::pair<std::size_t, std::string>> want = {{1, "ukd-x@3"}, {3, "ukd-y@-1"}, {4, "ukd-z@0"}};
+  EXPECT_EQ(places, want);
+  EXPECT_EQ(describe(indexed), describe(json));
+}
+
 TEST(ShardIndex, AnEditedJsonIsNeverServedFromAStaleIndex) {
   TempTree t;
   writeShard(t);

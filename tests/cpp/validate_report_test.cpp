@@ -122,3 +122,23 @@ TEST(ValidateReport, DroppedEngineIsNotADroppedPack) {
   EXPECT_EQ(v.at("dropped"), true);
   EXPECT_FALSE(v.at("reason").get<std::string>().empty());
 }
+
+// A finding of several arch passes is one line naming the arches it holds on (none
+// named when it holds on all); findings that differ stay apart, and each drop line
+// is logged once. A pack without a dispatch drops its kernels on every arch.
+TEST(ValidateReport, FindingsOfSeveralArchesMergeIntoOneLineEach) {
+  TempTree t;
+  ukdtest::writeGenerics(t);
+  Json both = ukdtest::single("ukd-both", "both");
+  Json one = ukdtest::single("ukd-one", "one");
+  one["arch"] = Json::array({"gfx942"});
+  t.write("a.kdp.json", ukdtest::kdp("kdp-a", Json::array({both, one}), nullptr, "ued-1", {"gfx90a", "gfx942"}));
+  const ukdpack::ValidationReport r = run(t);
+  std::vector<std::string> drops;
+  for (const ukdpack::Diagnostic& d : r.diagnostics)
+    if (d.code == "NO_DISPATCH") drops.push_back(d.jsonPath + " " + d.message.substr(d.message.rfind('(')));
+  EXPECT_EQ(drops, (std::vector<std::string>{"$.kernelDescriptors[0] (\"dispatch\": null), so no handler can launch it",
+                                             "$.kernelDescriptors[1] (on gfx942)"}))
+      << dump(r.diagnostics);
+  EXPECT_EQ(r.log.size(), 2u) << ::testing::PrintToString(r.log);
+}

@@ -5,6 +5,8 @@
 #include <set>
 #include <system_error>
 #include <tuple>
+#include <unordered_map>
+#include <unordered_set>
 #include <utility>
 
 #include "base/paths.hpp"
@@ -170,12 +172,20 @@ ValidationReport validateRoots(const std::vector<std::filesystem::path>& roots, 
   const bool perArch = arches.size() > 1 || !arches.front().empty();
   // Findings of several passes merge: one line, the arches it holds on.
   std::vector<std::pair<Diagnostic, std::vector<std::string>>> found;
+  // Each finding's place in `found`, by what makes two alike: looked up, not searched
+  // for, so a shard that drops many kernels is checked in linear time.
+  std::unordered_map<std::string, std::size_t> foundAt;
   auto note = [&](const Diagnostic& d, const std::string& arch) {
-    for (auto& [have, on] : found) {
-      if (have.code == d.code && have.file == d.file && have.jsonPath == d.jsonPath && have.message == d.message) {
-        on.push_back(arch);
-        return false;
-      }
+    std::string key;  // each part length-prefixed: no two different findings read alike
+    for (const std::string* part : {&d.code, &d.file, &d.jsonPath, &d.message}) {
+      key += std::to_string(part->size());
+      key += ':';
+      key += *part;
+    }
+    const auto [at, fresh] = foundAt.emplace(std::move(key), found.size());
+    if (!fresh) {
+      found[at->second].second.push_back(arch);
+      return false;
     }
     found.emplace_back(d, std::vector<std::string>{arch});
     return true;
@@ -183,6 +193,7 @@ ValidationReport validateRoots(const std::vector<std::filesystem::path>& roots, 
   std::set<std::string> engines;
   std::map<std::string, std::string> keptIds;      // kernel id key -> its engine's id key ("" for none)
   std::set<std::string> dropKeys;                  // kernel id, code, reason
+  std::unordered_set<std::string> logLines;        // report.log's, each once (arches repeat them)
   std::set<std::string> expectedFound;             // of options.expectEngines
   std::map<std::string, EngineVerdict> slotDrops;  // engine id key -> its SLOT_EMPTY drops
   const auto names = [](const Engine& e, const std::string& wanted) {
@@ -196,7 +207,7 @@ ValidationReport validateRoots(const std::vector<std::filesystem::path>& roots, 
       if (dropKeys.insert(d.kernelId + "\n" + d.code + "\n" + d.reason).second) report.dropped.push_back(d);
     }
     for (const std::string& line : manager.log())
-      if (std::find(report.log.begin(), report.log.end(), line) == report.log.end()) report.log.push_back(line);
+      if (logLines.insert(line).second) report.log.push_back(line);
     for (const SlottedEngine& se : manager.slottedEngines()) {
       report.slottedEngines.push_back(slottedReport(se, arch));
       if (!se.droppedReason) continue;

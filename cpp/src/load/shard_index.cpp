@@ -519,18 +519,22 @@ Result<ShardIndexDraft> draftShardIndex(const DescriptorSet& set) {
       body.u8(0);
       continue;
     }
+    // Each list place's inline member (the first, as members are in list order):
+    // found by place, not searched for, so a pack of many kernels drafts in linear time.
+    std::vector<const PackMember*> inlineAt(list->size(), nullptr);
+    for (const PackMember& x : pack->second->members) {
+      if (x.ref.empty() && x.index < inlineAt.size() && inlineAt[x.index] == nullptr) inlineAt[x.index] = &x;
+    }
     std::vector<std::pair<const detail::JsonNode*, const PackMember*>> kernels;
     for (std::size_t i = 0; i < list->size(); ++i) {
       const detail::JsonNode& item = (*list)[i];
       if (!item.is_object()) continue;
-      const auto& members = pack->second->members;
-      const auto m = std::find_if(members.begin(), members.end(),
-                                  [&](const PackMember& x) { return x.index == i && x.ref.empty(); });
-      if (m == members.end()) {
+      const PackMember* m = inlineAt[i];
+      if (m == nullptr) {
         return R::failure(makeError(codes::SHARD_INDEX, f.rel, jsonPathIndex("$.kernelDescriptors", i),
                                     "an inline kernel the load did not keep; no index is written"));
       }
-      kernels.emplace_back(&item, &*m);
+      kernels.emplace_back(&item, m);
     }
     body.u8(1);
     body.u32(static_cast<std::uint32_t>(kernels.size()));

@@ -349,9 +349,10 @@ Result<SlotProgram> makeSlotProgram(const StateManager& manager, std::string_vie
     pick.index = slot.index;
     const auto chosen = choices.find(slot.name);
     if (chosen != choices.end()) {
-      const std::string key = idKey(chosen->second);
-      const auto it = std::find_if(slot.kept.begin(), slot.kept.end(),
-                                   [&](const KernelDefinition* d) { return idKey(d->kernel()->id) == key; });
+      // Found by the manager's id table, then placed: a scan that built each kernel's
+      // id would build every deferred kernel of the slot ahead of it.
+      const KernelDefinition* found = manager.find(chosen->second);
+      const auto it = found == nullptr ? slot.kept.end() : std::find(slot.kept.begin(), slot.kept.end(), found);
       if (it == slot.kept.end()) return R::failure(pickError(*engine, notInSlot(*se, slot, chosen->second)));
       auto why = whyNotApplicable(slot, **it, problem);
       if (!why) return R::failure(why.error());

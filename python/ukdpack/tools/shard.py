@@ -163,9 +163,18 @@ class Shard:
         return tuple(ShardLaunch(m, name, src) for m in self.tree.members
                      for name, src in m.ukd.launches)
 
+    @functools.cached_property
+    def _launches_by_kernel(self) -> dict[str, dict[str | None, ShardLaunch]]:
+        # Grouped once: a tool asks for every kernel's launches (a scan per kernel was
+        # quadratic: 42 s to verify 10,000 kernels).
+        out: dict[str, dict[str | None, ShardLaunch]] = {}
+        for ln in self.launches:
+            out.setdefault(ln.ukd.key, {})[ln.name] = ln
+        return out
+
     def launches_of(self, ukd: Ukd) -> dict[str | None, ShardLaunch]:
         """The launches of one kernel by name (None for a single launch)."""
-        return {ln.name: ln for ln in self.launches if ln.ukd.key == ukd.key}
+        return dict(self._launches_by_kernel.get(ukd.key, {}))
 
     def locate_archive(self, launch: ShardLaunch) -> tuple[str | None, str | None]:
         """(shard-relative path, None) of the archive a packed launch names, or (None, the

@@ -6,9 +6,13 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
+#include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "ukdpack/base/diagnostics.hpp"
@@ -62,6 +66,50 @@ struct LoaderOptions {
 
 // Everything one load produced. Pointers returned by the finders point into
 // the set: valid while it lives and is not modified.
+namespace detail {
+
+// Each kernel's place (pack, member) by id key, made once a set has been scanned for
+// a few kernels: a program that asks for one kernel scans (no table to make at load), a
+// tool that asks for every kernel looks each up (a scan each was quadratic). A copy
+// starts without one (it may be edited apart); a move takes it along.
+class KernelPlaces {
+ public:
+  using Place = std::pair<std::size_t, std::size_t>;
+  KernelPlaces() = default;
+  KernelPlaces(const KernelPlaces&) {}
+  KernelPlaces& operator=(const KernelPlaces& other) {
+    if (this != &other) state_ = std::make_shared<State>();
+    return *this;
+  }
+  KernelPlaces(KernelPlaces&& other) noexcept : state_(std::exchange(other.state_, std::make_shared<State>())) {}
+  KernelPlaces& operator=(KernelPlaces&& other) noexcept {
+    state_ = std::exchange(other.state_, std::make_shared<State>());
+    return *this;
+  }
+  ~KernelPlaces() = default;
+
+  // The places the table holds for `key`'s hash (an id key), first place first, made
+  // from `packs` if due; empty: scan (not yet made, or no such hash). The caller
+  // takes the first place that holds the id (hashes may collide).
+  std::vector<Place> find(const std::vector<Pack>& packs, const std::string& key) const;
+
+ private:
+  struct Entry {
+    std::size_t hash;  // of the kernel's id key
+    Place place;
+  };
+  struct State {
+    std::mutex mutex;
+    std::size_t scans = 0;  // finds answered by a scan so far
+    std::size_t packs = 0;  // packs.size() the table was made for
+    bool made = false;
+    std::vector<Entry> entries;  // by hash, then place: no string kept, none copied
+  };
+  std::shared_ptr<State> state_ = std::make_shared<State>();
+};
+
+}  // namespace detail
+
 struct DescriptorSet {
   std::vector<std::filesystem::path> roots;  // absolute, in the order given
   std::vector<Pack> packs;                   // each with its resolved kernels
@@ -98,6 +146,21 @@ struct DescriptorSet {
 
   bool ok() const { return !hasErrors(diagnostics); }
 
+  // One kind's places by id key, as the load left its vector: a find looks the id up
+  // rather than scan every descriptor (a state manager finds each pack's engine and
+  // dispatch: a scan was packs x engines). A table that disagrees with its vector (a
+  // set edited after its load, or built by hand) is not trusted: the find scans.
+  struct IdTable {
+    std::unordered_map<std::string, std::size_t> at;  // the first place of each key
+    std::size_t size = 0;                             // the vector's size when made
+  };
+  struct IdTables {
+    IdTable packs, dispatches, engines, metadataSchemas, matchers, heuristics;
+  };
+  IdTables ids;
+  // Makes `ids` from the vectors (the load does, last).
+  void indexIds();
+
   // Lookup by id (UUIDs case-insensitively).
   const Pack* findPack(std::string_view id) const;
   const Dispatch* findDispatch(std::string_view id) const;
@@ -107,6 +170,7 @@ struct DescriptorSet {
   const HeuristicDescriptor* findHeuristic(std::string_view id) const;
   // A kernel of some pack; `pack` (when given) receives its pack.
   const PackMember* findKernel(std::string_view id, const Pack** pack = nullptr) const;
+  detail::KernelPlaces kernelPlaces;  // findKernel's table
 
   // The references of a pack (nullptr when null or not loaded).
   const Dispatch* dispatchOf(const Pack& pack) const;

@@ -32,12 +32,9 @@ from __future__ import annotations
 import argparse
 import filecmp
 import json
-import resource
 import shutil
 import statistics
-import subprocess
 import sys
-import time
 from pathlib import Path
 
 BENCH = Path(__file__).resolve().parent
@@ -46,18 +43,6 @@ import make_tree  # noqa: E402
 import run as bench_run  # noqa: E402
 
 ARCH = "gfx90a"
-
-
-def _timed(argv: list[str]) -> tuple[float, float, str]:
-    """(wall, CPU) seconds and standard output of one command (exit 0 required)."""
-    before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    start = time.perf_counter()
-    r = subprocess.run(argv, capture_output=True, text=True, env=bench_run.env(), check=False)
-    wall = time.perf_counter() - start
-    after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    if r.returncode != 0:
-        raise SystemExit(f"{' '.join(argv[:4])} ... failed ({r.returncode}):\n{r.stderr[-2000:]}")
-    return wall, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime), r.stdout
 
 
 def _pack(python: str, tree: Path, out: Path, cache: Path) -> list[str]:
@@ -109,12 +94,6 @@ def _trees(work: Path, kernels: int, engines: int, tool_kernels: int) -> dict[st
     return trees
 
 
-def _summary(runs: list[tuple[float, float]]) -> dict[str, object]:
-    return {"wall_median_s": round(statistics.median(r[0] for r in runs), 3),
-            "cpu_median_s": round(statistics.median(r[1] for r in runs), 3),
-            "wall_runs_s": [round(r[0], 3) for r in runs], "cpu_runs_s": [round(r[1], 3) for r in runs]}
-
-
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--before", required=True, help="the baseline environment's python")
@@ -134,7 +113,7 @@ def main() -> int:
     # other trees once per version: validate and the load read each version's own shard.
     for side, python in sides.items():
         for name, tree in trees.items():
-            _timed(_pack(python, tree, work / f"out-{name}-{side}", cache))
+            bench_run.timed_child(_pack(python, tree, work / f"out-{name}-{side}", cache))
     figures = ["one_pack", "all_dropped", "many_engines", "verify", "diff"]
     got: dict[str, dict[str, list[tuple[float, float]]]] = {n: {s: [] for s in sides} for n in figures}
     tool_shard = {side: work / f"out-tools-{side}" / ARCH for side in sides}
@@ -148,23 +127,23 @@ def main() -> int:
             python = sides[side]
             out = work / f"out-one_pack-{side}"
             shutil.rmtree(out, ignore_errors=True)
-            wall, cpu, _ = _timed(_pack(python, trees["one_pack"], out, cache))
+            wall, cpu, _ = bench_run.timed_child(_pack(python, trees["one_pack"], out, cache))
             got["one_pack"][side].append((wall, cpu))
             validate = str(Path(python).parent / "ukdpack-validate")
-            wall, cpu, reports[side] = _timed([validate, "--json",
+            wall, cpu, reports[side] = bench_run.timed_child([validate, "--json",
                                                str(work / f"out-all_dropped-{side}" / ARCH)])
             got["all_dropped"][side].append((wall, cpu))
-            _, _, text = _timed([python, "-c", bench_run.LOAD,
+            _, _, text = bench_run.timed_child([python, "-c", bench_run.LOAD,
                                  str(work / f"out-many_engines-{side}" / ARCH), ARCH, "3"])
             loaded = json.loads(text)
             if loaded["kept"] != 10 * args.engines:
                 raise SystemExit(f"many_engines: {side} kept {loaded['kept']} kernels")
             ms = statistics.median(loaded["times"])
             got["many_engines"][side].append((ms, ms))
-            wall, cpu, _ = _timed([python, "-m", "ukdpack", "verify", "--source-root",
+            wall, cpu, _ = bench_run.timed_child([python, "-m", "ukdpack", "verify", "--source-root",
                                    str(trees["tools"]), str(tool_shard[side])])
             got["verify"][side].append((wall, cpu))
-            wall, cpu, _ = _timed([python, "-m", "ukdpack", "diff", str(tool_shard[side]),
+            wall, cpu, _ = bench_run.timed_child([python, "-m", "ukdpack", "diff", str(tool_shard[side]),
                                    str(work / f"tools-copy-{side}")])
             got["diff"][side].append((wall, cpu))
             print(f"run {i + 1} {side}: " + ", ".join(
@@ -180,7 +159,7 @@ def main() -> int:
                         "many_engines": "s (the load's wall, median of 3 in a process; CPU not "
                                         "taken: the figure's columns repeat the wall)"}, "before": args.before,
               "after": args.after,
-              "figures": {n: {s: _summary(r) for s, r in sides_.items()} for n, sides_ in got.items()}}
+              "figures": {n: {s: bench_run.summary(r) for s, r in sides_.items()} for n, sides_ in got.items()}}
     for name, figure in result["figures"].items():  # type: ignore[attr-defined]
         b, a = figure["before"]["wall_median_s"], figure["after"]["wall_median_s"]
         print(f"{name}: {b:.4f} s -> {a:.4f} s (wall, median of {args.runs})")

@@ -26,10 +26,8 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import resource
 import shutil
 import statistics
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -46,20 +44,8 @@ def _pack(python: str, tree: Path, out: Path, cache: Path, arches: list[str]) ->
             "--cache-dir", str(cache), "--plain", "--jobs", str(bench_run.jobs())]
     for a in arches:
         argv += ["--arch", a]
-    before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    start = time.perf_counter()
-    r = subprocess.run(argv, capture_output=True, text=True, env=bench_run.env(), check=False)
-    wall = time.perf_counter() - start
-    after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    if r.returncode != 0:
-        raise SystemExit(f"pack by {python} failed:\n{r.stderr}")
-    return wall, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
-
-
-def _summary(runs: list[tuple[float, float]]) -> dict[str, object]:
-    return {"wall_median_s": round(statistics.median(r[0] for r in runs), 3),
-            "cpu_median_s": round(statistics.median(r[1] for r in runs), 3),
-            "wall_s": [round(r[0], 3) for r in runs], "cpu_s": [round(r[1], 3) for r in runs]}
+    wall, cpu, _ = bench_run.timed_child(argv)
+    return wall, cpu
 
 
 def _turns(i: int) -> tuple[str, str]:
@@ -83,7 +69,7 @@ def prebuilt(work: Path, versions: dict[str, str], runs: int) -> dict[str, objec
             got[v].append(_pack(versions[v], tree, out, cache, ["gfx90a"]))
     result: dict[str, object] = {"raw_bound_s": round(bound, 3)}
     for v, r in got.items():
-        s = _summary(r)
+        s = bench_run.summary(r)
         s["ratio_to_bound"] = round(float(s["wall_median_s"]) / bound, 2)  # type: ignore[arg-type]
         result[v] = s
         print(f"prebuilt {v}: wall {s['wall_median_s']} s (runs {s['wall_s']}), CPU "
@@ -133,7 +119,7 @@ def one_edit(work: Path, versions: dict[str, str], edits: int) -> dict[str, obje
                                  "compiles_alone_cpu_s": round(statistics.median(alone_cpu), 3),
                                  "compiles": len(argvs)}
     for v, r in got.items():
-        s = _summary(r)
+        s = bench_run.summary(r)
         s["cold_s"] = round(cold[0], 3)
         s["ratio_to_cold"] = round(float(s["wall_median_s"]) / cold[0], 4)  # type: ignore[arg-type]
         s["overhead_s"] = round(float(s["wall_median_s"]) - compiles, 3)  # type: ignore[arg-type]

@@ -337,6 +337,26 @@ def one_edit_figure(tree: Path, out: Path, arches: list[str], cache: Path,
     return {**out_["process"], "resident": out_["resident"]}
 
 
+def timed_child(argv: list[str]) -> tuple[float, float, str]:
+    """Wall and CPU seconds (user + sys, its children's included) and the standard
+    output of ``argv`` run to its end; a failure ends the bench, naming it."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    start = time.perf_counter()
+    r = subprocess.run(argv, capture_output=True, text=True, env=env(), check=False)
+    wall = time.perf_counter() - start
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    if r.returncode != 0:
+        raise SystemExit(f"{' '.join(argv[:4])} ... failed ({r.returncode}):\n{r.stderr[-2000:]}")
+    return wall, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime), r.stdout
+
+
+def summary(runs: list[tuple[float, float]]) -> dict[str, object]:
+    """Medians and runs of (wall, CPU) seconds."""
+    return {"wall_median_s": round(statistics.median(r[0] for r in runs), 3),
+            "cpu_median_s": round(statistics.median(r[1] for r in runs), 3),
+            "wall_s": [round(r[0], 3) for r in runs], "cpu_s": [round(r[1], 3) for r in runs]}
+
+
 def children_cpu() -> float:
     """User + system seconds of every child reaped so far (compiles included)."""
     r = resource.getrusage(resource.RUSAGE_CHILDREN)

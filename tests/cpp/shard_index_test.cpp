@@ -52,6 +52,15 @@ std::string writeIndex(const TempTree& t) {
   return built.value();
 }
 
+// The shard's JSON load (which must say nothing), then its load through the index
+// written for it.
+std::pair<DescriptorSet, DescriptorSet> jsonAndIndexed(const TempTree& t) {
+  DescriptorSet json = ukdpack::loadShard(t.root(), jsonOnly());
+  EXPECT_TRUE(json.diagnostics.empty()) << ukdtest::dump(json.diagnostics);
+  writeIndex(t);
+  return {std::move(json), ukdpack::loadShard(t.root())};
+}
+
 void writeBytes(const TempTree& t, const std::string& bytes) {
   std::ofstream(t.root() / ukdpack::kShardIndexFile, std::ios::binary | std::ios::trunc) << bytes;
 }
@@ -125,10 +134,7 @@ TEST(ShardIndex, UnbuiltKernelsReadTheirRecordsAsTheJsonLoadsThem) {
     kernels.push_back(k);
   }
   t.write("p.kdp.json", ukdtest::kdp("kdp-p", kernels, "udd-1", "ued-1", {"gfx90a", "gfx942"}));
-  const DescriptorSet json = ukdpack::loadShard(t.root(), jsonOnly());
-  ASSERT_TRUE(json.diagnostics.empty()) << ukdtest::dump(json.diagnostics);
-  writeIndex(t);
-  const DescriptorSet indexed = ukdpack::loadShard(t.root());
+  const auto [json, indexed] = jsonAndIndexed(t);
   ASSERT_TRUE(indexed.fromIndex) << indexed.indexReason;
   ASSERT_EQ(indexed.packs.size(), 1u);
   const auto& got = indexed.packs[0].members;
@@ -158,10 +164,7 @@ TEST(ShardIndex, InlineKernelsBetweenReferencesKeepTheirOwnPlaces) {
   t.write("p.kdp.json", ukdtest::kdp("kdp-p", list, "udd-1", "ued-1", {"gfx90a"}));
   t.write("s.ukd.json", ukdtest::single("ukd-s", "s", "S"));
   t.write("u.ukd.json", ukdtest::single("ukd-u", "u", "U"));
-  const DescriptorSet json = ukdpack::loadShard(t.root(), jsonOnly());
-  ASSERT_TRUE(json.diagnostics.empty()) << ukdtest::dump(json.diagnostics);
-  writeIndex(t);
-  const DescriptorSet indexed = ukdpack::loadShard(t.root());
+  const auto [json, indexed] = jsonAndIndexed(t);
   ASSERT_TRUE(indexed.fromIndex) << indexed.indexReason;
   ASSERT_EQ(indexed.packs.size(), 1u);
   std::vector<std::pair<std::size_t, std::string>> places;

@@ -130,22 +130,21 @@ def main() -> int:
             wall, cpu, _ = bench_run.timed_child(_pack(python, trees["one_pack"], out, cache))
             got["one_pack"][side].append((wall, cpu))
             validate = str(Path(python).parent / "ukdpack-validate")
-            wall, cpu, reports[side] = bench_run.timed_child([validate, "--json",
-                                               str(work / f"out-all_dropped-{side}" / ARCH)])
+            shard = str(work / f"out-all_dropped-{side}" / ARCH)
+            wall, cpu, reports[side] = bench_run.timed_child([validate, "--json", shard])
             got["all_dropped"][side].append((wall, cpu))
-            _, _, text = bench_run.timed_child([python, "-c", bench_run.LOAD,
-                                 str(work / f"out-many_engines-{side}" / ARCH), ARCH, "3"])
+            shard = str(work / f"out-many_engines-{side}" / ARCH)
+            _, _, text = bench_run.timed_child([python, "-c", bench_run.LOAD, shard, ARCH, "3"])
             loaded = json.loads(text)
             if loaded["kept"] != 10 * args.engines:
                 raise SystemExit(f"many_engines: {side} kept {loaded['kept']} kernels")
-            ms = statistics.median(loaded["times"])
-            got["many_engines"][side].append((ms, ms))
-            wall, cpu, _ = bench_run.timed_child([python, "-m", "ukdpack", "verify", "--source-root",
-                                   str(trees["tools"]), str(tool_shard[side])])
-            got["verify"][side].append((wall, cpu))
-            wall, cpu, _ = bench_run.timed_child([python, "-m", "ukdpack", "diff", str(tool_shard[side]),
-                                   str(work / f"tools-copy-{side}")])
-            got["diff"][side].append((wall, cpu))
+            load_s = statistics.median(loaded["times"])
+            got["many_engines"][side].append((load_s, load_s))
+            ukdpack = [python, "-m", "ukdpack"]
+            got["verify"][side].append(bench_run.timed_child(
+                [*ukdpack, "verify", "--source-root", str(trees["tools"]), str(tool_shard[side])])[:2])
+            got["diff"][side].append(bench_run.timed_child(
+                [*ukdpack, "diff", str(tool_shard[side]), str(work / f"tools-copy-{side}")])[:2])
             print(f"run {i + 1} {side}: " + ", ".join(
                 f"{n} {got[n][side][-1][0]:.3f} s" for n in figures), flush=True)
     same = _same_shards(work / "out-one_pack-before" / ARCH, work / "out-one_pack-after" / ARCH)
@@ -157,9 +156,10 @@ def main() -> int:
               "tool_kernels": args.tool_kernels, "runs": args.runs,
               "units": {"one_pack": "s", "all_dropped": "s", "verify": "s", "diff": "s",
                         "many_engines": "s (the load's wall, median of 3 in a process; CPU not "
-                                        "taken: the figure's columns repeat the wall)"}, "before": args.before,
-              "after": args.after,
-              "figures": {n: {s: bench_run.summary(r) for s, r in sides_.items()} for n, sides_ in got.items()}}
+                                        "taken: the figure's columns repeat the wall)"},
+              "before": args.before, "after": args.after,
+              "figures": {n: {s: bench_run.summary(r) for s, r in runs.items()}
+                          for n, runs in got.items()}}
     for name, figure in result["figures"].items():  # type: ignore[attr-defined]
         b, a = figure["before"]["wall_median_s"], figure["after"]["wall_median_s"]
         print(f"{name}: {b:.4f} s -> {a:.4f} s (wall, median of {args.runs})")

@@ -10,7 +10,9 @@ wall time, the time before its first compile starts, the compiles' span, and the
 after its last compile ends (the pack's serial tail), then the medians per PYTHON, and
 the CPU of each: the pack process's (user + sys, its compilers apart) and each phase's
 thread CPU (``time.thread_time`` around the packer's functions, summed over calls and
-threads; a version without a function shows none).
+threads; a version without a function shows none). ``--events`` also prints the last
+repack's timeline per PYTHON: when each phase (and each compile) began and ended, in
+milliseconds from the repack's start, and on which thread.
 """
 
 from __future__ import annotations
@@ -35,8 +37,30 @@ T0 = float(os.environ["EDIT_TIMELINE_T0"])
 from ukdpack import cli
 from ukdpack.produce import compiler, producers
 from ukdpack.shard import pack
+import threading
 cpu = {}
+events = [(time.time() - T0, "MainThread", "imported")]
 """ + timer_code("thread_time", "cpu") + r"""
+def mark(owner, attr, label):
+    fn = getattr(owner, attr, None)
+    if fn is None:
+        return
+    @functools.wraps(fn)
+    def marked(*args, **kwargs):
+        name = threading.current_thread().name
+        events.append((time.time() - T0, name, label + " >"))
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            events.append((time.time() - T0, name, label + " <"))
+    setattr(owner, attr, marked)
+for owner, attr, label in [
+        (pack, "load_tree", "tree"), (pack, "check_tree", "rules"), (pack, "plan_arch", "plan"),
+        (pack._Assembler, "premake", "premake"), (pack._Assembler, "prepare", "prepare"),
+        (pack._Assembler, "finish", "finish"), (pack, "_write_index", "index draft"), (pack, "set_problems", "runtime check"),
+        (pack, "_confirm_index", "index confirm"), (pack.publish, "publish", "publish")]:
+    mark(owner, attr, label)
+mark(pack._runtime, "load_shard", "load_shard")
 for owner, attr, label in [
         (pack, "check_tree", "rules"), (pack, "plan_arch", "plan"),
         (producers.Producer, "_may_hit", "keys"), (producers.Producer, "_produce", "jobs"),
@@ -51,20 +75,30 @@ def timed(*args, **kwargs):
         return run_compile(*args, **kwargs)
     finally:
         spans.append((start, time.time() - T0))
+        events.append((start, threading.current_thread().name, "compile >"))
+        events.append((time.time() - T0, threading.current_thread().name, "compile <"))
 compiler.run_compile = timed
 code = cli.main(sys.argv[1:])
+events.append((time.time() - T0, "MainThread", "main returned"))
 print("SPANS " + json.dumps(spans), file=sys.stderr)
+print("EVENTS " + json.dumps(sorted(events)), file=sys.stderr)
 used = resource.getrusage(resource.RUSAGE_SELF)
 cpu["process"] = used.ru_utime + used.ru_stime
 print("CPU " + json.dumps(cpu), file=sys.stderr)
-sys.exit(code)
+# Ended as the ukdpack command ends (ukdpack.__main__): output flushed, no teardown.
+sys.stdout.flush()
+sys.stderr.flush()
+os._exit(code)
 """
 
 
+Events = list[tuple[float, str, str]]  # (seconds from the start, thread, what)
+
+
 def repack(python: str, tree: Path, out: Path, cache: Path, arches: list[str]
-           ) -> tuple[tuple[float, float, float, float], dict[str, float]]:
-    """(wall, before the first compile, the compiles' span, after the last compile), and
-    the CPU seconds of the process and of each phase."""
+           ) -> tuple[tuple[float, float, float, float], dict[str, float], Events]:
+    """(wall, before the first compile, the compiles' span, after the last compile), the
+    CPU seconds of the process and of each phase, and the timeline's events."""
     argv = [python, "-c", CHILD, "pack", "--source-root", str(tree), "--out-root", str(out),
             "--cache-dir", str(cache), "--plain", "--jobs", str(len(os.sched_getaffinity(0)))]
     for a in arches:
@@ -81,7 +115,8 @@ def repack(python: str, tree: Path, out: Path, cache: Path, arches: list[str]
         raise SystemExit("the edit compiled nothing: use a fresh SCALE (--first)")
     first, last = min(s for s, _ in spans), max(e for _, e in spans)
     cpu = json.loads(next(ln for ln in r.stderr.splitlines() if ln.startswith("CPU "))[4:])
-    return (wall, first, last - first, wall - last), cpu
+    events = json.loads(next(ln for ln in r.stderr.splitlines() if ln.startswith("EVENTS "))[7:])
+    return (wall, first, last - first, wall - last), cpu, [tuple(e) for e in events]
 
 
 def main() -> int:
@@ -93,12 +128,15 @@ def main() -> int:
     ap.add_argument("--edits", type=int, default=7)
     ap.add_argument("--first", type=int, default=int(time.time()) % 100_000 * 100,
                     help="the first SCALE value (each repack takes the next one)")
+    ap.add_argument("--events", action="store_true",
+                    help="print the last repack's timeline per PYTHON")
     ap.add_argument("pythons", nargs="+")
     args = ap.parse_args()
     arches = args.arch or ["gfx90a", "gfx940"]
     kdp = sorted(args.tree.glob("engine0/single*.kdp.json"))[0]
     got: dict[str, list[tuple[float, float, float, float]]] = {p: [] for p in args.pythons}
     cpus: dict[str, list[dict[str, float]]] = {p: [] for p in args.pythons}
+    timelines: dict[str, Events] = {}
     scale = args.first
     for _ in range(args.edits):
         for i, python in enumerate(args.pythons):
@@ -107,12 +145,16 @@ def main() -> int:
             kdp.write_text(json.dumps(doc, indent=1) + "\n")
             scale += 1
             out = args.out.with_name(f"{args.out.name}-{i + 1}")
-            times, cpu = repack(python, args.tree, out, args.cache, arches)
+            times, cpu, timelines[python] = repack(python, args.tree, out, args.cache, arches)
             got[python].append(times)
             cpus[python].append(cpu)
             w, b, c, a = got[python][-1]
             print(f"{python}: wall {w:.3f} s, before the compiles {b:.3f}, compiles {c:.3f}, "
                   f"after them {a:.3f}")
+    for python, events in timelines.items() if args.events else ():
+        print(f"timeline of the last repack by {python} (ms from its start):")
+        for at, thread, what in events:
+            print(f"  {at * 1e3:8.1f}  {thread[:22]:22s}  {what}")
     for python, runs in got.items():
         med = [statistics.median(r[k] for r in runs) for k in range(4)]
         print(f"median {python}: wall {med[0]:.3f} s, before the compiles {med[1]:.3f}, "

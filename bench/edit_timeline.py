@@ -39,6 +39,7 @@ from ukdpack.produce import compiler, producers
 from ukdpack.shard import pack
 import threading
 cpu = {}
+# (seconds from the start, thread, what) for --events: each marked call's entry and exit
 events = [(time.time() - T0, "MainThread", "imported")]
 """ + timer_code("thread_time", "cpu") + r"""
 def mark(owner, attr, label):
@@ -57,10 +58,10 @@ def mark(owner, attr, label):
 for owner, attr, label in [
         (pack, "load_tree", "tree"), (pack, "check_tree", "rules"), (pack, "plan_arch", "plan"),
         (pack._Assembler, "premake", "premake"), (pack._Assembler, "prepare", "prepare"),
-        (pack._Assembler, "finish", "finish"), (pack, "_write_index", "index draft"), (pack, "set_problems", "runtime check"),
+        (pack._Assembler, "finish", "finish"), (pack._runtime, "load_shard", "load_shard"),
+        (pack, "_write_index", "index draft"), (pack, "set_problems", "runtime check"),
         (pack, "_confirm_index", "index confirm"), (pack.publish, "publish", "publish")]:
     mark(owner, attr, label)
-mark(pack._runtime, "load_shard", "load_shard")
 for owner, attr, label in [
         (pack, "check_tree", "rules"), (pack, "plan_arch", "plan"),
         (producers.Producer, "_may_hit", "keys"), (producers.Producer, "_produce", "jobs"),

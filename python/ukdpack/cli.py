@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any, NoReturn, cast
 from ukdpack import __version__
 from ukdpack.errors import UkdError, UsageError, escape_controls, has_controls, quote_name
 from ukdpack.produce.compiler import DEFAULT_JOB_TIMEOUT
-from ukdpack.redact import redact
+from ukdpack.redact import redact, redactor
 from ukdpack.reports import print_report, report
 from ukdpack.words import count
 
@@ -42,8 +42,9 @@ _left_to_exit: list[object] = []
 
 
 def _print_problem_lines(lines: Sequence[str]) -> None:
+    blank = redactor()  # the credentials gathered once: a tree may have 100,000 findings
     for line in lines:
-        print(redact(line), file=sys.stderr)
+        print(blank(line), file=sys.stderr)
 
 
 def _need_folder(path: Path, what: str) -> Path:

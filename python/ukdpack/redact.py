@@ -138,12 +138,27 @@ def _pattern(known: tuple[str, ...]) -> re.Pattern[str] | None:
     return re.compile("|".join(map(re.escape, forms))) if forms else None
 
 
+def _blank_userinfo(m: re.Match[str]) -> str:
+    return m.group(1) + BLANK + "@"
+
+
+def redactor() -> Callable[[str], str]:
+    """``redact`` for many texts, with the credentials known now gathered once: a report
+    of 10,000 kernels holds hundreds of thousands of strings, and gathering them (the
+    environment, the remembered URLs) for each was most of writing the report."""
+    pattern = _pattern(tuple(secrets()))
+
+    def one(text: str) -> str:
+        if "@" in text:  # a URL's userinfo ends in one
+            text = _USERINFO.sub(_blank_userinfo, text)
+        return pattern.sub(BLANK, text) if pattern is not None else text
+    return one
+
+
 def redact(text: str) -> str:
     """``text`` with every credential blanked: any URL's userinfo, and every known
     secret in every form (module docstring)."""
-    text = _USERINFO.sub(lambda m: m.group(1) + BLANK + "@", text)
-    pattern = _pattern(tuple(secrets()))
-    return pattern.sub(BLANK, text) if pattern is not None else text
+    return redactor()(text)
 
 
 def redact_url(url: str) -> str:

@@ -10,11 +10,11 @@ from __future__ import annotations
 import json
 import math
 import sys
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any, TextIO
 
 from ukdpack.errors import Problem, escape_bytes
-from ukdpack.redact import redact
+from ukdpack.redact import redactor
 
 #: Bumped when a field changes meaning or goes away; new fields do not bump it.
 FORMAT_VERSION = 1
@@ -42,17 +42,17 @@ def print_report(doc: Mapping[str, Any], out: TextIO | None = None) -> None:
     in it (redact.py), every string able to leave as UTF-8 (a name that is not UTF-8
     keeps its stray bytes as ``\\xNN``), and a number that is not finite (which JSON
     cannot hold: Python would print ``Infinity``) as null."""
-    print(json.dumps(_clean(doc), indent=2, ensure_ascii=False, allow_nan=False),
+    print(json.dumps(_clean(doc, redactor()), indent=2, ensure_ascii=False, allow_nan=False),
           file=out or sys.stdout)
 
 
-def _clean(doc: Any) -> Any:
+def _clean(doc: Any, redact: Callable[[str], str]) -> Any:
     if isinstance(doc, str):
         return redact(escape_bytes(doc))
     if isinstance(doc, float):
         return doc if math.isfinite(doc) else None
     if isinstance(doc, Mapping):
-        return {_clean(k): _clean(v) for k, v in doc.items()}
+        return {_clean(k, redact): _clean(v, redact) for k, v in doc.items()}
     if isinstance(doc, (list, tuple)):
-        return [_clean(v) for v in doc]
+        return [_clean(v, redact) for v in doc]
     return doc

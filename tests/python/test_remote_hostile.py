@@ -10,6 +10,7 @@ from __future__ import annotations
 import base64
 import contextlib
 import hashlib
+import io
 import json
 import os
 import socket
@@ -210,6 +211,24 @@ def test_redact_blanks_every_form() -> None:
             assert "9" not in redact(form).replace("***", ""), form
     finally:
         del os.environ["UKDPACK_REMOTE_CACHE_TOKEN"]
+
+
+def test_report_blanks_credentials_in_every_string(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A --json report gathers the credentials once for all its strings and blanks them
+    in keys and nested values alike; a URL's userinfo goes whatever secrets are known."""
+    from ukdpack.reports import print_report
+
+    monkeypatch.setenv("UKDPACK_REMOTE_EXEC_TOKEN", "tok-SECRET-42")
+    out = io.StringIO()
+    print_report({"kernels": [{"name": "x tok-SECRET-42 y"},
+                              {"tok-SECRET-42": ["https://user:PW-77@host/path"]}],
+                  "plain": "https://host/no-userinfo"}, out)
+    text = out.getvalue()
+    assert "SECRET" not in text and "PW-77" not in text, text
+    doc = json.loads(text)
+    assert doc["kernels"][0]["name"] == "x *** y"
+    assert doc["kernels"][1] == {"***": ["https://***@host/path"]}
+    assert doc["plain"] == "https://host/no-userinfo"
 
 
 # ---------------------------------------------------------------- High 2: deps

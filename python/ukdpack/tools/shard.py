@@ -152,6 +152,9 @@ class Shard:
     tree: Tree
     problems: tuple[Problem, ...]
     _archives: dict[str, Opened] = field(default_factory=dict, repr=False, compare=False)
+    #: each (folder, library) pair's answer: a shard's launches name a few archives
+    _located: dict[tuple[str, str], tuple[str | None, str | None]] = field(
+        default_factory=dict, repr=False, compare=False)
     #: The runtime's archive cache for loading launch code one launch at a time: each
     #: archive opened once.
     _loads: _runtime.ArchiveCache = field(default_factory=_runtime.ArchiveCache, repr=False,
@@ -180,8 +183,11 @@ class Shard:
         """(shard-relative path, None) of the archive a packed launch names, or (None, the
         runtime's refusal) when its ``library`` leaves the shard, goes through a symbolic
         link or names no file: the runtime's own rule, not a copy of it."""
-        return _runtime.resolve_library(str(self.root), str(launch.ukd.folder),
-                                        str(launch.source.get(LIBRARY, "")))
+        asked = (str(launch.ukd.folder), str(launch.source.get(LIBRARY, "")))
+        found = self._located.get(asked)
+        if found is None:
+            found = self._located[asked] = _runtime.resolve_library(str(self.root), *asked)
+        return found
 
     def open_archive(self, rel: str) -> Opened:
         """The archive at shard-relative ``rel`` (a path the runtime's rule accepted),

@@ -156,3 +156,27 @@ def test_a_parts_key_follows_the_value_alone() -> None:
     assert reuse.digest_value(same) == reuse.digest_value([same[0], same[0]])
     assert reuse.part_key(["gfx90a", shared]) == reuse.part_key(["gfx90a", {"x": [1, 2]}])
     assert reuse.part_key(["gfx90a"]) != reuse.part_key(["gfx940"])
+
+
+def test_the_parts_keys_follow_the_extension(tmp_path: Path,
+                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    """A part's key covers the extension as well as the modules: it reads the descriptors
+    and makes the launches and toc keys a part is made of, so another build of it (a C++
+    fix, the same Python) makes every part anew."""
+    from ukdpack import _runtime
+
+    built = _runtime.__file__
+    assert built is not None
+    reuse.code_identity.cache_clear()
+    try:
+        before = reuse.code_identity()
+        other = tmp_path / Path(built).name
+        other.write_bytes(Path(built).read_bytes() + b"\0")
+        monkeypatch.setattr(_runtime, "__file__", str(other))
+        reuse.code_identity.cache_clear()
+        assert reuse.code_identity() != before
+        monkeypatch.setattr(_runtime, "__file__", built)
+        reuse.code_identity.cache_clear()
+        assert reuse.code_identity() == before
+    finally:
+        reuse.code_identity.cache_clear()

@@ -38,6 +38,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from ukdpack import _runtime
+
 #: Changes whenever what a part's key covers changes.
 PARTS_FORMAT = "ukdpack-shard-parts-2"
 
@@ -48,8 +50,9 @@ RECORD_FOLDER = "shard-parts"
 @functools.lru_cache(maxsize=1)
 def code_identity() -> str:
     """sha256 of what turns a part's inputs into its bytes besides the inputs: the
-    packer's Python source (every module of the package), the interpreter (its ``json``)
-    and zlib (the sidecars' gzip)."""
+    packer's Python source (every module of the package), its extension (the runtime's
+    reading of the descriptors, the kernels' launches and toc keys), the interpreter (its
+    ``json``) and zlib (the sidecars' gzip)."""
     h = hashlib.sha256()
     h.update(f"{PARTS_FORMAT}\0{sys.version}\0{zlib.ZLIB_RUNTIME_VERSION}\0".encode())
     package = Path(__file__).resolve().parents[1]
@@ -61,6 +64,9 @@ def code_identity() -> str:
                 h.update(os.path.relpath(path, package).encode() + b"\0")
                 with open(path, "rb") as f:
                     h.update(hashlib.sha256(f.read()).digest())
+    # Where it is loaded from: beside the modules, or a build folder's in a superbuild.
+    with open(_runtime.__file__, "rb") as f:
+        h.update(b"_runtime\0" + hashlib.sha256(f.read()).digest())
     return h.hexdigest()
 
 

@@ -75,14 +75,12 @@ def timed(*args, **kwargs):
     try:
         return run_compile(*args, **kwargs)
     finally:
-        spans.append((start, time.time() - T0))
-        events.append((start, threading.current_thread().name, "compile >"))
-        events.append((time.time() - T0, threading.current_thread().name, "compile <"))
+        spans.append((start, time.time() - T0, threading.current_thread().name))
 compiler.run_compile = timed
 code = cli.main(sys.argv[1:])
 events.append((time.time() - T0, "MainThread", "main returned"))
 print("SPANS " + json.dumps(spans), file=sys.stderr)
-print("EVENTS " + json.dumps(sorted(events)), file=sys.stderr)
+print("EVENTS " + json.dumps(events), file=sys.stderr)
 used = resource.getrusage(resource.RUSAGE_SELF)
 cpu["process"] = used.ru_utime + used.ru_stime
 print("CPU " + json.dumps(cpu), file=sys.stderr)
@@ -114,10 +112,13 @@ def repack(python: str, tree: Path, out: Path, cache: Path, arches: list[str]
     spans = json.loads(line[6:])
     if not spans:
         raise SystemExit("the edit compiled nothing: use a fresh SCALE (--first)")
-    first, last = min(s for s, _ in spans), max(e for _, e in spans)
+    first, last = min(s for s, _, _ in spans), max(e for _, e, _ in spans)
     cpu = json.loads(next(ln for ln in r.stderr.splitlines() if ln.startswith("CPU "))[4:])
     events = json.loads(next(ln for ln in r.stderr.splitlines() if ln.startswith("EVENTS "))[7:])
-    return (wall, first, last - first, wall - last), cpu, [tuple(e) for e in events]
+    # the compiles' own events from their spans (each with the thread that ran it)
+    events += [e for s, end, name in spans for e in ((s, name, "compile >"),
+                                                     (end, name, "compile <"))]
+    return (wall, first, last - first, wall - last), cpu, sorted(tuple(e) for e in events)
 
 
 def main() -> int:

@@ -784,6 +784,9 @@ void bindLoaders(py::module_& m) {
   py::class_<ShardIndexDraft>(m, "ShardIndexDraft",
                               "An index made from a shard's JSON load, not yet checked against the load through it.")
       .def_property_readonly("data", [](const ShardIndexDraft& d) { return py::bytes(d.bytes); })
+      .def_readonly("unchanged", &ShardIndexDraft::unchanged,
+                    "The files whose inline kernels confirm does not read back: the previous shard's "
+                    "confirmation read them (shard_index_draft's `previous`).")
       .def(
           "confirm",
           [](const ShardIndexDraft& d, const std::string& path) {
@@ -798,17 +801,20 @@ void bindLoaders(py::module_& m) {
           "kernel by kernel; else why not (then no index is written).");
   m.def(
       "shard_index_draft",
-      [](const PySet& set) -> py::tuple {
+      [](const PySet& set, const std::string& previous, const std::vector<std::string>& unchanged) -> py::tuple {
         Result<ShardIndexDraft> draft = [&] {
           py::gil_scoped_release released;
-          return draftShardIndex(*set.set);
+          return draftShardIndex(*set.set, PreviousIndex{previous, unchanged});
         }();
         if (!draft) return py::make_tuple(py::none(), draft.error().message);
         return py::make_tuple(py::cast(std::move(draft.value())), std::string());
       },
-      py::arg("set"),
+      py::arg("set"), py::arg("previous") = std::string(), py::arg("unchanged") = std::vector<std::string>{},
       "(draft, '') of the index for the shard `set` is the JSON load of (load_shard(path, use_index=False)), or "
-      "(None, why) when it gets none (the load gives a diagnostic); shard_index is this and confirm.");
+      "(None, why) when it gets none (the load gives a diagnostic); shard_index is this and confirm. "
+      "`previous` is the shard this one replaces, its index confirmed by this same code, and `unchanged` the "
+      "files taken from it as they were: those of them whose records the draft finds in that index unchanged "
+      "are not read back by confirm (draft.unchanged); '' or []: every kernel is.");
   m.def(
       "check_shard_index",
       [](const std::string& path) {

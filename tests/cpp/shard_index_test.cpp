@@ -279,3 +279,59 @@ TEST(ShardIndex, AShardWhoseLoadSaysAnythingGetsNone) {
   EXPECT_EQ(built.error().code, ukdpack::codes::SHARD_INDEX);
   EXPECT_NE(built.error().message.find("gives diagnostics"), std::string::npos) << built.error().message;
 }
+
+// A repack's draft need not read back a file's inline kernels when the index of the
+// shard it replaces (confirmed by this same code, the packer says) records that file
+// as the draft does: the same bytes, spans, ids, priorities, arches and launches.
+// Only the files the packer names are trusted, only those whose records are equal,
+// and none when the previous index does not read.
+TEST(ShardIndex, ARepackReadsBackOnlyWhatChangedSinceTheConfirmedIndex) {
+  TempTree before;
+  writeShard(before);
+  writeIndex(before);
+  TempTree now;
+  writeShard(now);
+  Json a = ukdtest::single("ukd-a", "a\u00e9", "A");
+  a["priority"] = 8;  // one kernel of one/a.kdp.json edited
+  a["arch"] = Json::array({"gfx90a"});
+  now.write("one/a.kdp.json", ukdtest::kdp("kdp-a", Json::array({a, ukdtest::single("ukd-b", "b", "B"), "ukd-s"}),
+                                           "udd-1", "ued-1", {"gfx90a", "gfx942"}));
+  const DescriptorSet json = ukdpack::loadShard(now.root(), jsonOnly());
+  ASSERT_TRUE(json.diagnostics.empty()) << ukdtest::dump(json.diagnostics);
+  const auto full = ukdpack::draftShardIndex(json);
+  ASSERT_TRUE(full);
+  const std::vector<std::string> both = {"one/a.kdp.json", "two/b.kdp.json"};
+  const auto draft = ukdpack::draftShardIndex(json, {before.root(), both});
+  ASSERT_TRUE(draft);
+  // The bytes are the index's whatever was read back; only the edited file is.
+  EXPECT_EQ(draft.value().bytes, full.value().bytes);
+  EXPECT_EQ(draft.value().unchanged, std::vector<std::string>{"two/b.kdp.json"});
+  ASSERT_EQ(draft.value().expected.size(), full.value().expected.size());
+  for (std::size_t p = 0; p < json.packs.size(); ++p) {
+    const bool kept = json.packs[p].file == "two/b.kdp.json";
+    const auto& expected = draft.value().expected[p].second;
+    ASSERT_EQ(expected.size(), json.packs[p].members.size());
+    for (std::size_t i = 0; i < expected.size(); ++i) {
+      // An inline member of the unchanged file is not read back; a standalone UKD always is.
+      const bool skipped = kept && json.packs[p].members[i].ref.empty();
+      EXPECT_EQ(expected[i].empty(), skipped) << json.packs[p].file << " member " << i;
+      if (!skipped) EXPECT_EQ(expected[i], full.value().expected[p].second[i]);
+    }
+  }
+  std::ofstream(now.root() / ukdpack::kShardIndexFile, std::ios::binary) << draft.value().bytes;
+  EXPECT_TRUE(ukdpack::confirmShardIndex(now.root(), draft.value()));
+  // A file the packer did not name is read back, records equal or not.
+  EXPECT_TRUE(ukdpack::draftShardIndex(json, {before.root(), {"one/a.kdp.json"}}).value().unchanged.empty());
+  // A previous index that does not read (one body byte flipped) vouches for nothing.
+  std::string damaged;
+  {
+    std::ifstream in(before.root() / ukdpack::kShardIndexFile, std::ios::binary);
+    damaged.assign(std::istreambuf_iterator<char>(in), {});
+  }
+  damaged[damaged.size() - 3] ^= 0x20;
+  writeBytes(before, damaged);
+  EXPECT_TRUE(ukdpack::draftShardIndex(json, {before.root(), both}).value().unchanged.empty());
+  // Nor does a previous shard without one.
+  std::filesystem::remove(before.root() / ukdpack::kShardIndexFile);
+  EXPECT_TRUE(ukdpack::draftShardIndex(json, {before.root(), both}).value().unchanged.empty());
+}

@@ -5,6 +5,7 @@ anew, never reused."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import shutil
@@ -14,6 +15,7 @@ from typing import Any
 import pytest
 from pack_support import OBJECTS, run_pack, shard_files, write_engine, write_json
 
+from ukdpack import _runtime, cli
 from ukdpack.shard import reuse
 
 ARCH = "gfx90a"
@@ -140,6 +142,54 @@ def test_a_damaged_record_costs_only_the_reuse(tmp_path: Path, cache: Path) -> N
     # bytes made anew are linked all the same.
     assert _inodes(out / ARCH)["b/b.kdp.json"] == before["b/b.kdp.json"]
 
+
+
+def _record_of(cache: Path, out: Path) -> reuse.RecordFile:
+    """The record of the shard in ``out``, which names the sha256 of its index."""
+    record = reuse.read_record(reuse.record_path(cache / "v1", out, "kernels", ARCH))
+    index = out / ARCH / _runtime.SHARD_INDEX_FILE
+    assert record.index == hashlib.sha256(index.read_bytes()).hexdigest()
+    return record
+
+
+def test_a_repack_reads_back_only_the_edited_packs_kernels(
+        tmp_path: Path, cache: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The index's confirmation reads each kernel back through the index written. A
+    repack's draft is told the files it took from the previous shard, whose index the
+    record says this code confirmed: their kernels were read back then and are not
+    again; the edited pack's are, and a previous index that is not the one recorded
+    vouches for nothing. The shard is a cold pack's byte for byte either way."""
+    root, out = _tree(tmp_path / "t"), tmp_path / "out"
+    _pack(root, out, cache)
+    assert _record_of(cache, out).parts
+    drafts: list[_runtime.ShardIndexDraft] = []
+    real = _runtime.shard_index_draft
+
+    def draft(*args: Any) -> tuple[_runtime.ShardIndexDraft | None, str]:
+        made = real(*args)
+        assert made[0] is not None
+        drafts.append(made[0])
+        return made
+
+    monkeypatch.setattr(_runtime, "shard_index_draft", draft)
+    argv = ["pack", "--source-root", str(root), "--out-root", str(out), "--cache-dir",
+            str(cache), "--arch", ARCH, "--plain", "--jobs", "2"]
+    _edit_metadata(root / "a.kdp.json", 11)
+    assert cli.main(argv) == 0
+    # c.kdp.json names a standalone UKD only: nothing inline to read back.
+    assert drafts[-1].unchanged == ["b/b.kdp.json", "c.kdp.json"]
+    assert shard_files(out / ARCH) == _cold(root, tmp_path, cache)
+    _record_of(cache, out)  # the record names the index just published
+    # The previous index replaced by another that reads (a cold pack's of other
+    # content): not the one the record names, so every kernel is read back.
+    _edit_metadata(root / "b/b.kdp.json", 12)
+    _cold(root, tmp_path, cache)
+    shutil.copy(tmp_path / "cold" / ARCH / _runtime.SHARD_INDEX_FILE,
+                out / ARCH / _runtime.SHARD_INDEX_FILE)
+    _edit_metadata(root / "a.kdp.json", 13)
+    assert cli.main(argv) == 0
+    assert drafts[-1].unchanged == []
+    assert shard_files(out / ARCH) == _cold(root, tmp_path, cache)
 
 
 def test_a_parts_key_follows_the_value_alone() -> None:

@@ -13,6 +13,8 @@
 #include <algorithm>
 #include <array>
 #include <cstring>
+#include <map>
+#include <set>
 #include <utility>
 
 #include "base/binding_digest.hpp"
@@ -21,7 +23,6 @@
 #include "load/loader_impl.hpp"
 #include "load/shard_index_impl.hpp"
 #include "model/object_reader.hpp"
-#include "ukdpack/base/sha256.hpp"
 
 #ifndef UKDPACK_VERSION
 #error "UKDPACK_VERSION must be defined (CMakeLists.txt passes the project version)"
@@ -384,8 +385,10 @@ void sourceFields(std::string& out, const KernelSource& s) {
   }
 }
 
-// The sha256 of everything the runtime reads of one member: the JSON load's and the
+// The digest of everything the runtime reads of one member: the JSON load's and the
 // index load's must agree, and only one load's digests are held while the other loads.
+// XXH3-128 (base/binding_digest.hpp), not sha256: both loads are this process's own, so
+// the digest need only tell different bytes apart (a third of a draft's time at sha256).
 std::string memberDigest(const PackMember& m, const Kernel& k, const Json& completed) {
   std::string s;
   field(s, std::to_string(m.index));
@@ -410,20 +413,67 @@ std::string memberDigest(const PackMember& m, const Kernel& k, const Json& compl
     field(s, name);
     sourceFields(s, src);
   }
-  return sha256Hex(s.data(), s.size());
+  return bindingDigestHex(s.data(), s.size());
 }
 
-// Per pack (in order): its id and each member's digest.
+// Per pack (in order): its id and each member's digest; "" for an inline member of
+// an `unchanged` file, which the confirmation does not read back.
 using SetDigests = decltype(ShardIndexDraft::expected);
 
-SetDigests setDigests(const DescriptorSet& set) {
+SetDigests setDigests(const DescriptorSet& set, const std::set<std::string>& unchanged) {
   SetDigests out;
   out.reserve(set.packs.size());
   for (const Pack& p : set.packs) {
+    const bool kept = unchanged.count(p.file) != 0;
     std::vector<std::string> members;
     members.reserve(p.members.size());
-    for (const PackMember& m : p.members) members.push_back(memberDigest(m, m.kernel(), m.completedMetadata()));
+    for (const PackMember& m : p.members)
+      members.push_back(kept && m.ref.empty() ? std::string() : memberDigest(m, m.kernel(), m.completedMetadata()));
     out.emplace_back(p.id, std::move(members));
+  }
+  return out;
+}
+
+// Whether two records of one file say the same: its bytes (size and digest) and
+// each inline kernel's place, span, id, priority, arches and launches.
+bool sameRecords(const IndexedFile& a, const IndexedFile& b) {
+  if (a.rel != b.rel || a.type != b.type || a.size != b.size || a.digest != b.digest || a.spans != b.spans ||
+      a.kernels.size() != b.kernels.size())
+    return false;
+  const auto listOf = [](const IndexedFile& f, std::uint32_t at) {
+    return at == IndexedKernel::kPackArches ? nullptr : &f.lists.at(at);
+  };
+  const auto sameList = [&](std::uint32_t x, std::uint32_t y) {
+    const auto* l = listOf(a, x);
+    const auto* r = listOf(b, y);
+    return l == nullptr || r == nullptr ? l == r : *l == *r;
+  };
+  for (std::size_t i = 0; i < a.kernels.size(); ++i) {
+    const IndexedKernel& x = a.kernels[i];
+    const IndexedKernel& y = b.kernels[i];
+    if (x.listIndex != y.listIndex || x.begin != y.begin || x.end != y.end || x.id != y.id ||
+        x.priority != y.priority || !sameList(x.arch, y.arch) || !sameList(x.launches, y.launches))
+      return false;
+  }
+  return true;
+}
+
+// The files of `previous.files` whose records in the index `drafted` are those of
+// the previous shard's index (none when that one does not read: every kernel is
+// read back).
+std::set<std::string> unchangedFiles(const std::string& drafted, const PreviousIndex& previous) {
+  std::set<std::string> out;
+  if (previous.root.empty() || previous.files.empty()) return out;
+  std::string why;
+  const auto before = readShardIndex(previous.root, why);
+  const auto now = before ? parseShardIndex(std::make_shared<const std::string>(drafted), why) : std::nullopt;
+  if (!now) return out;
+  std::map<std::string_view, const IndexedFile*> earlier;
+  for (const IndexedFile& f : before->files) earlier.emplace(f.rel, &f);
+  std::set<std::string_view> asked(previous.files.begin(), previous.files.end());
+  for (const IndexedFile& f : now->files) {
+    const auto it = earlier.find(f.rel);
+    if (f.spans && asked.count(f.rel) != 0 && it != earlier.end() && sameRecords(f, *it->second)) out.emplace(f.rel);
   }
   return out;
 }
@@ -437,6 +487,7 @@ std::string firstKernelDifference(const SetDigests& json, const DescriptorSet& i
     const Pack& pack = indexed.packs[p];
     if (json[p].first != pack.id || a.size() != pack.members.size()) return "pack " + json[p].first + " differs";
     for (std::size_t i = 0; i < a.size(); ++i) {
+      if (a[i].empty()) continue;  // read back by the previous shard's confirmation
       // Each kernel read from its span and dropped again: the check holds no built kernel.
       const PackMember& m = pack.members[i];
       Kernel read;
@@ -480,7 +531,7 @@ Result<std::string> buildShardIndex(const fs::path& root) {
   return confirmShardIndex(root, std::move(draft.value()));
 }
 
-Result<ShardIndexDraft> draftShardIndex(const DescriptorSet& set) {
+Result<ShardIndexDraft> draftShardIndex(const DescriptorSet& set, const PreviousIndex& previous) {
   using R = Result<ShardIndexDraft>;
   if (set.fromIndex || set.roots.size() != 1) {
     return R::failure(
@@ -563,7 +614,10 @@ Result<ShardIndexDraft> draftShardIndex(const DescriptorSet& set) {
   out += header.take();
   out += detail::hexToBytes(detail::bindingDigestHex(b.data(), b.size()));
   out += b;
-  return R::success(ShardIndexDraft{std::move(out), detail::setDigests(set)});
+  const std::set<std::string> unchanged = detail::unchangedFiles(out, previous);
+  ShardIndexDraft draft{std::move(out), detail::setDigests(set, unchanged), {}};
+  draft.unchanged.assign(unchanged.begin(), unchanged.end());
+  return R::success(std::move(draft));
 }
 
 Result<std::string> confirmShardIndex(const fs::path& root, ShardIndexDraft draft) {

@@ -227,24 +227,29 @@ def _data(product: Product) -> bytes:
     return product.data
 
 
-def _write_index(staging: Path, dset: _runtime.DescriptorSet
+def _write_index(staging: Path, dset: _runtime.DescriptorSet, previous: tuple[str, list[str]]
                  ) -> _runtime.ShardIndexDraft | None:
     """The shard's index (docs/shards.md) beside its descriptors, published with them: the
     runtime then reads each kernel from its bytes. Made from ``dset``, the staged shard's
     JSON load, which the runtime check loads anyway; only a shard whose load says nothing
-    gets one; without it the runtime reads the JSON, with the same result. Its draft, for
-    ``_confirm_index`` once ``dset`` is freed, or None when none was written."""
-    draft, _why = _runtime.shard_index_draft(dset)
+    gets one; without it the runtime reads the JSON, with the same result. ``previous``
+    (``reuse.Parts.previous_index``): the files whose kernels the previous shard's index
+    confirmation read back already. Its draft, for ``_confirm_index`` once ``dset`` is
+    freed, or None when none was written."""
+    draft, _why = _runtime.shard_index_draft(dset, *previous)
     if draft is not None:
         publish.write_file(staging, _runtime.SHARD_INDEX_FILE, draft.data)
     return draft
 
 
-def _confirm_index(staging: Path, draft: _runtime.ShardIndexDraft) -> None:
+def _confirm_index(staging: Path, draft: _runtime.ShardIndexDraft) -> bool:
     """Keep the index written only if the load through it is the JSON load it was made
-    from, kernel by kernel (else the shard goes without one, read from its JSON)."""
+    from, kernel by kernel (else the shard goes without one, read from its JSON); whether
+    it was kept."""
     if draft.confirm(str(staging)):
         (staging / _runtime.SHARD_INDEX_FILE).unlink()
+        return False
+    return True
 
 
 def _failed(problems: list[Problem]) -> bool:
@@ -261,8 +266,8 @@ def _start_entry_check(archives: _runtime.ArchiveCache, archive: Path,
 
 
 #: One pack's files as ``_Assembler._part`` makes them: (key, files by shard-relative
-#: path, [(path, sha256)]).
-_Part = tuple[str, dict[str, bytes], list[tuple[str, str]]]
+#: path, [(path, sha256)], whether they are the previous shard's).
+_Part = tuple[str, dict[str, bytes], list[tuple[str, str]], bool]
 
 
 @dataclass(frozen=True)
@@ -471,15 +476,16 @@ class _Assembler:
                 # the disk while the check runs. The load through the index is checked
                 # after, once the JSON load is freed (one loaded set at a time).
                 dset = _runtime.load_shard(str(self._staging), use_index=False)
-                index = _write_index(self._staging, dset)
+                index = _write_index(self._staging, dset, self.parts.previous_index()
+                                     if self.parts is not None else ("", []))
                 if index is not None:
                     self._threads.append(publish.start_fsync(
                         self._staging / _runtime.SHARD_INDEX_FILE, self._staging))
                 result.problems = set_problems(dset, self.arch, self.handlers,
                                                self.opts.jobs, self._archives)
                 del dset
-                if index is not None and not _failed(result.problems):
-                    _confirm_index(self._staging, index)
+                kept = (index is not None and not _failed(result.problems)
+                        and _confirm_index(self._staging, index))
             finally:
                 self._join()
             if _failed(result.problems):
@@ -489,7 +495,8 @@ class _Assembler:
                 self._staging, self.opts.out_root, self.arch,
                 [t for t in self._threads if isinstance(t, publish.EarlySync)])
             if self.parts is not None and self.parts_record is not None:
-                reuse.write_record(self.parts_record, self.parts.made)
+                reuse.write_record(self.parts_record, self.parts.made,
+                                   index.data if kept and index is not None else None)
         except Exception:
             # An internal failure fails the arch as a refusal does. An interrupt is not a
             # verdict on the shard: the lock's exit leaves what a kill would (the previous
@@ -643,9 +650,11 @@ class _Assembler:
         key = self._part_key(kdp, on_arch, launches)
         known = self.parts.record.get(key)
         part = self.parts.previous.part(known) if known else None
+        taken = part is not None
         if part is None:
             part = self._kdp_files(kdp, on_arch, launches)
-        return key, part, [(rel, hashlib.sha256(data).hexdigest()) for rel, data in part.items()]
+        return (key, part, [(rel, hashlib.sha256(data).hexdigest()) for rel, data in part.items()],
+                taken)
 
     def _descriptor_files(self, launches: Mapping[tuple[str, str | None], packed.PackedLaunch],
                           problems: list[Problem]) -> dict[str, bytes]:
@@ -660,9 +669,11 @@ class _Assembler:
                 files.update(self._kdp_files(kdp, on_arch, launches))
                 continue
             made = early.get(kdp.key)
-            key, part, digests = made if made is not None else self._part(kdp, on_arch,
-                                                                          launches)
+            key, part, digests, taken = made if made is not None else self._part(kdp, on_arch,
+                                                                                launches)
             self.parts.made[key] = digests
+            if taken:
+                self.parts.taken.add(kdp.file)
             files.update(part)
         for generic in shipped.generics:
             files[generic.file] = packed.compact(packed.packed_generic(generic.raw))

@@ -35,6 +35,7 @@ import sys
 import tempfile
 import zlib
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -97,21 +98,39 @@ def record_path(cache_folder: Path, out_root: Path, group: str, arch: str) -> Pa
 Record = dict[str, list[tuple[str, str]]]  # part key -> [(shard-relative path, sha256)]
 
 
-def read_record(path: Path) -> Record:
+@dataclass(frozen=True)
+class RecordFile:
+    """A shard's record: its parts, and the sha256 of the shard index (``index.ukdx``)
+    that the pack which made them confirmed and published (None: it had none)."""
+
+    parts: Record
+    index: str | None = None
+
+
+def read_record(path: Path) -> RecordFile:
     """The record at ``path``; empty when there is none or it is not one (a miss, never a
-    failure: every part is then made anew)."""
+    failure: every part is then made anew, every kernel read back)."""
     try:
         doc = json.loads(path.read_bytes())
-        parts = doc["parts"] if doc.get("format") == PARTS_FORMAT else {}
-        return {str(k): [(str(rel), str(sha)) for rel, sha in v] for k, v in parts.items()}
+        if doc.get("format") != PARTS_FORMAT:
+            return RecordFile({})
+        index = doc.get("index")
+        return RecordFile({str(k): [(str(rel), str(sha)) for rel, sha in v]
+                           for k, v in doc["parts"].items()},
+                          index if isinstance(index, str) else None)
     except (OSError, ValueError, TypeError, KeyError, AttributeError):
-        return {}
+        return RecordFile({})
 
 
-def write_record(path: Path, record: Mapping[str, Sequence[tuple[str, str]]]) -> None:
+def write_record(path: Path, record: Mapping[str, Sequence[tuple[str, str]]],
+                 index: bytes | None = None) -> None:
     """Replace the record at ``path`` (atomically; not fsynced: a lost record costs a
-    repack its reuse, nothing else). Failing to write it is no failure of the pack."""
-    data = json.dumps({"format": PARTS_FORMAT, "parts": record}, sort_keys=True).encode()
+    repack its reuse, nothing else), with the sha256 of the shard's ``index`` (its
+    bytes) when it has one. Failing to write it is no failure of the pack."""
+    doc: dict[str, Any] = {"format": PARTS_FORMAT, "parts": record}
+    if index is not None:
+        doc["index"] = hashlib.sha256(index).hexdigest()
+    data = json.dumps(doc, sort_keys=True).encode()
     with contextlib.suppress(OSError):
         path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=".json")
@@ -153,7 +172,9 @@ class PreviousShard:
         if not self.present or rel not in self._files():
             return None
         try:
-            fd = os.open(self.root / rel, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+            # O_NONBLOCK: a FIFO in a file's place does not block the open.
+            fd = os.open(self.root / rel,
+                         os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK)
         except OSError:
             return None
         try:
@@ -186,6 +207,11 @@ class PreviousShard:
             out[rel] = data
         self._taken.update(out)
         return out
+
+    def has(self, rel: str, sha: str) -> bool:
+        """Whether the previous shard's file at ``rel`` has the sha256 ``sha``."""
+        data = self._read(rel)
+        return data is not None and hashlib.sha256(data).hexdigest() == sha
 
     def holds(self, rel: str, data: bytes) -> bool:
         """Whether the previous shard's file at ``rel`` holds exactly ``data``."""
@@ -242,10 +268,25 @@ class Parts:
     """What one arch's assembly knows of reuse: the previous shard, the record of its
     parts, the record being made for the new shard, and digests shared by the arches."""
 
-    def __init__(self, previous: PreviousShard, record: Record,
+    def __init__(self, previous: PreviousShard, record: RecordFile,
                  raw_digests: dict[tuple[str, str], str]) -> None:
         self.previous = previous
-        self.record = record
+        self.record = record.parts
         self.made: Record = {}
         #: each descriptor's ``digest_value(raw)`` by (file, JSON path), made once a pack
         self.raw_digests = raw_digests
+        #: the sha256 of the previous shard's index, as the pack that made it confirmed it
+        self.confirmed_index = record.index
+        #: the KDP files of the parts taken from the previous shard as they were
+        self.taken: set[str] = set()
+
+    def previous_index(self) -> tuple[str, list[str]]:
+        """(the previous shard, the KDP files taken from it) for ``shard_index_draft``:
+        its index's records of those files need not be read back again when the index
+        is the one the pack that made the taken parts confirmed (their keys hold this
+        code's identity, and the record that index's sha256); ("", []) otherwise."""
+        if not self.taken or self.confirmed_index is None or not self.previous.present:
+            return "", []
+        if not self.previous.has(_runtime.SHARD_INDEX_FILE, self.confirmed_index):
+            return "", []
+        return str(self.previous.root), sorted(self.taken)

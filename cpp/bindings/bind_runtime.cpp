@@ -16,6 +16,7 @@
 #include "modules.hpp"
 #include "pyjson.hpp"
 #include "ukdpack/base/build_info.hpp"
+#include "ukdpack/base/sha256.hpp"
 #include "ukdpack/check/validate.hpp"
 #include "ukdpack/load/loader.hpp"
 #include "ukdpack/load/revision.hpp"
@@ -89,6 +90,13 @@ py::dict kernelDict(const std::shared_ptr<const DescriptorSet>& owner, const Pac
   out["ref_path"] = jsonPathIndex("$.kernelDescriptors", m.index);  // where the KDP holds it
   out["view"] = kernelView(owner, k);                               // its launches, through the launch helpers
   out["raw"] = fromJson(m.raw.json());
+  if (lean) {
+    // The sha256 of the bytes `raw` was read from (None for a value built otherwise): the
+    // packer keys a pack's files by it rather than hashing `raw` again in Python.
+    const std::string_view text = m.raw.text();
+    out["raw_sha256"] =
+        text.empty() ? py::object(py::none()) : py::object(py::str(sha256Hex(text.data(), text.size())));
+  }
   return out;
 }
 
@@ -614,7 +622,8 @@ void bindDescriptorSet(py::module_& m) {
             return out;
           },
           "packs, less the views the packer's models do not read (root, engine_name, dispatch_symbol; per "
-          "kernel arches, launches, packed, kinds, completed_metadata, base_dir, root).")
+          "kernel arches, launches, packed, kinds, completed_metadata, base_dir, root), each kernel with "
+          "raw_sha256: the sha256 of the bytes its raw was read from (None when it was not read from them).")
       .def(
           "code_launches",
           [](const PySet& s, const std::vector<std::string>& kinds) { return codeLaunchRows(s.set, kinds); },

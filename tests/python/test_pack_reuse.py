@@ -192,6 +192,30 @@ def test_a_repack_reads_back_only_the_edited_packs_kernels(
     assert shard_files(out / ARCH) == _cold(root, tmp_path, cache)
 
 
+def test_a_kernels_part_of_the_key_is_the_bytes_it_was_read_from(tmp_path: Path,
+                                                                 cache: Path) -> None:
+    """A UKD is keyed by the sha256 of the bytes the runtime read it from (inline or in
+    a file of its own, comments stepped over as the runtime steps over them): an edit of
+    either is packed anew, never taken from the previous shard."""
+    from ukdpack.authored.load import load_tree
+
+    root, out = _tree(tmp_path / "t"), tmp_path / "out"
+    text = (root / "b/b.kdp.json").read_text()
+    (root / "b/b.kdp.json").write_text("// two kernels\n" + text)
+    ukds = {m.ukd.id: m.ukd for m in load_tree(root).members}
+    standalone = (root / "u.ukd.json").read_bytes().strip()
+    assert ukds["ku"].raw_sha256 == hashlib.sha256(standalone).hexdigest()
+    assert reuse.raw_digest(ukds["ku"]) == "text:" + ukds["ku"].raw_sha256
+    assert len({u.raw_sha256 for u in ukds.values()}) == len(ukds) == 4
+    _pack(root, out, cache)
+    doc = json.loads(text)
+    doc["kernelDescriptors"][1]["metadata"]["v"] = 30
+    (root / "b/b.kdp.json").write_text("// two kernels\n" + json.dumps(doc, indent=1))
+    write_json(root / "u.ukd.json", _ukd("ku", 40, "o/two.hsaco", "split_kv_consume"))
+    _pack(root, out, cache)
+    assert shard_files(out / ARCH) == _cold(root, tmp_path, cache)
+
+
 def test_a_parts_key_follows_the_value_alone() -> None:
     # Each different value keys apart (types, key order: the packed form keeps it), and
     # an equal value keys alike however it was built: which of its parts are one object

@@ -98,6 +98,9 @@ class Ukd(Descriptor):
     #: ``Kernel.launches_key`` and ``launches_path``): what the packer rewrites.
     launches_key: str = ""
     launches_path: str = ""
+    #: The sha256 of the bytes ``raw`` was read from ("" when unknown): what a pack's
+    #: files are keyed by in its stead (``shard/reuse.py``).
+    raw_sha256: str = field(compare=False, default="")
 
     @property
     def launch_names(self) -> list[str]:
@@ -253,7 +256,7 @@ def ukd_from_runtime(k: Mapping[str, Any], inline: bool) -> Ukd:
                name=k["name"], raw=raw, metadata=k["metadata"], priority=k["priority"],
                arch=tuple(arch) if arch is not None else None, kernel_source=single,
                sources=sources, inline=inline, launches_key=view.launches_key,
-               launches_path=view.launches_path)
+               launches_path=view.launches_path, raw_sha256=k.get("raw_sha256") or "")
 
 
 def _source(src: _runtime.Source, authored: Any) -> Source:

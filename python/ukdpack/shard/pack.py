@@ -621,7 +621,7 @@ class _Assembler:
                 continue
             where = (ukd.file, ukd.json_path)
             if where not in raws:
-                raws[where] = reuse.digest_value(ukd.raw)
+                raws[where] = reuse.raw_digest(ukd)
             own = []
             if ukd.key in on_arch:
                 for ln in self.plan.launches_of(ukd):

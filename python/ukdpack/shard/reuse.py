@@ -40,9 +40,10 @@ from pathlib import Path
 from typing import Any
 
 from ukdpack import _runtime
+from ukdpack.authored.model import Ukd
 
 #: Changes whenever what a part's key covers changes.
-PARTS_FORMAT = "ukdpack-shard-parts-2"
+PARTS_FORMAT = "ukdpack-shard-parts-3"
 
 #: The record's folder in the compile cache's version folder.
 RECORD_FOLDER = "shard-parts"
@@ -82,6 +83,13 @@ def digest_value(doc: Any) -> str:
     pickler.fast = True
     pickler.dump(doc)
     return hashlib.sha256(out.getbuffer()).hexdigest()
+
+
+def raw_digest(ukd: Ukd) -> str:
+    """What a part's key holds of a kernel's authored JSON: the sha256 of the bytes it was
+    read from (the runtime's, taken as it read them), which determine ``raw``; else
+    ``digest_value`` of ``raw`` itself. About a tenth of the Python's cost per kernel."""
+    return "text:" + ukd.raw_sha256 if ukd.raw_sha256 else digest_value(ukd.raw)
 
 
 def part_key(inputs: Sequence[Any]) -> str:

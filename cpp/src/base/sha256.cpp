@@ -20,6 +20,17 @@ std::string hexOf(const unsigned char* digest, unsigned int len) {
   return out;
 }
 
+// The SHA-256 implementation, fetched from OpenSSL's providers once: EVP_sha256()
+// makes each EVP_DigestInit_ex fetch it anew, which costs more than hashing a kernel's
+// few hundred bytes. Held for the process's life.
+const EVP_MD* sha256Md() {
+  static const EVP_MD* const md = [] {
+    const EVP_MD* fetched = EVP_MD_fetch(nullptr, "SHA256", nullptr);
+    return fetched != nullptr ? fetched : EVP_sha256();
+  }();
+  return md;
+}
+
 }  // namespace
 
 struct Sha256::State {
@@ -28,7 +39,7 @@ struct Sha256::State {
 };
 
 Sha256::Sha256() : state_(std::make_unique<State>()) {
-  state_->ok = state_->ctx && EVP_DigestInit_ex(state_->ctx.get(), EVP_sha256(), nullptr) == 1;
+  state_->ok = state_->ctx && EVP_DigestInit_ex(state_->ctx.get(), sha256Md(), nullptr) == 1;
 }
 
 Sha256::~Sha256() = default;
@@ -50,8 +61,8 @@ std::string sha256Hex(const void* data, std::size_t size) {
   std::array<unsigned char, EVP_MAX_MD_SIZE> digest{};
   unsigned int len = 0;
   const std::unique_ptr<EVP_MD_CTX, decltype(&EVP_MD_CTX_free)> ctx(EVP_MD_CTX_new(), &EVP_MD_CTX_free);
-  if (!ctx || EVP_DigestInit_ex(ctx.get(), EVP_sha256(), nullptr) != 1 ||
-      EVP_DigestUpdate(ctx.get(), data, size) != 1 || EVP_DigestFinal_ex(ctx.get(), digest.data(), &len) != 1) {
+  if (!ctx || EVP_DigestInit_ex(ctx.get(), sha256Md(), nullptr) != 1 || EVP_DigestUpdate(ctx.get(), data, size) != 1 ||
+      EVP_DigestFinal_ex(ctx.get(), digest.data(), &len) != 1) {
     return {};
   }
   return hexOf(digest.data(), len);

@@ -650,11 +650,11 @@ class _Assembler:
         key = self._part_key(kdp, on_arch, launches)
         known = self.parts.record.get(key)
         part = self.parts.previous.part(known) if known else None
-        taken = part is not None
-        if part is None:
-            part = self._kdp_files(kdp, on_arch, launches)
+        if part is not None and known:  # each file hashed by part() and found as recorded
+            return key, part, list(known), True
+        part = self._kdp_files(kdp, on_arch, launches)
         return (key, part, [(rel, hashlib.sha256(data).hexdigest()) for rel, data in part.items()],
-                taken)
+                False)
 
     def _descriptor_files(self, launches: Mapping[tuple[str, str | None], packed.PackedLaunch],
                           problems: list[Problem]) -> dict[str, bytes]:

@@ -177,7 +177,8 @@ def test_launch_at_keys_a_finding_by_kernel_and_launch(shard: Shard) -> None:
 
 def test_model_packs_are_packs_less_the_derived_views(shard: Shard) -> None:
     """The packer's models read model_packs(): the same packs and values, without the views
-    they never read."""
+    they never read, and with each kernel's ``raw_sha256``: the sha256 of the bytes its
+    ``raw`` was read from."""
     dset = shard.load()
     full, lean = dset.packs, dset.model_packs()
     assert [p["id"] for p in lean] == [p["id"] for p in full]
@@ -188,8 +189,11 @@ def test_model_packs_are_packs_less_the_derived_views(shard: Shard) -> None:
         for fk, mk in zip(f["kernels"], m["kernels"], strict=True):
             dropped = {"arches", "launches", "packed", "kinds", "completed_metadata", "base_dir",
                        "root"}
-            assert set(mk) == set(fk) - dropped
-            assert all(mk[k] == fk[k] for k in mk)
+            assert set(mk) == set(fk) - dropped | {"raw_sha256"}
+            assert all(mk[k] == fk[k] for k in mk if k != "raw_sha256")
+            assert len(mk["raw_sha256"]) == 64  # test_pack_reuse checks it is of its bytes
+    kernels = [k["raw_sha256"] for p in lean for k in p["kernels"]]
+    assert len(set(kernels)) == len(kernels)
 
 
 def test_older_ukd_reader_skips_newer_kernels(shard: Shard) -> None:

@@ -626,9 +626,10 @@ class _Assembler:
             if ukd.key in on_arch:
                 for ln in self.plan.launches_of(ukd):
                     pl = launches.get((ukd.key, ln.name))
+                    # Not the signature: the object's digest and the symbol name it.
                     own.append([ln.name, ln.source.kind, ln.source.json_path] if pl is None else
                                [ln.name, ln.source.kind, ln.source.json_path, pl.toc_key,
-                                pl.symbol, pl.sha256, pl.signature, sorted(pl.targets.items())])
+                                pl.symbol, pl.sha256, sorted(pl.targets.items())])
             inputs.append([ref.json_path, ref.ref, ukd.file, ukd.json_path, ukd.id, raws[where],
                            ukd.key in on_arch, own])
         return reuse.part_key(inputs)

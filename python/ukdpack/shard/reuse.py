@@ -43,7 +43,7 @@ from ukdpack import _runtime
 from ukdpack.authored.model import Ukd
 
 #: Changes whenever what a part's key covers changes.
-PARTS_FORMAT = "ukdpack-shard-parts-3"
+PARTS_FORMAT = "ukdpack-shard-parts-4"
 
 #: The record's folder in the compile cache's version folder.
 RECORD_FOLDER = "shard-parts"

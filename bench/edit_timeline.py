@@ -34,6 +34,15 @@ from child_timing import timer_code
 CHILD = r"""
 import functools, json, os, resource, sys, time
 T0 = float(os.environ["EDIT_TIMELINE_T0"])
+# As ukdpack.__main__ does for a pack: the early compiles first (a version without them
+# starts none).
+try:
+    from ukdpack.produce import early_compiles as early
+except ImportError:
+    early = None
+if early is not None:
+    early.start(sys.argv[1:])
+    started_early = (time.time() - T0, early.started())
 from ukdpack import cli
 from ukdpack.produce import compiler, producers
 from ukdpack.shard import pack
@@ -41,6 +50,8 @@ import threading
 cpu = {}
 # (seconds from the start, thread, what) for --events: each marked call's entry and exit
 events = [(time.time() - T0, "MainThread", "imported")]
+if early is not None and started_early[1]:
+    events.append((started_early[0], "MainThread", f"{started_early[1]} compiles started early"))
 """ + timer_code("thread_time", "cpu") + r"""
 def mark(owner, attr, label):
     fn = getattr(owner, attr, None)
@@ -69,15 +80,30 @@ for owner, attr, label in [
         (pack._Assembler, "finish", "finish")]:
     wrap(owner, attr, label)
 spans = []
-run_compile = compiler.run_compile
-def timed(*args, **kwargs):
-    start = time.time() - T0
-    try:
-        return run_compile(*args, **kwargs)
-    finally:
-        spans.append((start, time.time() - T0, threading.current_thread().name))
-compiler.run_compile = timed
-code = cli.main(sys.argv[1:])
+if hasattr(producers.Producer, "_run_compile"):
+    # Each compile's span ends when its outcome is in and lasted the seconds it gives
+    # (an early compile's from its early start).
+    run_one = producers.Producer._run_compile
+    def timed_one(*args, **kwargs):
+        outcome, seconds = run_one(*args, **kwargs)
+        end = time.time() - T0
+        spans.append((end - seconds, end, threading.current_thread().name))
+        return outcome, seconds
+    producers.Producer._run_compile = timed_one
+else:
+    run_compile = compiler.run_compile
+    def timed(*args, **kwargs):
+        start = time.time() - T0
+        try:
+            return run_compile(*args, **kwargs)
+        finally:
+            spans.append((start, time.time() - T0, threading.current_thread().name))
+    compiler.run_compile = timed
+try:
+    code = cli.main(sys.argv[1:])
+finally:
+    if early is not None:
+        early.discard()
 events.append((time.time() - T0, "MainThread", "main returned"))
 print("SPANS " + json.dumps(spans), file=sys.stderr)
 print("EVENTS " + json.dumps(events), file=sys.stderr)

@@ -1,7 +1,9 @@
 """``python -m ukdpack``: the command line; ``--cmakedir`` is answered first, without
 loading the command line or the extension (CMake configures run it), and under
 ``UKDPACK_RESIDENT=1`` a ``pack`` is handed to the resident server (``ukdpack.resident``)
-before the command line is loaded."""
+before the command line is loaded. A ``pack`` run here starts the compiles of the sources
+edited since the last run of the same command first (``ukdpack.produce.early_compiles``), while
+the rest loads."""
 
 import os
 import sys
@@ -20,9 +22,19 @@ def _run() -> int:
         code = delegate(sys.argv[1:])
         if code is not None:
             return code
-    from ukdpack.cli import main
+    if sys.argv[1:2] != ["pack"]:
+        from ukdpack.cli import main
 
-    return main()
+        return main()
+    from ukdpack.produce import early_compiles
+
+    early_compiles.start(sys.argv[1:])
+    try:
+        from ukdpack.cli import main
+
+        return main()
+    finally:
+        early_compiles.discard()  # any the pack did not take (a usage error, a failed tree)
 
 
 def _exit(code: int) -> None:

@@ -11,12 +11,15 @@ a damaged entry is dropped and rebuilt, never packed.
 Layout under the cache folder: ``v1/objects/<ab>/<sha256>``,
 ``v1/manifests/<ab>/<base key>.json``, ``v1/info/<ab>/<sha256>.json`` (what was
 read from an object: kernels, target, signatures), ``v1/compilers/`` (each
-compiler's fingerprint, compiler.identify) and ``v1/file-digests.json`` (the digests
-of files lookups read, by path and stat: FileDigests), and ``v1/shard-parts/`` (the packer's
-record of each published shard's parts: ukdpack.shard.reuse). Every record carries a digest binding it
-to its key: a record that fails it is ignored and rewritten. A manifest entry also
-records how to run its compile again (``rerun``: the command line without paths, the
-source, its root, the compiler), which ``ukdpack cache verify`` does.
+compiler's fingerprint, compiler.identify), ``v1/file-digests.json`` (the digests
+of files lookups read, by path and stat: FileDigests), ``v1/shard-parts/`` (the packer's
+record of each published shard's parts: ukdpack.shard.reuse) and ``v1/early/`` (what the
+next pack of a command line may compile before it is planned: early_compiles.py). Every
+record but the early ones carries a digest binding it to its key: a record that fails it
+is ignored and rewritten (an early one only starts compiles the packer checks before it
+takes them). A manifest entry also records how to run its compile again (``rerun``: the
+command line without paths, the source, its root, the compiler), which ``ukdpack cache
+verify`` does.
 
 The cache is an optimisation: a folder that cannot be written (read-only, a file, a
 full disk, no permission) costs one warning line per pack, and the pack goes on
@@ -46,17 +49,14 @@ from ukdpack.authored.kinds import of_producer
 from ukdpack.digest import canonical_json, sha256_hex
 from ukdpack.errors import UkdError
 from ukdpack.files import write_atomic
-from ukdpack.produce import compiler
+from ukdpack.produce import compiler, early_compiles
 
-VERSION = "v1"
+VERSION = early_compiles.CACHE_LAYOUT
 
 
 def default_cache_dir() -> Path:
     """``$UKDPACK_CACHE_DIR``, else ``$XDG_CACHE_HOME/ukdpack``, else ``~/.cache/ukdpack``."""
-    if os.environ.get("UKDPACK_CACHE_DIR"):
-        return Path(os.environ["UKDPACK_CACHE_DIR"])
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(base) / "ukdpack"
+    return Path(early_compiles.default_cache_root())
 
 
 #: A recorded digest is trusted only for a file last changed (mtime or ctime) at least

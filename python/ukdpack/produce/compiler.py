@@ -2,10 +2,8 @@
 compile.
 
 hip: hipcc, from ``--hipcc``, then ``UKDPACK_HIPCC``, then ``PATH``; cuda: nvcc, from
-``--nvcc``, then ``UKDPACK_NVCC``, then ``PATH``. Flags are pinned so the object
-depends only on the inputs (hip: ``-fuse-cuid=none`` and the root's absolute path
-mapped away), with ``-O3`` unless the build's own flags say otherwise (they come
-later on the command line and win).
+``--nvcc``, then ``UKDPACK_NVCC``, then ``PATH``. The command line a compile runs is
+formed in command_line.py.
 
 A compiler's *identity* (part of every cache key) covers what really compiles, not
 only the driver's version text: hipcc is a script that picks its clang, device
@@ -37,6 +35,11 @@ from typing import Any, Protocol
 from ukdpack.digest import canonical_json, sha256_hex
 from ukdpack.errors import UkdError
 from ukdpack.files import kind_of, read_regular
+from ukdpack.produce import command_line
+from ukdpack.produce.command_line import CLANG_DEVICE_FLAGS
+from ukdpack.produce.command_line import key_argv as key_argv  # the cache key's part
+from ukdpack.produce.early_compiles import spawn
+from ukdpack.produce.early_compiles import tool_env as tool_env  # used here too
 
 INSTALL_HINT = {
     "hip": "pass --hipcc PATH, set UKDPACK_HIPCC, or install one (Debian: apt-get install "
@@ -105,14 +108,6 @@ class CompilerRecords(Protocol):
     def compiler_record(self, key: str) -> Mapping[str, Any] | None: ...
 
     def put_compiler_record(self, key: str, record: Mapping[str, Any]) -> None: ...
-
-
-def tool_env() -> dict[str, str]:
-    """The environment compilers run with (hipcc on a machine with CUDA too picks nvcc
-    unless told the platform)."""
-    env = dict(os.environ)
-    env.setdefault("HIP_PLATFORM", "amd")
-    return env
 
 
 def identify(kind: str, path: str, records: CompilerRecords | None,
@@ -344,35 +339,6 @@ def version_text(path: str, timeout: float = PROBE_TIMEOUT) -> str:
     return "\n".join(ln for ln in lines if not ln.startswith("InstalledDir:"))
 
 
-def _define(name: str, value: Any) -> str:
-    if isinstance(value, bool):
-        value = int(value)
-    return f"-D{name}={value}"
-
-
-#: How a plain clang driver (``--hipcc clang++-19``) makes one device code object, as
-#: hipcc's ``--genco`` does: no host side, no offload bundle, no ROCm device libraries
-#: (a kernel uses compiler builtins), code object v6 (the one generic targets need).
-CLANG_DEVICE_FLAGS = ("-x", "hip", "--cuda-device-only", "--no-gpu-bundle-output",
-                      "-nogpulib", "-mcode-object-version=6")
-
-
-def _pinned(kind: str, arch: str, driver: str = "") -> list[str]:
-    if kind == "cuda":
-        return ["-cubin", f"-arch={arch}", "-O3"]
-    if driver == "clang":
-        return ["-c", *CLANG_DEVICE_FLAGS, f"--offload-arch={arch}", "-O3", "-fuse-cuid=none"]
-    return ["--genco", f"--offload-arch={arch}", "-O3", "-fuse-cuid=none"]
-
-
-def key_argv(kind: str, build: Mapping[str, Any], arch: str, driver: str = "") -> list[str]:
-    """What of the command line determines the object, without any path in it.
-    ``arch`` is the compile's target ID (an arch, a generic family, ``gfx90a:xnack+``)."""
-    defines = [_define(k, v) for k, v in sorted((build.get("defines") or {}).items())]
-    flags: Sequence[str] = build.get("flags") or []
-    return [*_pinned(kind, arch, driver), *defines, *flags]
-
-
 _INCLUDE = re.compile(rb'^[ \t]*#[ \t]*include[ \t]*(?:"([^"\r\n]+)"|<([^>\r\n]+)>)',
                       re.MULTILINE)
 #: Headers read at most while following includes.
@@ -453,21 +419,12 @@ def include_closure(source: Path, text: bytes, argv: Sequence[str]) -> list[str]
                               in _includes(source, text, argv, True) if stat.S_ISREG(mode)))
 
 
-def compile_argv(compiler: Compiler, source: Path, build: Mapping[str, Any], arch: str,
-                 output: Path, depfile: Path, root: Path) -> list[str]:
-    """The device-only compile of one translation unit for one target."""
-    return rerun_argv(compiler, key_argv(compiler.kind, build, arch, compiler.driver), source,
-                      output, depfile, root)
-
-
 def rerun_argv(compiler: Compiler, keyed: Sequence[str], source: Path, output: Path,
                depfile: Path, root: Path) -> list[str]:
     """The compile whose path-free part is ``keyed`` (what key_argv gave; the cache
     records it so ``ukdpack cache verify`` can run the compile again)."""
-    argv = [compiler.path, *keyed]
-    if compiler.kind == "hip":
-        argv.insert(len(_pinned("hip", "", compiler.driver)) + 1, f"-ffile-prefix-map={root}=.")
-    return [*argv, "-MD", "-MF", str(depfile), "-o", str(output), str(source)]
+    return command_line.rerun_argv(compiler.path, compiler.kind, compiler.driver, keyed,
+                                   str(source), str(output), str(depfile), str(root))
 
 
 def scan_argv(compiler: Compiler, keyed: Sequence[str], source: Path, depfile: Path,
@@ -509,22 +466,26 @@ DEFAULT_JOB_TIMEOUT = 1800.0
 def run_compile(argv: list[str], output: Path, depfile: Path, cwd: Path,
                 timeout: float = DEFAULT_JOB_TIMEOUT) -> CompileOutcome:
     """Run one compile; never raises for a failing or hung compile. The compiler runs in
-    its own process group so a timeout stops the driver and every process it started.
-    Its output is read as UTF-8 with replacement characters: a message in another
-    encoding is still shown."""
+    its own process group so a timeout stops the driver and every process it started."""
     try:
-        proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                stdin=subprocess.DEVNULL, cwd=cwd, env=tool_env(),
-                                start_new_session=True)
+        proc = spawn(argv, str(cwd), tool_env())
     except OSError as e:
         return CompileOutcome(False, b"", (), f"cannot run {argv[0]}: {e.strerror}")
+    return finish_compile(proc, argv[0], output, depfile, cwd, timeout)
+
+
+def finish_compile(proc: subprocess.Popen[bytes], program: str, output: Path, depfile: Path,
+                   cwd: Path, timeout: float = DEFAULT_JOB_TIMEOUT) -> CompileOutcome:
+    """The outcome of the compile ``proc`` (started by ``early_compiles.spawn``), waited for at most
+    ``timeout`` seconds. Its output is read as UTF-8 with replacement characters: a
+    message in another encoding is still shown."""
     try:
         out_bytes, err_bytes = proc.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
         with contextlib.suppress(ProcessLookupError):
             os.killpg(proc.pid, signal.SIGKILL)
         proc.communicate()
-        return CompileOutcome(False, b"", (), f"{os.path.basename(argv[0])} did not finish "
+        return CompileOutcome(False, b"", (), f"{os.path.basename(program)} did not finish "
                               f"within {timeout:g} s and was stopped (raise --job-timeout "
                               "if a compile legitimately takes longer)")
     except BaseException:

@@ -33,9 +33,9 @@ from ukdpack.authored.kinds import kind, of_producer
 from ukdpack.digest import sha256_hex
 from ukdpack.errors import Problem, UkdError
 from ukdpack.files import FileRange, read_regular, unnamed_file
-from ukdpack.produce import codeobject, compiler
+from ukdpack.produce import codeobject, compiler, early_compiles
 from ukdpack.produce.cache import CompileCache, base_key
-from ukdpack.produce.compiler import Compiler
+from ukdpack.produce.compiler import CompileOutcome, Compiler
 from ukdpack.produce.plan import Job
 from ukdpack.spool import DEFAULT_LEVEL as ARCHIVE_LEVEL
 from ukdpack.spool import RECORDS_OFFSET, SpooledRecord
@@ -167,13 +167,17 @@ NO_COMPILER = _runtime.Code.NO_COMPILER
 @dataclass(frozen=True)
 class _Keyed:
     """A compile job as the cache keys it: its compiler, source, the command line's
-    keyed part, the cache key and the record of how to run it again."""
+    keyed part, the cache key and the record of how to run it again; the whole command
+    line with the output and depfile left open (``early_compiles.OUTPUT``, ``DEPFILE``)
+    and the sha256 of the source's bytes as the key read them."""
 
     comp: compiler.Compiler
     source: Path
     keyed: list[str]
     key: str
     rerun: dict[str, Any]
+    template: list[str]
+    source_sha256: str
 
 
 class Producer:
@@ -213,6 +217,14 @@ class Producer:
         # note, the ELF as the archive's zstd frame).
         self._prefetched: dict[str, _Prefetched] = {}
         self._keyed_jobs: dict[tuple[str, str, str], _Keyed] = {}  # by job key (_keyed)
+        # Each compile of this pack, as the next pack's early start reads it (early_compiles.py).
+        self.early_units: list[early_compiles.Unit] = []
+        self.compiled_early = 0  # compiles this pack took from the early start
+
+    def early_record(self) -> list[early_compiles.Unit]:
+        """This pack's compiles for the next pack's early start: none when the farm runs
+        them (an early start would compile here what it sends there)."""
+        return [] if self.remote_exec is not None else list(self.early_units)
 
     def close(self) -> None:
         """Drop the spool (its records are in the archives once they are written)."""
@@ -453,6 +465,9 @@ class Producer:
         source = self.root / job.rel
         build = job.fields.get("build") or {}
         try:
+            # Stat first: a record whose stat is older than the bytes read only costs the
+            # next early start a hash.
+            seen = os.stat(source)
             # Read here, before hipcc runs: a FIFO is refused, not handed to a compiler
             # that would wait on it until --job-timeout.
             source_text = read_regular(source)
@@ -464,12 +479,21 @@ class Producer:
                         "source_sha256": source_digest})
         rerun = {"kind": job.kind, "argv": keyed, "source": job.rel,
                  "compiler": comp.identity, "compiler_path": comp.path}
-        return _Keyed(comp, source, keyed, key, rerun)
+        template = compiler.rerun_argv(comp, keyed, source, Path(early_compiles.OUTPUT),
+                                       Path(early_compiles.DEPFILE), self.root)
+        field = kind(job.kind).file_field
+        value = job.fields.get(field) if field is not None else None
+        uses = [(os.path.join(self._root, u.file), u.json_path, field, value)
+                for u in job.users] if field is not None else []
+        self.early_units.append(early_compiles.unit(
+            {"source": str(source), "cwd": str(source.parent), "identity": comp.identity,
+             "kind": compiler_kind, "source_kind": job.kind, "driver": comp.driver,
+             "target": job.compile_target, "root": self._root}, template, source_digest, seen, uses))
+        return _Keyed(comp, source, keyed, key, rerun, template, source_digest)
 
     def _compile(self, job: Job, lookup: bool = True, make: bool = True) -> Product | None:
         made = self._keyed(job)
         comp, source, keyed, key, rerun = made.comp, made.source, made.keyed, made.key, made.rerun
-        build = job.fields.get("build") or {}
         hit = self.cache.lookup(key, self.root) if lookup else None
         if hit is not None:
             if self.remote is not None:
@@ -501,16 +525,7 @@ class Producer:
             done = self._execute(job, comp, key, keyed, rerun, source_text)
             if done is not None:
                 return done
-        with tempfile.TemporaryDirectory(prefix="ukdpack-cc-") as tmp, self._local_slots:
-            out, dep = Path(tmp) / "out.o", Path(tmp) / "out.d"
-            argv = compiler.compile_argv(comp, source, build, job.compile_target, out, dep,
-                                         self.root)
-            with self._lock:
-                if self._stopping.is_set():  # start no compile once the pack is ending
-                    raise _fail(job, "the pack was interrupted")
-            started = time.monotonic()
-            outcome = compiler.run_compile(argv, out, dep, source.parent, self.timeout)
-            seconds = time.monotonic() - started
+        outcome, seconds = self._run_compile(job, made)
         if not outcome.ok:
             raise _fail(job, f"compiling {job.what()} failed", outcome.message,
                         os.path.basename(comp.path))
@@ -520,6 +535,34 @@ class Producer:
         if self.remote is not None:
             self._upload(key, deps, outcome.data, rerun, seconds, comp.include_dirs)
         return self._finish(job, outcome.data, deps, True, f"the object compiled from {job.rel}")
+
+    def _run_compile(self, job: Job, made: _Keyed) -> tuple[CompileOutcome, float]:
+        """Compile ``job`` here, or take the compile the early start began
+        (early_compiles.py) where it is this very compile: the outcome and the
+        compile's seconds."""
+        cwd = made.source.parent
+        taken = early_compiles.take(made.template, str(cwd), made.comp.identity,
+                                    made.source_sha256)
+        if taken is not None:
+            try:
+                with self._local_slots:
+                    outcome = compiler.finish_compile(taken.proc, made.comp.path,
+                                                      Path(taken.output), Path(taken.depfile),
+                                                      cwd, self.timeout)
+            finally:
+                taken.remove()
+            if outcome.ok:
+                with self._lock:
+                    self.compiled_early += 1
+            return outcome, time.monotonic() - taken.started
+        with tempfile.TemporaryDirectory(prefix="ukdpack-cc-") as tmp, self._local_slots:
+            argv, out, dep = early_compiles.fill(made.template, tmp)
+            with self._lock:
+                if self._stopping.is_set():  # start no compile once the pack is ending
+                    raise _fail(job, "the pack was interrupted")
+            started = time.monotonic()
+            outcome = compiler.run_compile(argv, Path(out), Path(dep), cwd, self.timeout)
+            return outcome, time.monotonic() - started
 
     def _execute(self, job: Job, comp: Compiler, key: str, keyed: Sequence[str],
                  rerun: Mapping[str, Any], source_text: bytes) -> Product | None:

@@ -31,7 +31,7 @@ from ukdpack.authored.model import Kdp, Uhd, Ukd
 from ukdpack.authored.validate import check_tree
 from ukdpack.errors import Problem, UkdError, UsageError, escape_controls, has_controls
 from ukdpack.files import found_at, read_regular
-from ukdpack.produce import cache_admin
+from ukdpack.produce import cache_admin, early_compiles
 from ukdpack.produce.cache import CompileCache, default_cache_dir
 from ukdpack.produce.compiler import DEFAULT_JOB_TIMEOUT
 from ukdpack.produce.plan import ArchPlan, Job, Launch, plan_arch
@@ -153,6 +153,7 @@ class PackReport:
     problems: list[Problem] = field(default_factory=list)  # tree-level
     dormant: bool = False
     compiles: int = 0  # compiler runs that made an object
+    compiled_early: int = 0  # of them, those started before the plan (produce/early_compiles.py)
     failed_jobs: int = 0  # code objects not made (a failed compile, a missing compiler)
     remote: RemoteStats | None = None  # the remote cache tier's use, when one was given
     remote_exec: RemoteExecStats | None = None  # remote execution's, when asked for
@@ -908,12 +909,19 @@ def _produce_and_publish(opts: PackOptions, reporter: Reporter, report: PackRepo
     if farm is not None:  # the farm's work is done: its summary before the shards'
         report.remote_exec = farm.finish()
         reporter.info(report.remote_exec.line())
+    # The compiles are done: an early one not taken stops now, and the next pack's
+    # early start reads what this one compiled.
+    early_compiles.discard()
+    early_compiles.remember(str(producer.cache.root), producer.early_record())
     report.compiles, report.failed_jobs = producer.compiles, producer.failed
+    report.compiled_early = producer.compiled_early
     producer.cache.save_digests()
     reused = len(jobs) - producer.compiles - producer.failed
     reporter.batch_finished(f"{count(len(jobs), 'code object')}: {producer.compiles} compiled, "
                             f"{reused} from cache or prebuilt"
-                            + (f", {producer.failed} failed" if producer.failed else ""))
+                            + (f", {producer.failed} failed" if producer.failed else "")
+                            + (f"; {producer.compiled_early} of the compiles started early"
+                               if producer.compiled_early else ""))
     versions = producer.versions()
     told: set[Problem] = set()  # a problem several arches share (no compiler) is told once
 
@@ -1067,7 +1075,7 @@ def pack_report(opts: PackOptions, report: PackReport) -> dict[str, Any]:
         "source_root": str(opts.source_root.absolute()),
         "out_root": str(opts.out_root.absolute()),
         "dormant": report.dormant, "compiled": report.compiles,
-        "failed_code_objects": report.failed_jobs,
+        "compiled_early": report.compiled_early, "failed_code_objects": report.failed_jobs,
         "remote_cache": report.remote.doc() if report.remote is not None else None,
         **({"remote_exec": report.remote_exec.doc()} if report.remote_exec is not None
            else {}),

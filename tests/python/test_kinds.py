@@ -24,7 +24,8 @@ NAMES = tuple(k["name"] for k in _runtime.source_kinds())
 NOT_KINDS: dict[str, dict[str, str]] = {
     "cli.py": {"hip": "compiler", "cuda": "compiler"},
     "doctor/checks.py": {"hip": "compiler", "cuda": "compiler"},
-    "produce/compiler.py": {"hip": "compiler (and hipcc's -x language)", "cuda": "compiler"},
+    "produce/compiler.py": {"hip": "compiler", "cuda": "compiler"},
+    "produce/command_line.py": {"hip": "compiler (and hipcc's -x language)", "cuda": "compiler"},
     "produce/remote_exec.py": {"hip": "compiler"},
     "shard/pack.py": {"hip": "compiler", "cuda": "compiler"},
     "shard/archive.py": {"hsaco": "archive entry type"},

@@ -7,7 +7,9 @@ a pack from scratch."""
 from __future__ import annotations
 
 import io
+import json
 import os
+import time
 from pathlib import Path
 from typing import Any
 
@@ -125,3 +127,58 @@ def test_a_pack_failing_its_edit_leaves_no_shard_after_making_the_others(
     assert [e for e in spied if e[0] == "premake"] == [("premake", ARCH, ["kdp0"])]
     # The failed arch leaves nothing: no shard, no staging, no lock.
     assert sorted(os.listdir(out)) == []
+
+
+def test_an_arch_whose_objects_are_made_is_published_while_another_compiles(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An arch whose compiles end first is made and published then, not after the other
+    arch's compiles: its shard is in place while the slow arch still compiles."""
+    from pack_support import _hipcc_wrapper
+
+    monkeypatch.setenv("HIP_PLATFORM", "amd")
+    slow, quick = "gfx940", ARCH
+    hipcc = _hipcc_wrapper(tmp_path, f'case " $* " in *--offload-arch={slow}*) sleep 3;; esac')
+    root = _tree(tmp_path / "t", (2, 3))
+    for i in range(2):  # each kernel for both arches
+        doc = json.loads((root / f"p{i}" / "p.kdp.json").read_text())
+        doc["arch"] = doc["kernelDescriptors"][0]["arch"] = [quick, slow]
+        write_json(root / f"p{i}" / "p.kdp.json", doc)
+    events: list[tuple[str, str, float]] = []
+    run_compile, publish_shard = compiler.run_compile, pack.publish.publish
+
+    def spy_compile(argv: list[str], *args: Any, **kwargs: Any) -> Any:
+        try:
+            return run_compile(argv, *args, **kwargs)
+        finally:
+            arch = quick if f"--offload-arch={quick}" in argv else slow
+            events.append(("compiled", arch, time.monotonic()))
+
+    def spy_publish(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return publish_shard(*args, **kwargs)
+        finally:
+            arch = quick if any(str(a).endswith(quick) for a in args) else slow
+            events.append(("published", arch, time.monotonic()))
+
+    monkeypatch.setattr(compiler, "run_compile", spy_compile)
+    monkeypatch.setattr(pack.publish, "publish", spy_publish)
+    out = tmp_path / "out"
+    opts = pack.PackOptions(source_root=root, out_root=out, arches=(quick, slow), jobs=2,
+                            hipcc=str(hipcc), cache_dir=tmp_path / "cache")
+    stream = io.StringIO()
+    report = pack.pack(opts, Reporter(stream=stream, live=False))
+    assert report.ok, stream.getvalue()
+    at = {(what, arch): t for what, arch, t in events}
+    assert at[("published", quick)] < at[("compiled", slow)]
+    assert at[("compiled", slow)] < at[("published", slow)]
+    # Told in the arches' order, each once.
+    told = [line for line in stream.getvalue().splitlines() if " -> " in line]
+    assert [line.split(":")[1].strip() for line in told] == [quick, slow], told
+
+    cold = tmp_path / "cold"
+    # One job: the arches made one after the other, after every compile.
+    plain = pack.PackOptions(source_root=root, out_root=cold, arches=(quick, slow), jobs=1,
+                             hipcc=str(hipcc), cache_dir=tmp_path / "cold-cache")
+    assert pack.pack(plain, Reporter(stream=io.StringIO(), live=False)).ok
+    for arch in (quick, slow):
+        assert shard_files(out / arch) == shard_files(cold / arch)

@@ -23,7 +23,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
@@ -158,6 +158,8 @@ FRAME_LEVEL = ARCHIVE_LEVEL
 #: object), ``reused`` (from the cache, prebuilt, or built by a builder), ``failed``.
 Outcome = Literal["compiled", "reused", "failed"]
 JobDone = Callable[[Job, float, Outcome], None]
+#: Told an arch whose jobs are all done while others still run, and the products so far.
+ArchReady = Callable[[str, Mapping[tuple[str, str, str], "Product | Problem"]], None]
 
 #: The code of the problem a job fails with when its compiler cannot be found: the pack
 #: reports that once, not once per job.
@@ -269,11 +271,21 @@ class Producer:
 
     def run(self, jobs: Sequence[Job], done: JobDone | None = None,
             meanwhile: Callable[[Mapping[tuple[str, str, str], Product | Problem]], None]
-            | None = None) -> dict[tuple[str, str, str], Product | Problem]:
+            | None = None, arch_ready: ArchReady | None = None
+            ) -> dict[tuple[str, str, str], Product | Problem]:
         """Every job's product, or the problem that stopped it. Never raises for bad input.
         ``meanwhile``, when given, is called in this thread once every job has started
-        while some still run (compiles), with the products made so far, by job key."""
+        while some still run (compiles), with the products made so far, by job key; then
+        ``arch_ready``, for each arch whose jobs are all done while others still run,
+        with its name and the products made so far."""
         results: dict[tuple[str, str, str], Product | Problem] = {}
+        # Each arch's jobs not done yet (a generic family's followers included), and the
+        # arches that got to none while the pool still runs: told to arch_ready.
+        changed = threading.Condition()
+        remaining: dict[str, int] = {}
+        for job in jobs:
+            remaining[job.arch] = remaining.get(job.arch, 0) + 1
+        ready: list[str] = []
 
         def one(job: Job, lookup: bool = True, build: bool = True) -> bool:
             """Run ``job``; False when it was left undone: a compile whose object the
@@ -294,6 +306,12 @@ class Producer:
                 return False
             product: Product | Problem = made
             results[job.key] = product
+            with changed:
+                for j in (job, *followers.get(job.key, ())):
+                    remaining[j.arch] -= 1
+                    if remaining[j.arch] == 0:
+                        ready.append(j.arch)
+                changed.notify_all()
             outcome: Outcome = ("failed" if not isinstance(product, Product) else
                                 "compiled" if product.compiled else "reused")
             with self._busy_lock:  # counted by outcome: a failed compile is no compile
@@ -344,6 +362,9 @@ class Producer:
             if meanwhile is not None and not self._stopping.is_set() and not all(
                     f.done() for f in futures):
                 meanwhile(_share(dict(results), shared.values()))
+            if arch_ready is not None:
+                self._tell_ready(futures, changed, ready, lambda arch: arch_ready(
+                    arch, _share(dict(results), shared.values())))
             for f in futures:
                 f.result()
         except BaseException:
@@ -351,6 +372,31 @@ class Producer:
             raise
         pool.shutdown()
         return _share(results, shared.values())
+
+    def _tell_ready(self, futures: Sequence[Future[bool]], changed: threading.Condition,
+                    ready: list[str], tell: Callable[[str], None]) -> None:
+        """Until every one of ``futures`` is done: each arch put on ``ready`` (under
+        ``changed``, which is notified then) while some still run, told in turn."""
+        ended = [0]
+
+        def end(_: Future[bool]) -> None:
+            with changed:
+                ended[0] += 1
+                changed.notify_all()
+
+        for f in futures:
+            f.add_done_callback(end)
+        while True:
+            with changed:
+                changed.wait_for(lambda: bool(ready) or ended[0] == len(futures))
+                if ended[0] == len(futures):
+                    return
+                arches = list(ready)
+                ready.clear()
+            for arch in arches:
+                if self._stopping.is_set():
+                    return
+                tell(arch)
 
     def _run_prebuilt(self, jobs: Sequence[Job], one: Callable[[Job], bool]) -> None:
         """Run the prebuilt jobs, their files read a batch at a time."""
@@ -483,7 +529,10 @@ class Producer:
                                        Path(early_compiles.DEPFILE), self.root)
         field = kind(job.kind).file_field
         value = job.fields.get(field) if field is not None else None
-        uses = [(os.path.join(self._root, u.file), u.json_path, field, value)
+        # u.file is a root-relative POSIX path: the root's prefix and it (a thousand
+        # users of one source are common: os.path.join each would cost milliseconds).
+        prefix = self._root.rstrip("/") + "/"
+        uses = [(prefix + u.file, u.json_path, field, value)
                 for u in job.users] if field is not None else []
         self.early_units.append(early_compiles.unit(
             {"source": str(source), "cwd": str(source.parent), "identity": comp.identity,

@@ -893,26 +893,79 @@ def _produce_and_publish(opts: PackOptions, reporter: Reporter, report: PackRepo
                           reuse.record_path(producer.cache.folder, out_root, opts.group,
                                             plan.arch), raw_digests, premade.get(plan.arch))
 
+    remembered = False
+
+    def remember() -> None:
+        """The record of this pack's compiles, for the next pack's early start (written
+        once: beside the compiles when there are some)."""
+        nonlocal remembered
+        if not remembered:
+            remembered = True
+            early_compiles.remember(str(producer.cache.root), producer.early_record())
+
     def meanwhile(made: Mapping[tuple[str, str, str], Product | Problem]) -> None:
         # While the compiles run (an edit's few), the packs whose objects are all made
         # are keyed and made (or taken from the previous shard): after the compiles,
-        # only the edited packs are left to make.
+        # only the edited packs are left to make. Every compile has been keyed by now.
+        remember()
         versions = producer.versions()
         for plan in plans:
             if plan.members and (early := assembler(plan, made, versions).premake()):
                 premade[plan.arch] = early
 
+    def make_arch(plan: ArchPlan, made: Mapping[tuple[str, str, str], Product | Problem],
+                  versions: Mapping[str, str], last: bool) -> ArchResult | _Finishing:
+        """One arch's shard, under its lock: prepared here, then finished on a thread of
+        its own (``_Finishing``), or here when it is the ``last`` left."""
+        arch = plan.arch
+        with contextlib.ExitStack() as held:
+            held.enter_context(publish.shard_lock(out_root, arch, opts.lock_timeout, say))
+            if not plan.members:
+                if publish.remove_shard(out_root, arch):
+                    say(f"{arch}: removed the stale shard {out_root / arch}")
+                publish.mark_dormant(out_root, arch, f"{root}: no kernels for {arch}")
+                reporter.info(f"{arch}: no kernels for this arch; no shard")
+                return ArchResult(arch, ok=True, dormant=True)
+            assembling = assembler(plan, made, versions)
+            prepared = assembling.prepare()
+            if prepared and not last:
+                return _Finishing(assembling, held.pop_all())
+            result = assembling.finish() if prepared else assembling.result
+            result.removed_stale = not result.ok and publish.remove_shard(out_root, arch)
+        return result
+
+    # An arch whose objects are all made while others still compile is made then: its
+    # shard is ready by the time the last compile ends. One at a time (the one before
+    # finished first), as after the compiles: a pack of many arches holds two at most.
+    early: dict[str, ArchResult | _Finishing] = {}
+    by_arch = {p.arch: p for p in plans}
+
+    def arch_ready(arch: str, made: Mapping[tuple[str, str, str], Product | Problem]) -> None:
+        plan = by_arch.get(arch)
+        if plan is None or not plan.members or arch in early or len(plans) < 2:
+            return
+        for before in early.values():
+            if isinstance(before, _Finishing):
+                before.join()
+        early[arch] = make_arch(plan, made, producer.versions(), last=False)
+
     reporter.batch_started(len(jobs), f"producing for {', '.join(opts.arches)}")
-    products = producer.run(jobs, lambda job, s, outcome: reporter.job_done(
-        escape_controls(job.what()) if reporter.names(outcome) else "", s, outcome),
-        meanwhile)
+    try:
+        products = producer.run(jobs, lambda job, s, outcome: reporter.job_done(
+            escape_controls(job.what()) if reporter.names(outcome) else "", s, outcome),
+            meanwhile, arch_ready)
+    except BaseException:
+        for outcome in early.values():
+            if isinstance(outcome, _Finishing):
+                outcome.join()
+        raise
     if farm is not None:  # the farm's work is done: its summary before the shards'
         report.remote_exec = farm.finish()
         reporter.info(report.remote_exec.line())
-    # The compiles are done: an early one not taken stops now, and the next pack's
-    # early start reads what this one compiled.
+    # The compiles are done: an early one not taken stops now. The record the next
+    # pack's early start reads is written by now, or here (a pack without a pool).
     early_compiles.discard()
-    early_compiles.remember(str(producer.cache.root), producer.early_record())
+    remember()
     report.compiles, report.failed_jobs = producer.compiles, producer.failed
     report.compiled_early = producer.compiled_early
     producer.cache.save_digests()
@@ -931,27 +984,16 @@ def _produce_and_publish(opts: PackOptions, reporter: Reporter, report: PackRepo
     outcomes: list[ArchResult | _Finishing] = []
     try:
         for i, plan in enumerate(plans):
-            arch = plan.arch
-            with contextlib.ExitStack() as held:
-                held.enter_context(publish.shard_lock(out_root, arch, opts.lock_timeout, say))
-                if not plan.members:
-                    if publish.remove_shard(out_root, arch):
-                        say(f"{arch}: removed the stale shard {out_root / arch}")
-                    publish.mark_dormant(out_root, arch, f"{root}: no kernels for {arch}")
-                    reporter.info(f"{arch}: no kernels for this arch; no shard")
-                    outcomes.append(ArchResult(arch, ok=True, dormant=True))
-                    continue
-                assembling = assembler(plan, products, versions)
-                prepared = assembling.prepare()
-                if prepared and i < len(plans) - 1:
-                    outcomes.append(_Finishing(assembling, held.pop_all()))
-                    continue
-                result = assembling.finish() if prepared else assembling.result
-                result.removed_stale = not result.ok and publish.remove_shard(out_root, arch)
-            outcomes.append(result)
-            _tell_arches(outcomes, report, reporter, told, say, out_root)
+            if plan.arch in early:  # made while the compiles ran
+                outcomes.append(early.pop(plan.arch))
+                continue
+            last = all(p.arch in early for p in plans[i + 1:])
+            outcome = make_arch(plan, products, versions, last)
+            outcomes.append(outcome)
+            if isinstance(outcome, ArchResult) and not outcome.dormant:
+                _tell_arches(outcomes, report, reporter, told, say, out_root)
     finally:
-        for outcome in outcomes:
+        for outcome in [*outcomes, *early.values()]:
             if isinstance(outcome, _Finishing):
                 outcome.join()
     _tell_arches(outcomes, report, reporter, told, say, out_root)

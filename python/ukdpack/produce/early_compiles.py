@@ -326,23 +326,38 @@ def start(argv: Sequence[str]) -> None:
     changed = [(u, d) for u in units if (d := _changed(u)) is not None]
     if len(changed) < limit and descriptors:
         changed += _edited(units, descriptors)
-    for unit, digest in changed[:limit]:
-        folder = new_folder()
-        command, output, depfile = fill(unit["argv"], folder)
-        try:
-            proc = spawn(command, unit["cwd"], env)
-        except (OSError, ValueError):
-            Started.remove_folder(folder)
-            continue
-        _started.append(Started(unit, digest, env, proc, folder, output, depfile))
-    if _started:
-        import signal
+    if not changed:
+        return
+    import signal
 
-        # Until the command line installs its own handlers, a stop kills these first:
-        # each runs in a session of its own, out of reach of a terminal's Ctrl-C.
-        for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
-            if signal.getsignal(s) in (signal.SIG_DFL, signal.default_int_handler):
-                signal.signal(s, _stopped)
+    global _spawning
+    # Until the command line installs its own handlers, a stop kills these first: each
+    # runs in a session of its own, out of reach of a terminal's Ctrl-C. Taken before
+    # the first starts; one that comes while a compile is being started waits for it.
+    for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        if signal.getsignal(s) in (signal.SIG_DFL, signal.default_int_handler):
+            signal.signal(s, _stopped)
+    _spawning = True
+    try:
+        for unit, digest in changed[:limit]:
+            folder = new_folder()
+            command, output, depfile = fill(unit["argv"], folder)
+            try:
+                proc = spawn(command, unit["cwd"], env)
+            except (OSError, ValueError):
+                Started.remove_folder(folder)
+                continue
+            _started.append(Started(unit, digest, env, proc, folder, output, depfile))
+    finally:
+        _spawning = False
+    if _stop_asked:
+        _stopped(_stop_asked, None)
+
+
+#: A compile is being started (``_stopped`` then only notes the signal), and the signal
+#: that came meanwhile.
+_spawning = False
+_stop_asked = 0
 
 
 def _stopped(signum: int, _frame: object) -> None:
@@ -350,6 +365,10 @@ def _stopped(signum: int, _frame: object) -> None:
     signal's own ending."""
     import signal
 
+    global _stop_asked
+    if _spawning:
+        _stop_asked = signum
+        return
     discard()
     signal.signal(signum, signal.SIG_DFL)
     os.kill(os.getpid(), signum)
@@ -438,17 +457,11 @@ def remember(cache_root: str, units: Sequence[Unit]) -> None:
         data = marshal.dumps(_record(units))
     except ValueError:  # a value marshal does not write (a field of another type)
         return
-    folder = os.path.dirname(path)
-    temp = f"{path}.{os.getpid()}.tmp"
-    try:
-        os.makedirs(folder, mode=0o700, exist_ok=True)
-        fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC,
-                     0o600)
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-        os.replace(temp, path)
-    except OSError:
-        import contextlib
+    import contextlib
+    from pathlib import Path
 
-        with contextlib.suppress(OSError):
-            os.unlink(temp)
+    from ukdpack.files import write_atomic
+
+    with contextlib.suppress(OSError):  # the folder the user's own alone: start reads no other
+        os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
+        write_atomic(Path(path), data, mode=0o600)

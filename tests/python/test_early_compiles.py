@@ -75,9 +75,9 @@ class Setup:
         return Path(early_compiles.record_path(str(self.cache), self.argv(), str(self.tmp)))
 
     def left_in_temp(self) -> list[str]:
-        """The compile folders left in the packs' TMPDIR (hipcc's own temporary files,
-        which it leaves there, are not ukdpack's)."""
-        return sorted(p.name for p in self.temp.glob("ukdpack-cc-*"))
+        """What the packs left in their TMPDIR: the compiles' folders, and what hipcc
+        leaves in its temporary folder, which is the compile's own."""
+        return sorted(p.name for p in self.temp.iterdir())
 
     def set_build(self, i: int, build: dict[str, Any]) -> None:
         doc = json.loads(self.kdp(i).read_text())

@@ -27,6 +27,7 @@ import shutil
 import signal
 import stat
 import subprocess
+import tempfile
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -278,17 +279,19 @@ def _stat(path: str) -> list[int] | None:
 def _run_tool(argv: Sequence[str], env: Mapping[str, str], timeout: float
               ) -> tuple[int, str, str]:
     """(exit status, stdout, stderr) of a short tool run, in its own process group so a
-    timeout stops whatever it started (a child holding the pipes would hang ``run``)."""
-    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            stdin=subprocess.DEVNULL, env=dict(env), cwd="/",
-                            start_new_session=True)
-    try:
-        out, err = proc.communicate(timeout=timeout)
-    except BaseException:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, signal.SIGKILL)
-        proc.communicate()
-        raise
+    timeout stops whatever it started (a child holding the pipes would hang ``run``), with
+    a temporary folder of its own (hipcc's probe leaves folders in it)."""
+    with tempfile.TemporaryDirectory(prefix="ukdpack-probe-") as temp:
+        proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                stdin=subprocess.DEVNULL, env={**env, "TMPDIR": temp},
+                                cwd="/", start_new_session=True)
+        try:
+            out, err = proc.communicate(timeout=timeout)
+        except BaseException:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            proc.communicate()
+            raise
     return (proc.returncode, out.decode("utf-8", errors="replace"),
             err.decode("utf-8", errors="replace"))
 
@@ -466,9 +469,10 @@ DEFAULT_JOB_TIMEOUT = 1800.0
 def run_compile(argv: list[str], output: Path, depfile: Path, cwd: Path,
                 timeout: float = DEFAULT_JOB_TIMEOUT) -> CompileOutcome:
     """Run one compile; never raises for a failing or hung compile. The compiler runs in
-    its own process group so a timeout stops the driver and every process it started."""
+    its own process group so a timeout stops the driver and every process it started,
+    with the folder of ``output`` (the compile's own) as its temporary folder."""
     try:
-        proc = spawn(argv, str(cwd), tool_env())
+        proc = spawn(argv, str(cwd), tool_env(), str(output.parent))
     except OSError as e:
         return CompileOutcome(False, b"", (), f"cannot run {argv[0]}: {e.strerror}")
     return finish_compile(proc, argv[0], output, depfile, cwd, timeout)

@@ -72,13 +72,16 @@ def default_cache_root() -> str:
     return os.path.join(base, "ukdpack")
 
 
-def spawn(argv: Sequence[str], cwd: str, env: Mapping[str, str]) -> subprocess.Popen[bytes]:
+def spawn(argv: Sequence[str], cwd: str, env: Mapping[str, str], folder: str
+          ) -> subprocess.Popen[bytes]:
     """Start one compile: in a session of its own (a timeout or a stop kills the driver and
-    all it started), its output piped; raises OSError when it cannot start."""
+    all it started), its output piped, ``TMPDIR`` its own ``folder`` (removed after it:
+    hipcc leaves two empty folders in the temporary folder on every compile); raises
+    OSError when it cannot start."""
     import subprocess
 
     return subprocess.Popen(list(argv), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            stdin=subprocess.DEVNULL, cwd=cwd, env=dict(env),
+                            stdin=subprocess.DEVNULL, cwd=cwd, env={**env, "TMPDIR": folder},
                             start_new_session=True)
 
 
@@ -343,7 +346,7 @@ def start(argv: Sequence[str]) -> None:
             folder = new_folder()
             command, output, depfile = fill(unit["argv"], folder)
             try:
-                proc = spawn(command, unit["cwd"], env)
+                proc = spawn(command, unit["cwd"], env, folder)
             except (OSError, ValueError):
                 Started.remove_folder(folder)
                 continue

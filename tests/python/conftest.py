@@ -42,6 +42,10 @@ HEAVY = frozenset({
         "cache_stats_and_verify_survive_a_hostile_listing",
         "a_dripping_server_costs_one_deadline", "a_flooding_server_is_read_only_up_to_the_limit",
         "a_redis_value_larger_than_its_entry_says_is_not_read")),
+    # Packs twice or more per test with real compiles, some made to take seconds.
+    "test_early_compiles", "test_pack_edit_overlap",
+    # Starts zsh's completion system (7 s); bash's stays quick.
+    "test_completion::test_zsh_completes_a_subcommand_and_a_flag",
     # Starts PostgreSQL, BuildGrid and two workers (about 5-12 s) and compiles on them.
     "test_remote_exec_fixture",
     # The same farm, and packs of a small tree through it (two units, two arches).

@@ -221,3 +221,22 @@ def test_a_damaged_record_starts_nothing(setup: Setup) -> None:
     edit = setup.pack()
     assert (edit["compiled"], edit["compiled_early"]) == (1, 0)
     assert shard_files(setup.out / ARCH) == _cold(setup)
+
+
+@pytest.mark.parametrize("what", ["descriptor", "source"])
+def test_a_fifo_in_a_recorded_files_place_is_not_waited_on(setup: Setup, what: str) -> None:
+    """The early start reads recorded descriptors and sources before the packer's own
+    checks: a FIFO put in one's place is passed over (the pack then refuses it), never
+    opened for a read that would wait for a writer."""
+    setup.pack()
+    path = setup.kdp(1) if what == "descriptor" else setup.tree / "src" / "k1.hip"
+    path.unlink()
+    os.mkfifo(path)
+    proc = setup.start(setup.argv())
+    try:
+        out, err = proc.communicate(timeout=60)
+    finally:
+        proc.kill()
+    assert proc.returncode == 1, err
+    assert not json.loads(out)["ok"]
+    assert setup.left_in_temp() == []

@@ -223,15 +223,31 @@ def source_stat(st: os.stat_result) -> list[int]:
     return [st.st_size, st.st_mtime_ns, st.st_ino, st.st_dev]
 
 
-def _digest(path: str) -> str | None:
-    """The sha256 of a regular file's bytes; None when it cannot be read."""
+#: The largest source or descriptor read here (the runtime's limit on a descriptor).
+MAX_FILE_BYTES = 256 << 20
+
+
+def _read_regular(path: str) -> bytes | None:
+    """A regular file's bytes; None for anything else (a FIFO is not waited on), for a
+    file over MAX_FILE_BYTES, or when it cannot be read: the packer tells why."""
     try:
-        if not stat.S_ISREG(os.stat(path).st_mode):
-            return None
-        with open(path, "rb") as f:
-            return str(_sha256_of(f.read()).hexdigest())
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
     except OSError:
         return None
+    try:
+        with os.fdopen(fd, "rb") as f:
+            st = os.fstat(f.fileno())
+            if not stat.S_ISREG(st.st_mode) or st.st_size > MAX_FILE_BYTES:
+                return None
+            return f.read()
+    except OSError:
+        return None
+
+
+def _digest(path: str) -> str | None:
+    """The sha256 of a regular file's bytes; None when it is no such file."""
+    data = _read_regular(path)
+    return None if data is None else str(_sha256_of(data).hexdigest())
 
 
 def _changed(unit: Mapping[str, Any]) -> str | None:
@@ -282,12 +298,14 @@ def _edited(units: Sequence[Mapping[str, Any]], descriptors: Mapping[str, Any]
         try:
             if not isinstance(entry, dict) or source_stat(os.stat(path)) == entry.get("stat"):
                 continue
+            text = _read_regular(path)
+            if text is None:
+                continue
             import json
 
-            with open(path, "rb") as f:
-                doc = json.loads(f.read())
+            doc = json.loads(text)
         except (OSError, ValueError):
-            continue  # gone, unreadable, or JSON the plain reader does not take
+            continue  # gone, or JSON the plain reader does not take
         for use in entry.get("uses") or ():
             try:
                 json_path, index, field, value = use

@@ -937,17 +937,17 @@ def _produce_and_publish(opts: PackOptions, reporter: Reporter, report: PackRepo
     # An arch whose objects are all made while others still compile is made then: its
     # shard is ready by the time the last compile ends. One at a time (the one before
     # finished first), as after the compiles: a pack of many arches holds two at most.
-    early: dict[str, ArchResult | _Finishing] = {}
+    made_early: dict[str, ArchResult | _Finishing] = {}
     by_arch = {p.arch: p for p in plans}
 
     def arch_ready(arch: str, made: Mapping[tuple[str, str, str], Product | Problem]) -> None:
         plan = by_arch.get(arch)
-        if plan is None or not plan.members or arch in early or len(plans) < 2:
+        if plan is None or not plan.members or arch in made_early or len(plans) < 2:
             return
-        for before in early.values():
+        for before in made_early.values():
             if isinstance(before, _Finishing):
                 before.join()
-        early[arch] = make_arch(plan, made, producer.versions(), last=False)
+        made_early[arch] = make_arch(plan, made, producer.versions(), last=False)
 
     reporter.batch_started(len(jobs), f"producing for {', '.join(opts.arches)}")
     try:
@@ -955,7 +955,7 @@ def _produce_and_publish(opts: PackOptions, reporter: Reporter, report: PackRepo
             escape_controls(job.what()) if reporter.names(outcome) else "", s, outcome),
             meanwhile, arch_ready)
     except BaseException:
-        for outcome in early.values():
+        for outcome in made_early.values():
             if isinstance(outcome, _Finishing):
                 outcome.join()
         raise
@@ -984,16 +984,16 @@ def _produce_and_publish(opts: PackOptions, reporter: Reporter, report: PackRepo
     outcomes: list[ArchResult | _Finishing] = []
     try:
         for i, plan in enumerate(plans):
-            if plan.arch in early:  # made while the compiles ran
-                outcomes.append(early.pop(plan.arch))
+            if plan.arch in made_early:  # made while the compiles ran
+                outcomes.append(made_early.pop(plan.arch))
                 continue
-            last = all(p.arch in early for p in plans[i + 1:])
+            last = all(p.arch in made_early for p in plans[i + 1:])
             outcome = make_arch(plan, products, versions, last)
             outcomes.append(outcome)
             if isinstance(outcome, ArchResult) and not outcome.dormant:
                 _tell_arches(outcomes, report, reporter, told, say, out_root)
     finally:
-        for outcome in [*outcomes, *early.values()]:
+        for outcome in [*outcomes, *made_early.values()]:
             if isinstance(outcome, _Finishing):
                 outcome.join()
     _tell_arches(outcomes, report, reporter, told, say, out_root)

@@ -52,6 +52,8 @@ RECORD_FORMAT = "ukdpack-early-compiles-1"
 SWITCH = "UKDPACK_EARLY_COMPILES"
 #: The output and depfile paths in a recorded command line (a compile's own folder's).
 OUTPUT, DEPFILE = "\0output", "\0depfile"
+#: How a compile's own folder (its output, depfile and TMPDIR) is named.
+FOLDER_PREFIX = "ukdpack-cc-"
 #: The largest record read (one compile unit is about 500 bytes).
 MAX_RECORD_BYTES = 64 << 20
 
@@ -97,7 +99,7 @@ def new_folder() -> str:
     """A compile's own folder for its output and depfile."""
     import tempfile
 
-    return tempfile.mkdtemp(prefix="ukdpack-cc-")
+    return tempfile.mkdtemp(prefix=FOLDER_PREFIX)
 
 
 class Started:

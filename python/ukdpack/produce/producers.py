@@ -604,7 +604,7 @@ class Producer:
                 with self._lock:
                     self.compiled_early += 1
             return outcome, time.monotonic() - taken.started
-        with tempfile.TemporaryDirectory(prefix="ukdpack-cc-") as tmp, self._local_slots:
+        with tempfile.TemporaryDirectory(prefix=early_compiles.FOLDER_PREFIX) as tmp, self._local_slots:
             argv, out, dep = early_compiles.fill(made.template, tmp)
             with self._lock:
                 if self._stopping.is_set():  # start no compile once the pack is ending

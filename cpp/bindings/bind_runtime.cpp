@@ -86,14 +86,15 @@ py::dict kernelDict(const std::shared_ptr<const DescriptorSet>& owner, const Pac
     out["base_dir"] = k.baseDir.string();
     out["root"] = set.rootOf(m).string();
   }
-  out["ref"] = m.ref.empty() ? py::object(py::none()) : py::object(py::str(m.ref));
+  out["ref"] = m.ref().empty() ? py::object(py::none()) : py::object(py::str(m.ref()));
   out["ref_path"] = jsonPathIndex("$.kernelDescriptors", m.index);  // where the KDP holds it
   out["view"] = kernelView(owner, k);                               // its launches, through the launch helpers
-  out["raw"] = fromJson(m.raw.json());
+  const JsonText raw = m.raw();
+  out["raw"] = fromJson(raw.json());
   if (lean) {
     // The sha256 of the bytes `raw` was read from (None for a value built otherwise): the
     // packer keys a pack's files by it rather than hashing `raw` again in Python.
-    const std::string_view text = m.raw.text();
+    const std::string_view text = raw.text();
     out["raw_sha256"] =
         text.empty() ? py::object(py::none()) : py::object(py::str(sha256Hex(text.data(), text.size())));
   }

@@ -141,3 +141,34 @@ TEST(Arch, BareNamesAndFamilies) {
   EXPECT_FALSE(ukdpack::targetRunsOn("gfx11-generic", "gfx1030"));
   EXPECT_TRUE(ukdpack::targetRunsOn("gfx90a", "gfx90a:sramecc+"));
 }
+
+// A member is four words; what it owns is shared by its copies until one is
+// edited, and an edit of a copy never shows through the original (or the reverse).
+TEST(PackMember, CopiesShareUntilOneIsEdited) {
+  EXPECT_LE(sizeof(ukdpack::PackMember), 6 * sizeof(void*));
+  ukdpack::PackMember a;
+  EXPECT_TRUE(a.ref().empty());
+  EXPECT_TRUE(a.raw().isNull());
+  EXPECT_TRUE(a.completedMetadata().is_null());
+  EXPECT_TRUE(a.kernel().id.empty());
+  a.editKernel().id = "ukd-a";
+  a.setRef("ukd-a");
+  a.setRaw(ukdpack::JsonText(Json{{"id", "ukd-a"}}));
+  a.setCompletedMetadata(Json{{"block", 1}});
+  ukdpack::PackMember b = a;
+  EXPECT_EQ(&b.kernel(), &a.kernel());  // shared, not copied
+  b.editKernel().id = "ukd-b";
+  b.setRef("ukd-b");
+  b.setRaw(ukdpack::JsonText(Json{{"id", "ukd-b"}}));
+  b.editCompletedMetadata()["block"] = 2;
+  EXPECT_EQ(a.kernel().id, "ukd-a");
+  EXPECT_EQ(a.ref(), "ukd-a");
+  EXPECT_EQ(a.raw().json(), (Json{{"id", "ukd-a"}}));
+  EXPECT_EQ(a.completedMetadata(), (Json{{"block", 1}}));
+  EXPECT_EQ(b.kernel().id, "ukd-b");
+  EXPECT_EQ(b.ref(), "ukd-b");
+  EXPECT_EQ(b.completedMetadata(), (Json{{"block", 2}}));
+  ukdpack::PackMember c = a;
+  a.setCompletedMetadata(Json{{"block", 3}});
+  EXPECT_EQ(c.completedMetadata(), (Json{{"block", 1}}));
+}

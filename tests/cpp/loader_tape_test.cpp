@@ -51,7 +51,7 @@ std::string render(const DescriptorSet& set) {
       const ukdpack::Kernel& k = m.kernel();
       out += " kernel " + k.id + " " + k.name + " " + k.version.str() + " p" + std::to_string(k.priority) + " md " +
              k.metadata.dump() + " completed " + m.completedMetadata().dump() + " prov " + k.provenance.dump() +
-             " raw " + m.raw.json().dump() + "\n";
+             " raw " + m.raw().json().dump() + "\n";
       ukdpack::allLaunchSources(k, [&](const ukdpack::KernelSource& s) {
         out += "  source " + s.kind + " " + s.fields.json().dump() + " " + s.symbol + " " +
                ukdpack::describeSignature(s.signature) + "\n";
@@ -217,8 +217,8 @@ TEST(LoaderTape, CommentsInsideAKernelStayReadable) {
   const DescriptorSet set = ukdpack::loadShard(t.root());
   const ukdpack::PackMember* m = set.findKernel("ukd-a");
   ASSERT_NE(m, nullptr) << dump(set.diagnostics);
-  EXPECT_NE(m->raw.text().find("/* inside */"), std::string_view::npos);
-  EXPECT_EQ(m->raw.json(), packedKernel("ukd-a", "a"));
+  EXPECT_NE(m->raw().text().find("/* inside */"), std::string_view::npos);
+  EXPECT_EQ(m->raw().json(), packedKernel("ukd-a", "a"));
 }
 
 TEST(LoaderTape, ThreadsDoNotChangeTheResult) {

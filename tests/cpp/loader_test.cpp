@@ -61,7 +61,7 @@ TEST(Loader, StandaloneKernelKeepsItsOwnFileAndFolder) {
   ASSERT_EQ(set.packs.size(), 1u);
   ASSERT_EQ(set.packs[0].members.size(), 1u);
   const ukdpack::PackMember& m = set.packs[0].members[0];
-  EXPECT_EQ(m.ref, "ukd-s1");
+  EXPECT_EQ(m.ref(), "ukd-s1");
   EXPECT_EQ(m.kernel().file, "kernels/deep/s1.ukd.json");
   EXPECT_EQ(m.kernel().jsonPath, "$");
   EXPECT_EQ(m.kernel().baseDir, (t.root() / "kernels/deep").lexically_normal());
@@ -183,7 +183,7 @@ TEST(LoaderShape, UnknownKeysAreRefusedExtensionKeysAreCarried) {
   // The kernels live in the members, not twice.
   EXPECT_FALSE(ok.packs[0].raw.contains("kernelDescriptors"));
   EXPECT_EQ(ok.packs[0].provenance.at("origin"), "test");
-  EXPECT_EQ(ok.packs[0].members.at(0).raw.json().at("x-tuning").at("tile"), 4);
+  EXPECT_EQ(ok.packs[0].members.at(0).raw().json().at("x-tuning").at("tile"), 4);
   EXPECT_EQ(ok.dispatches.at(0).raw.at("x-owner"), "team");
 
   dispatch["owner"] = "team";

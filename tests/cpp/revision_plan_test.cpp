@@ -84,9 +84,9 @@ TEST(SelectorRevision, IsStableAndIgnoresKeyOrderAndExtensionData) {
   EXPECT_EQ(ra, revision(sa));
   EXPECT_EQ(ra, revision(sb));
   DescriptorSet extra = sa;
-  Json raw = extra.packs[0].members[0].raw.json();
+  Json raw = extra.packs[0].members[0].raw().json();
   raw["x-note"] = "not engine-visible";
-  extra.packs[0].members[0].raw = raw;
+  extra.packs[0].members[0].setRaw(raw);
   extra.packs[0].provenance = {{"origin", "elsewhere"}};
   EXPECT_EQ(revision(extra), ra);
   EXPECT_FALSE(ukdpack::selectorRevision(sa, "kdp-404"));

@@ -10,6 +10,7 @@
 #include "runtime_support.hpp"
 #include "ukdpack/load/loader.hpp"
 #include "ukdpack/load/shard_index.hpp"
+#include "ukdpack/select/integrity.hpp"
 
 using ukdpack::DescriptorSet;
 using ukdpack::LoaderOptions;
@@ -169,7 +170,7 @@ TEST(ShardIndex, InlineKernelsBetweenReferencesKeepTheirOwnPlaces) {
   ASSERT_EQ(indexed.packs.size(), 1u);
   std::vector<std::pair<std::size_t, std::string>> places;
   for (const ukdpack::PackMember& m : indexed.packs[0].members) {
-    if (m.ref.empty()) places.emplace_back(m.index, std::string(m.id()) + "@" + std::to_string(m.priority()));
+    if (m.ref().empty()) places.emplace_back(m.index, std::string(m.id()) + "@" + std::to_string(m.priority()));
   }
   const std::vector<std::pair<std::size_t, std::string>> want = {{1, "ukd-x@3"}, {3, "ukd-y@-1"}, {4, "ukd-z@0"}};
   EXPECT_EQ(places, want);
@@ -210,6 +211,48 @@ TEST(ShardIndex, AnEditedJsonIsNeverServedFromAStaleIndex) {
   const auto check = ukdpack::checkShardIndex(u.root());
   EXPECT_TRUE(check.present);
   EXPECT_FALSE(check.binds);
+}
+
+// A load through the index keeps no descriptor text: each KDP is read again when a
+// kernel (or a raw object) of it is first asked for, and used only while it is still the
+// file the index binds. A kernel built before the file changed keeps what it read; one
+// asked for after gets what the index says (its id and priority), never the new bytes.
+TEST(ShardIndex, AFileChangedAfterTheLoadIsNotReadIntoItsKernels) {
+  TempTree t;
+  writeShard(t);
+  writeIndex(t);
+  const DescriptorSet indexed = ukdpack::loadShard(t.root());
+  ASSERT_TRUE(indexed.fromIndex) << indexed.indexReason;
+  const ukdpack::PackMember* before = indexed.findKernel("ukd-c");
+  const ukdpack::PackMember* after = indexed.findKernel("ukd-a");
+  ASSERT_TRUE(before != nullptr && after != nullptr);
+  ASSERT_TRUE(before->deferred() && after->deferred());
+  // Built from the file read again, as the JSON load reads it.
+  EXPECT_EQ(before->kernel().name, "c\\n");
+  EXPECT_NE(before->raw().text().find("\"ukd-c\""), std::string_view::npos);
+  // one/a.kdp.json changed in place, the same length: only its digest tells.
+  const std::filesystem::path kdp = t.root() / "one/a.kdp.json";
+  std::string text;
+  {
+    std::ifstream in(kdp, std::ios::binary);
+    text.assign(std::istreambuf_iterator<char>(in), {});
+  }
+  const std::size_t at = text.find("\"priority\": 7");
+  ASSERT_NE(at, std::string::npos);
+  text[at + 12] = '8';
+  t.write("one/a.kdp.json", text);
+  EXPECT_EQ(after->kernel().id, "ukd-a");
+  EXPECT_EQ(after->kernel().priority, 7);     // the index's, not the edited file's 8
+  EXPECT_TRUE(after->kernel().name.empty());  // nothing of the file: no name, no source
+  EXPECT_TRUE(after->kernel().source.kind.empty() && after->kernel().sources.empty());
+  EXPECT_TRUE(after->raw().isNull());
+  // Its launch code is refused with a diagnostic, not looked for in the edited file.
+  const auto code = ukdpack::loadLaunchCode(indexed, "ukd-a", std::nullopt, "gfx90a");
+  ASSERT_FALSE(code);
+  EXPECT_FALSE(code.error().message.empty()) << code.error().str();
+  // The other file's kernels are unaffected, and so is what was built before.
+  EXPECT_EQ(indexed.findKernel("ukd-d")->kernel().name, "d");
+  EXPECT_EQ(before->kernel().name, "c\\n");
 }
 
 TEST(ShardIndex, TruncatedOrAlteredBytesNeverChangeTheResult) {
@@ -313,9 +356,11 @@ TEST(ShardIndex, ARepackReadsBackOnlyWhatChangedSinceTheConfirmedIndex) {
     ASSERT_EQ(expected.size(), json.packs[p].members.size());
     for (std::size_t i = 0; i < expected.size(); ++i) {
       // An inline member of the unchanged file is not read back; a standalone UKD always is.
-      const bool skipped = kept && json.packs[p].members[i].ref.empty();
+      const bool skipped = kept && json.packs[p].members[i].ref().empty();
       EXPECT_EQ(expected[i].empty(), skipped) << json.packs[p].file << " member " << i;
-      if (!skipped) EXPECT_EQ(expected[i], full.value().expected[p].second[i]);
+      if (!skipped) {
+        EXPECT_EQ(expected[i], full.value().expected[p].second[i]);
+      }
     }
   }
   std::ofstream(now.root() / ukdpack::kShardIndexFile, std::ios::binary) << draft.value().bytes;

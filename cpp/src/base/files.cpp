@@ -74,25 +74,35 @@ Result<RegularFile> openRegularFile(const std::filesystem::path& path) {
   return R::success(std::move(out));
 }
 
-Result<std::string> readRegularFile(const std::filesystem::path& path, std::uint64_t maxBytes) {
+Result<std::string_view> readRegularFileInto(const std::filesystem::path& path, std::uint64_t maxBytes,
+                                             std::string& buffer) {
+  using Out = Result<std::string_view>;
   auto opened = openRegularFile(path);
-  if (!opened) return Result<std::string>::failure(opened.error());
+  if (!opened) return Out::failure(opened.error());
   const RegularFile& f = opened.value();
   if (f.size > maxBytes) {
-    return Result<std::string>::failure(makeError(codes::READ_FAILED, "", "",
-                                                  "file is larger than expected (" + std::to_string(f.size) +
-                                                      " bytes, at most " + std::to_string(maxBytes) + ")"));
+    return Out::failure(makeError(codes::READ_FAILED, "", "",
+                                  "file is larger than expected (" + std::to_string(f.size) + " bytes, at most " +
+                                      std::to_string(maxBytes) + ")"));
   }
-  std::string out(static_cast<std::size_t>(f.size), '\0');
+  const auto size = static_cast<std::size_t>(f.size);
+  if (buffer.size() < size) buffer.resize(size);
   std::size_t done = 0;
-  while (done < out.size()) {
-    const ssize_t n = ::read(f.fd.get(), out.data() + done, out.size() - done);
+  while (done < size) {
+    const ssize_t n = ::read(f.fd.get(), buffer.data() + done, size - done);
     if (n < 0 && errno == EINTR) continue;
-    if (n < 0) return Result<std::string>::failure(cannotRead(errno));
+    if (n < 0) return Out::failure(cannotRead(errno));
     if (n == 0) break;  // shrank while read: what is there
     done += static_cast<std::size_t>(n);
   }
-  out.resize(done);
+  return Out::success(std::string_view(buffer.data(), done));
+}
+
+Result<std::string> readRegularFile(const std::filesystem::path& path, std::uint64_t maxBytes) {
+  std::string out;
+  auto read = readRegularFileInto(path, maxBytes, out);
+  if (!read) return Result<std::string>::failure(read.error());
+  out.resize(read.value().size());
   return Result<std::string>::success(std::move(out));
 }
 

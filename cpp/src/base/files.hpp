@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <optional>
 #include <string>
+#include <string_view>
 
 #include "ukdpack/base/diagnostics.hpp"
 
@@ -42,6 +43,11 @@ Result<RegularFile> openRegularFile(const std::filesystem::path& path);
 // The whole content of the regular file at `path`, at most `maxBytes` long,
 // opened as openRegularFile opens it.
 Result<std::string> readRegularFile(const std::filesystem::path& path, std::uint64_t maxBytes);
+
+// The same, read into `buffer` (grown when too small, never shrunk, so that one
+// buffer serves many files without being cleared again): a view of its first bytes.
+Result<std::string_view> readRegularFileInto(const std::filesystem::path& path, std::uint64_t maxBytes,
+                                             std::string& buffer);
 
 // The lowercase hex sha256 of the regular file at `path`, read in chunks (a
 // model file may be large), opened as openRegularFile opens it.

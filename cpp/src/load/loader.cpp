@@ -80,9 +80,9 @@ void Loader::loadRoot(const fs::path& given, std::size_t index) {
   std::vector<const IndexedFile*> entries;
   if (lookForIndex_) entries = bindIndex(root, walked);
   std::vector<FileRead> reads(walked.size());
-  const auto work = [&](std::size_t i, bool indexed) {
+  const auto work = [&](std::size_t i, bool indexed, std::string& scratch) {
     try {
-      reads[i] = readFile(walked[i], root, index, indexed && !entries.empty() ? entries[i] : nullptr);
+      reads[i] = readFile(walked[i], root, index, indexed && !entries.empty() ? entries[i] : nullptr, scratch);
     } catch (...) {
       reads[i].failure = std::current_exception();
     }
@@ -92,7 +92,8 @@ void Loader::loadRoot(const fs::path& given, std::size_t index) {
   threads = std::min<std::size_t>(std::max<std::size_t>(threads, 1), walked.size());
   std::atomic<std::size_t> next{0};
   detail::runOnThreads(threads, walked.size(), [&] {
-    for (std::size_t i = next++; i < walked.size(); i = next++) work(i, true);
+    std::string scratch;
+    for (std::size_t i = next++; i < walked.size(); i = next++) work(i, true, scratch);
   });
   if (!entries.empty()) {
     const auto stale =
@@ -101,8 +102,9 @@ void Loader::loadRoot(const fs::path& given, std::size_t index) {
     if (!set_.fromIndex) {
       // A file the index does not bind to: every kernel is read as written, as if there were no index.
       set_.indexReason = stale->indexMismatch;
+      std::string scratch;
       for (std::size_t i = 0; i < walked.size(); ++i)
-        if (reads[i].fromSpans) work(i, false);
+        if (reads[i].fromSpans) work(i, false, scratch);
     }
   }
   for (std::size_t i = 0; i < walked.size(); ++i) {

@@ -114,8 +114,10 @@ class Loader {
   // `entry`: the shard index's record of the file, checked against it and, for a
   // KDP, its kernels read from their spans (on any mismatch, the JSON as written).
   // `rootIndex`: the root's place in the set, which each member read records while it is at hand.
-  FileRead readFile(const WalkedFile& f, const fs::path& root, std::size_t rootIndex,
-                    const IndexedFile* entry = nullptr) const;
+  // `scratch`: a buffer the calling thread reuses for the texts it does not keep (a KDP read
+  // through the index: its kernels' spans are read from the file again when first built).
+  FileRead readFile(const WalkedFile& f, const fs::path& root, std::size_t rootIndex, const IndexedFile* entry,
+                    std::string& scratch) const;
   // The index's record per walked file, when the index binds to the walk; else empty, the reason kept.
   std::vector<const IndexedFile*> bindIndex(const fs::path& root, const std::vector<WalkedFile>& walked);
   void commitFile(const WalkedFile& f, FileRead&& read, std::size_t rootIndex);

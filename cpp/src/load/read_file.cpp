@@ -31,17 +31,22 @@ JsonText writtenAs(const detail::JsonNode& doc) { return detail::textOf(doc); }
 // One file on its own (any thread): read, parsed by its type's reader, its
 // kernels' sources checked. Touches nothing of the set.
 Loader::FileRead Loader::readFile(const WalkedFile& f, const fs::path& root, std::size_t rootIndex,
-                                  const IndexedFile* entry) const {
+                                  const IndexedFile* entry, std::string& scratch) const {
   FileRead out;
   auto& diags = out.diags;
-  auto read = detail::readRegularFile(f.path, kMaxDescriptorBytes);
+  // A KDP the index reads from its spans keeps no copy of its text: it is read into
+  // the thread's scratch buffer, and again when a kernel of it is first built.
+  const bool spans = entry != nullptr && f.type == "kdp" && entry->spans;
+  auto read = detail::readRegularFileInto(f.path, kMaxDescriptorBytes, scratch);
   if (!read) {
     Diagnostic d = read.error();
     d.file = f.rel;
     diags.push_back(std::move(d));
     return out;
   }
-  const auto text = std::make_shared<const std::string>(std::move(read.value()));
+  const std::string_view bytes = read.value();
+  // The text as the JSON load keeps it, made only where it is kept.
+  std::shared_ptr<const std::string> text = spans ? nullptr : std::make_shared<const std::string>(bytes);
   const std::string folder = fs::path(f.rel).parent_path().generic_string();
   const DescriptorContext ctx{f.rel, "$", folder.empty() ? root : (root / folder).lexically_normal()};
   // The document, as a Json DOM or (the common case of kernels) a tape of the text.
@@ -107,32 +112,30 @@ Loader::FileRead Loader::readFile(const WalkedFile& f, const fs::path& root, std
     if (!out.loaded()) remember("did not load");
   };
   if (entry != nullptr) {
-    if (text->size() != entry->size || bindingDigestHex(text->data(), text->size()) != entry->digest) {
+    if (bytes.size() != entry->size || bindingDigestHex(bytes.data(), bytes.size()) != entry->digest) {
       out.indexMismatch = std::string(kShardIndexFile) + " is stale: " + f.rel +
                           " is not the file it was written for (its size or digest differs)";
-    } else if (f.type == "kdp" && entry->spans) {
+    } else if (spans) {
       // The pack read from its text with each inline kernel's object cut out;
       // each kernel is built from its own span when first asked for. Nothing is
       // kept when a span is not exactly one kernelDescriptors object or the pack
       // says anything: the file is then read as written.
       std::vector<std::size_t> at;
-      auto skeleton = packSkeleton(*text, *entry, at);
+      auto skeleton = packSkeleton(bytes, *entry, at);
       auto skeletonText = skeleton ? std::make_shared<const std::string>(std::move(*skeleton)) : nullptr;
       auto tape = skeletonText ? detail::JsonTape::scan(skeletonText) : nullptr;
       std::size_t next = 0;
       bool fits = tape != nullptr;
       const auto reader =
-          std::make_shared<SpanKernels>(text, boundIndex_, entry, f.rel, ctx.baseDir, options_.maxVersions.ukd);
+          std::make_shared<SpanKernels>(f.path, boundIndex_, entry, f.rel, ctx.baseDir, options_.maxVersions.ukd);
       const InlineKernelReader fromSpan = [&](std::size_t i, std::size_t offset, std::vector<PackMember>& members) {
         if (next >= entry->kernels.size() || entry->kernels[next].listIndex != i || at[next] != offset) {
           fits = false;
           return;
         }
-        const IndexedKernel& k = entry->kernels[next];
         PackMember& m = members.emplace_back();
         m.index = i;
         m.root = rootIndex;
-        m.raw = JsonText(text, k.begin, k.end - k.begin);
         // The reader's record, kept alive with the reader: no allocation per kernel.
         m.defer(std::shared_ptr<const DeferredKernel>(reader, &reader->record(next++)));
       };
@@ -147,6 +150,7 @@ Loader::FileRead Loader::readFile(const WalkedFile& f, const fs::path& root, std
                           ": its kernels do not read from the spans it records";
     }
   }
+  if (!text) text = std::make_shared<const std::string>(bytes);
   // One scan of the text, which also words every refusal of the text itself.
   // Kernels (KDP, UKD: nearly all of a shard's bytes) are read from the tape;
   // the other types from a DOM built from it.

@@ -358,9 +358,9 @@ void Loader::resolvePacks() {
       u.claimedBy = p.file;
       PackMember m;
       m.index = kr.index;
-      m.ref = kr.id;
+      m.setRef(kr.id);
       m.setKernel(u.kernel);
-      m.raw = u.raw;
+      m.setRaw(u.raw);
       m.root = u.root;
       resolved.push_back(std::move(m));
     }

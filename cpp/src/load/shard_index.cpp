@@ -257,13 +257,13 @@ std::optional<PackMember> memberFromSpan(const std::shared_ptr<const std::string
   PackMember m;
   m.index = k.listIndex;
   m.setKernel(std::move(*kernel));
-  m.raw = JsonText(text, k.begin, k.end - k.begin);
+  m.setRaw(JsonText(text, k.begin, k.end - k.begin));
   return m;
 }
 
-SpanKernels::SpanKernels(std::shared_ptr<const std::string> text, std::shared_ptr<const ShardIndex> index,
-                         const IndexedFile* entry, std::string file, std::filesystem::path baseDir, Version maxUkd)
-    : text_(std::move(text)),
+SpanKernels::SpanKernels(std::filesystem::path path, std::shared_ptr<const ShardIndex> index, const IndexedFile* entry,
+                         std::string file, std::filesystem::path baseDir, Version maxUkd)
+    : path_(std::move(path)),
       index_(std::move(index)),
       entry_(entry),
       file_(std::move(file)),
@@ -285,14 +285,36 @@ SpanKernels::SpanKernels(std::shared_ptr<const std::string> text, std::shared_pt
   }
 }
 
+const std::shared_ptr<const std::string>& SpanKernels::text() const {
+  std::call_once(textOnce_, [this] {
+    // Read again, and kept only when it is still the file the load bound the index to.
+    auto read = readRegularFile(path_, kMaxDescriptorBytes);
+    if (read && read.value().size() == entry_->size &&
+        bindingDigestHex(read.value().data(), read.value().size()) == entry_->digest)
+      text_ = std::make_shared<const std::string>(std::move(read.value()));
+  });
+  return text_;
+}
+
+JsonText SpanKernels::raw(std::size_t index) const {
+  const IndexedKernel& k = entry_->kernels.at(index);
+  const std::shared_ptr<const std::string>& text = this->text();
+  return text ? JsonText(text, k.begin, k.end - k.begin) : JsonText();
+}
+
 void SpanKernels::read(std::size_t index, Kernel& kernel, Json& completedMetadata) const {
   const IndexedKernel& k = entry_->kernels.at(index);
-  std::optional<PackMember> m = memberFromSpan(
-      text_, k, KernelContext{file_, jsonPathIndex("$.kernelDescriptors", k.listIndex), baseDir_}, maxUkd_);
+  const std::shared_ptr<const std::string>& text = this->text();
+  std::optional<PackMember> m =
+      text ? memberFromSpan(text, k, KernelContext{file_, jsonPathIndex("$.kernelDescriptors", k.listIndex), baseDir_},
+                            maxUkd_)
+           : std::nullopt;
   if (m) {
     kernel = std::move(m->editKernel());
   } else {
-    // Not for an index that binds (its writer read every span back); what the index says, at least.
+    // Not for an index that binds (its writer read every span back), unless the file
+    // changed after the load (shard files stay as packed while a process uses them):
+    // what the index says, at least.
     kernel.id = std::string(k.id);
     kernel.priority = k.priority;
     kernel.file = file_;
@@ -304,8 +326,7 @@ void SpanKernels::read(std::size_t index, Kernel& kernel, Json& completedMetadat
   completedMetadata = completed ? std::move(*completed) : kernel.metadata;
 }
 
-std::optional<std::string> packSkeleton(const std::string& text, const IndexedFile& file,
-                                        std::vector<std::size_t>& at) {
+std::optional<std::string> packSkeleton(std::string_view text, const IndexedFile& file, std::vector<std::size_t>& at) {
   at.clear();
   std::string out;
   out.reserve(text.size() < 4096 ? text.size() : 4096);
@@ -313,12 +334,12 @@ std::optional<std::string> packSkeleton(const std::string& text, const IndexedFi
   for (const IndexedKernel& k : file.kernels) {
     if (k.begin < next || k.end > text.size() || k.end - k.begin < 2 || text[k.begin] != '{' || text[k.end - 1] != '}')
       return std::nullopt;
-    out.append(text, next, k.begin - next);
+    out.append(text.substr(next, k.begin - next));
     at.push_back(out.size());
     out += "{}";
     next = k.end;
   }
-  out.append(text, next, std::string::npos);
+  out.append(text.substr(next));
   return out;
 }
 
@@ -338,12 +359,12 @@ std::vector<std::string> describeSet(const DescriptorSet& set) {
                   p.provenance.dump() + " members " + std::to_string(p.members.size()));
     for (const PackMember& m : p.members) {
       const Kernel& k = m.kernel();
-      out.push_back(" kernel " + k.id + " of " + p.id + " at " + std::to_string(m.index) + " ref " + m.ref + " root " +
-                    std::to_string(m.root) + " name " + k.name + " version " + k.version.str() + " file " + k.file +
-                    " path " + k.jsonPath + " base " + k.baseDir.generic_string() + " priority " +
+      out.push_back(" kernel " + k.id + " of " + p.id + " at " + std::to_string(m.index) + " ref " + m.ref() +
+                    " root " + std::to_string(m.root) + " name " + k.name + " version " + k.version.str() + " file " +
+                    k.file + " path " + k.jsonPath + " base " + k.baseDir.generic_string() + " priority " +
                     std::to_string(k.priority) + " arch " + (k.arch ? joined(*k.arch) : "-") + " metadata " +
                     k.metadata.dump() + " completed " + m.completedMetadata().dump() + " provenance " +
-                    k.provenance.dump() + " raw " + std::string(m.raw.text()));
+                    k.provenance.dump() + " raw " + std::string(m.raw().text()));
       if (const KernelSource* single = singleLaunchSource(k)) {
         out.push_back("  source " + describeSource(*single));
       } else {
@@ -392,8 +413,8 @@ void sourceFields(std::string& out, const KernelSource& s) {
 std::string memberDigest(const PackMember& m, const Kernel& k, const Json& completed) {
   std::string s;
   field(s, std::to_string(m.index));
-  field(s, m.ref);
-  field(s, m.raw.text());
+  field(s, m.ref());
+  field(s, m.raw().text());
   field(s, k.id);
   field(s, k.name);
   field(s, k.version.str());
@@ -428,7 +449,7 @@ SetDigests setDigests(const DescriptorSet& set, const std::set<std::string>& unc
     std::vector<std::string> members;
     members.reserve(p.members.size());
     for (const PackMember& m : p.members)
-      members.push_back(kept && m.ref.empty() ? std::string() : memberDigest(m, m.kernel(), m.completedMetadata()));
+      members.push_back(kept && m.ref().empty() ? std::string() : memberDigest(m, m.kernel(), m.completedMetadata()));
     out.emplace_back(p.id, std::move(members));
   }
   return out;
@@ -574,7 +595,7 @@ Result<ShardIndexDraft> draftShardIndex(const DescriptorSet& set, const Previous
     // found by place, not searched for, so a pack of many kernels drafts in linear time.
     std::vector<const PackMember*> inlineAt(list->size(), nullptr);
     for (const PackMember& x : pack->second->members) {
-      if (x.ref.empty() && x.index < inlineAt.size() && inlineAt[x.index] == nullptr) inlineAt[x.index] = &x;
+      if (x.ref().empty() && x.index < inlineAt.size() && inlineAt[x.index] == nullptr) inlineAt[x.index] = &x;
     }
     std::vector<std::pair<const detail::JsonNode*, const PackMember*>> kernels;
     for (std::size_t i = 0; i < list->size(); ++i) {

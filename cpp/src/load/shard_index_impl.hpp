@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -53,11 +54,13 @@ struct ShardIndex {
 
 // The inline kernels of one KDP read through the index, each built when first
 // asked for (PackMember::kernel()) from its span, by memberFromSpan. It holds
-// every kernel's deferred record, in one array, and the file's lists once.
+// every kernel's deferred record, in one array, and the file's lists once. The
+// file's text is not kept by the load: it is read again (and checked against the
+// index's size and digest) when a kernel or a `raw` of the file is first asked for.
 class SpanKernels : public KernelReader {
  public:
-  SpanKernels(std::shared_ptr<const std::string> text, std::shared_ptr<const ShardIndex> index,
-              const IndexedFile* entry, std::string file, std::filesystem::path baseDir, Version maxUkd);
+  SpanKernels(std::filesystem::path path, std::shared_ptr<const ShardIndex> index, const IndexedFile* entry,
+              std::string file, std::filesystem::path baseDir, Version maxUkd);
   // The record of the file's `index`-th indexed kernel, its fields filled in;
   // a member points at it through deferred().
   const DeferredKernel& record(std::size_t index) const { return records_[index]; }
@@ -67,9 +70,15 @@ class SpanKernels : public KernelReader {
     kmd_ = kmd != nullptr ? std::make_shared<const MetadataSchema>(*kmd) : nullptr;
   }
   void read(std::size_t index, Kernel& kernel, Json& completedMetadata) const override;
+  JsonText raw(std::size_t index) const override;
 
  private:
-  std::shared_ptr<const std::string> text_;
+  // The file's text, read on first use; nullptr when it no longer is the indexed file.
+  const std::shared_ptr<const std::string>& text() const;
+
+  std::filesystem::path path_;
+  mutable std::once_flag textOnce_;
+  mutable std::shared_ptr<const std::string> text_;
   std::shared_ptr<const ShardIndex> index_;  // what `entry_` and its views point into
   const IndexedFile* entry_;
   std::string file_;
@@ -103,7 +112,7 @@ std::optional<PackMember> memberFromSpan(const std::shared_ptr<const std::string
 // pack's own reader reads when its kernels come from their spans; `at`
 // receives where each "{}" lies in it. nullopt when a span does not lie in
 // order inside the text on an object.
-std::optional<std::string> packSkeleton(const std::string& text, const IndexedFile& file, std::vector<std::size_t>& at);
+std::optional<std::string> packSkeleton(std::string_view text, const IndexedFile& file, std::vector<std::size_t>& at);
 
 // The load of one shard through `index` (the writer checks what it writes).
 DescriptorSet loadShardWithIndex(const std::filesystem::path& root, const ShardIndex& index);

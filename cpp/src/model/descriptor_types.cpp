@@ -411,9 +411,9 @@ namespace {
 // from a kept one), or a view of a tape's text.
 void keepRaw(PackMember& m, const Json& item, Json* consume, std::size_t i) {
   // Moved last: nothing reads this element again (finish() looks at keys only).
-  m.raw = consume != nullptr ? std::move((*consume)["kernelDescriptors"][i]) : item;
+  m.setRaw(consume != nullptr ? std::move((*consume)["kernelDescriptors"][i]) : item);
 }
-void keepRaw(PackMember& m, const JsonNode& item, Json*, std::size_t) { m.raw = detail::textOf(item); }
+void keepRaw(PackMember& m, const JsonNode& item, Json*, std::size_t) { m.setRaw(detail::textOf(item)); }
 
 }  // namespace
 

@@ -57,6 +57,50 @@ const Kernel& emptyKernel() {
   return none;
 }
 
+const std::string& PackMember::ref() const {
+  static const std::string none;
+  return own_ ? own_->ref : none;
+}
+
+JsonText PackMember::raw() const {
+  if (own_ && !own_->raw.isNull()) return own_->raw;
+  return deferred_ ? deferred_->reader->raw(deferred_->index) : JsonText();
+}
+
+const Json& PackMember::completedMetadata() const {
+  if (deferred_) {
+    deferred_->ensure();
+    return deferred_->completedMetadata;
+  }
+  static const Json none;
+  return own_ ? own_->completedMetadata : none;
+}
+
+PackMember::Owned& PackMember::owned() {
+  if (!own_) {
+    own_ = std::make_shared<Owned>();
+  } else if (own_.use_count() > 1) {
+    own_ = std::make_shared<Owned>(*own_);
+  }
+  return *own_;
+}
+
+Kernel& PackMember::editKernel() {
+  Owned& own = owned();
+  if (!own.kernel) {
+    own.kernel = std::make_shared<Kernel>();
+  } else if (own.kernel.use_count() > 1) {
+    own.kernel = std::make_shared<Kernel>(*own.kernel);
+  }
+  return *own.kernel;
+}
+
+void PackMember::setKernel(Kernel kernel) { owned().kernel = std::make_shared<Kernel>(std::move(kernel)); }
+Json& PackMember::editCompletedMetadata() { return owned().completedMetadata; }
+void PackMember::setCompletedMetadata(Json metadata) { owned().completedMetadata = std::move(metadata); }
+void PackMember::setRef(std::string ref) { owned().ref = std::move(ref); }
+void PackMember::setRaw(JsonText raw) { owned().raw = std::move(raw); }
+
 bool PackMember::launchesAre(const std::set<std::string>& names) const {
   if (deferred_)
     return deferred_->launches->size() == names.size() &&

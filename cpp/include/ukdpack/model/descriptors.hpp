@@ -266,6 +266,8 @@ class KernelReader {
  public:
   virtual ~KernelReader() = default;
   virtual void read(std::size_t index, Kernel& kernel, Json& completedMetadata) const = 0;
+  // The kernel's object as written (null when its file no longer reads as it did).
+  virtual JsonText raw(std::size_t index) const = 0;
 };
 // One per deferred kernel, held by its reader in one array per file (not one
 // allocation each); a member points at its record through a shared_ptr that
@@ -296,26 +298,32 @@ struct DeferredKernel {
 const Kernel& emptyKernel();
 
 // One kernel of a pack: inline in the KDP, or a standalone UKD it names by id.
+// Small (four words): a set read through a shard index holds one per kernel and
+// builds nothing else for it until it is asked for; what a member owns (its
+// kernel, raw object, completed metadata, reference) is held apart, shared by
+// copies until one of them is edited.
 struct PackMember {
   std::size_t index = 0;  // position in the KDP's kernelDescriptors
-  std::string ref;        // the standalone UKD's id; empty for an inline kernel
-  JsonText raw;           // the UKD object as written, extension keys included
   std::size_t root = 0;   // root the UKD was read from (a standalone UKD's own)
+
+  // The standalone UKD's id; empty for an inline kernel.
+  const std::string& ref() const;
+  // The UKD object as written, extension keys included. A deferred kernel's is
+  // read from its file when first asked for: a load keeps no descriptor text.
+  JsonText raw() const;
 
   // The kernel. Read only through this accessor: a load may build it on first
   // use rather than up front (any thread), and the reference stays valid while the set lives.
   const Kernel& kernel() const {
-    if (!deferred_) return kernel_ ? *kernel_ : emptyKernel();
-    deferred_->ensure();
-    return *deferred_->kernel;
+    if (deferred_) {
+      deferred_->ensure();
+      return *deferred_->kernel;
+    }
+    return own_ && own_->kernel ? *own_->kernel : emptyKernel();
   }
   // The metadata completed by the engine's KMD (defaults filled in); the
   // metadata as written when the pack has no engine. Filled by the loader.
-  const Json& completedMetadata() const {
-    if (!deferred_) return completedMetadata_;
-    deferred_->ensure();
-    return deferred_->completedMetadata;
-  }
+  const Json& completedMetadata() const;
   // What ranking and filtering read, without building a deferred kernel.
   std::string_view id() const { return deferred_ ? deferred_->id : std::string_view(kernel().id); }
   std::int64_t priority() const { return deferred_ ? deferred_->priority : kernel().priority; }
@@ -334,26 +342,27 @@ struct PackMember {
     return true;
   }
 
-  // The loader's (and a test's) writers. Copies of a member share its kernel
+  // The loader's (and a test's) writers. Copies of a member share what it owns
   // until one of them is edited.
-  Kernel& editKernel() {
-    if (!kernel_) {
-      kernel_ = std::make_shared<Kernel>();
-    } else if (kernel_.use_count() > 1) {
-      kernel_ = std::make_shared<Kernel>(*kernel_);
-    }
-    return *kernel_;
-  }
-  void setKernel(Kernel kernel) { kernel_ = std::make_shared<Kernel>(std::move(kernel)); }
-  Json& editCompletedMetadata() { return completedMetadata_; }
-  void setCompletedMetadata(Json metadata) { completedMetadata_ = std::move(metadata); }
+  Kernel& editKernel();
+  void setKernel(Kernel kernel);
+  Json& editCompletedMetadata();
+  void setCompletedMetadata(Json metadata);
+  void setRef(std::string ref);
+  void setRaw(JsonText raw);
   void defer(std::shared_ptr<const DeferredKernel> deferred) { deferred_ = std::move(deferred); }
 
  private:
-  // Held apart, not inline: a member read through a shard index holds no kernel
-  // until it is asked for, and a set of 100,000 members stays small.
-  std::shared_ptr<Kernel> kernel_;
-  Json completedMetadata_;
+  struct Owned {
+    std::string ref;
+    JsonText raw;
+    std::shared_ptr<Kernel> kernel;
+    Json completedMetadata;
+  };
+  // What this member owns, made unshared first (copied when a copy shares it).
+  Owned& owned();
+
+  std::shared_ptr<Owned> own_;  // nullptr: nothing of its own (a deferred member's usual state)
   std::shared_ptr<const DeferredKernel> deferred_;
 };
 

@@ -66,6 +66,21 @@ void writeBytes(const TempTree& t, const std::string& bytes) {
   std::ofstream(t.root() / ukdpack::kShardIndexFile, std::ios::binary | std::ios::trunc) << bytes;
 }
 
+// writeShard's one/a.kdp.json rewritten with ukd-a's priority 7 made 8: the same
+// length, so only the digest tells. False when the priority is not found.
+bool editPriorityInPlace(const TempTree& t) {
+  std::string text;
+  {
+    std::ifstream in(t.root() / "one/a.kdp.json", std::ios::binary);
+    text.assign(std::istreambuf_iterator<char>(in), {});
+  }
+  const std::size_t at = text.find("\"priority\": 7");
+  if (at == std::string::npos) return false;
+  text[at + 12] = '8';
+  t.write("one/a.kdp.json", text);
+  return true;
+}
+
 }  // namespace
 
 // The binding digest is XXH3-128 in xxHash's canonical (big-endian) form: the
@@ -182,16 +197,7 @@ TEST(ShardIndex, AnEditedJsonIsNeverServedFromAStaleIndex) {
   writeShard(t);
   writeIndex(t);
   // The same length, one priority changed: only the digest tells.
-  const std::filesystem::path kdp = t.root() / "one/a.kdp.json";
-  std::string text;
-  {
-    std::ifstream in(kdp, std::ios::binary);
-    text.assign(std::istreambuf_iterator<char>(in), {});
-  }
-  const std::size_t at = text.find("\"priority\": 7");
-  ASSERT_NE(at, std::string::npos);
-  text[at + 12] = '8';
-  t.write("one/a.kdp.json", text);
+  ASSERT_TRUE(editPriorityInPlace(t));
   const DescriptorSet indexed = ukdpack::loadShard(t.root());
   EXPECT_FALSE(indexed.fromIndex);
   EXPECT_NE(indexed.indexReason.find("one/a.kdp.json is not the file it was written for"), std::string::npos)
@@ -231,16 +237,7 @@ TEST(ShardIndex, AFileChangedAfterTheLoadIsNotReadIntoItsKernels) {
   EXPECT_EQ(before->kernel().name, "c\\n");
   EXPECT_NE(before->raw().text().find("\"ukd-c\""), std::string_view::npos);
   // one/a.kdp.json changed in place, the same length: only its digest tells.
-  const std::filesystem::path kdp = t.root() / "one/a.kdp.json";
-  std::string text;
-  {
-    std::ifstream in(kdp, std::ios::binary);
-    text.assign(std::istreambuf_iterator<char>(in), {});
-  }
-  const std::size_t at = text.find("\"priority\": 7");
-  ASSERT_NE(at, std::string::npos);
-  text[at + 12] = '8';
-  t.write("one/a.kdp.json", text);
+  ASSERT_TRUE(editPriorityInPlace(t));
   EXPECT_EQ(after->kernel().id, "ukd-a");
   EXPECT_EQ(after->kernel().priority, 7);     // the index's, not the edited file's 8
   EXPECT_TRUE(after->kernel().name.empty());  // nothing of the file: no name, no source

@@ -85,17 +85,8 @@ PackMember::Owned& PackMember::owned() {
   return *own_;
 }
 
-Kernel& PackMember::editKernel() {
-  Owned& own = owned();
-  if (!own.kernel) {
-    own.kernel = std::make_shared<Kernel>();
-  } else if (own.kernel.use_count() > 1) {
-    own.kernel = std::make_shared<Kernel>(*own.kernel);
-  }
-  return *own.kernel;
-}
-
-void PackMember::setKernel(Kernel kernel) { owned().kernel = std::make_shared<Kernel>(std::move(kernel)); }
+Kernel& PackMember::editKernel() { return owned().kernel; }
+void PackMember::setKernel(Kernel kernel) { owned().kernel = std::move(kernel); }
 Json& PackMember::editCompletedMetadata() { return owned().completedMetadata; }
 void PackMember::setCompletedMetadata(Json metadata) { owned().completedMetadata = std::move(metadata); }
 void PackMember::setRef(std::string ref) { owned().ref = std::move(ref); }

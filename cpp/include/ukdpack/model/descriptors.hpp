@@ -319,7 +319,7 @@ struct PackMember {
       deferred_->ensure();
       return *deferred_->kernel;
     }
-    return own_ && own_->kernel ? *own_->kernel : emptyKernel();
+    return own_ ? own_->kernel : emptyKernel();
   }
   // The metadata completed by the engine's KMD (defaults filled in); the
   // metadata as written when the pack has no engine. Filled by the loader.
@@ -353,10 +353,11 @@ struct PackMember {
   void defer(std::shared_ptr<const DeferredKernel> deferred) { deferred_ = std::move(deferred); }
 
  private:
+  // One allocation for all of it (the kernel inline: a default one is no kernel).
   struct Owned {
     std::string ref;
     JsonText raw;
-    std::shared_ptr<Kernel> kernel;
+    Kernel kernel;
     Json completedMetadata;
   };
   // What this member owns, made unshared first (copied when a copy shares it).

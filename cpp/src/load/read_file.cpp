@@ -8,7 +8,6 @@
 #include <type_traits>
 #include <utility>
 
-#include "base/binding_digest.hpp"
 #include "base/files.hpp"
 #include "json/json_tape.hpp"
 #include "load/loader_impl.hpp"
@@ -112,7 +111,7 @@ Loader::FileRead Loader::readFile(const WalkedFile& f, const fs::path& root, std
     if (!out.loaded()) remember("did not load");
   };
   if (entry != nullptr) {
-    if (bytes.size() != entry->size || bindingDigestHex(bytes.data(), bytes.size()) != entry->digest) {
+    if (!bindsTo(bytes, *entry)) {
       out.indexMismatch = std::string(kShardIndexFile) + " is stale: " + f.rel +
                           " is not the file it was written for (its size or digest differs)";
     } else if (spans) {

@@ -285,13 +285,15 @@ SpanKernels::SpanKernels(std::filesystem::path path, std::shared_ptr<const Shard
   }
 }
 
+bool bindsTo(std::string_view bytes, const IndexedFile& file) {
+  return bytes.size() == file.size && bindingDigestHex(bytes.data(), bytes.size()) == file.digest;
+}
+
 const std::shared_ptr<const std::string>& SpanKernels::text() const {
   std::call_once(textOnce_, [this] {
     // Read again, and kept only when it is still the file the load bound the index to.
     auto read = readRegularFile(path_, kMaxDescriptorBytes);
-    if (read && read.value().size() == entry_->size &&
-        bindingDigestHex(read.value().data(), read.value().size()) == entry_->digest)
-      text_ = std::make_shared<const std::string>(std::move(read.value()));
+    if (read && bindsTo(read.value(), *entry_)) text_ = std::make_shared<const std::string>(std::move(read.value()));
   });
   return text_;
 }

@@ -46,6 +46,10 @@ struct IndexedFile {
   std::vector<std::vector<std::string_view>> lists;
 };
 
+// Whether `bytes` are the file `file` records (its size and binding digest): at the
+// load, and again when a KDP the load did not keep is read at its first kernel.
+bool bindsTo(std::string_view bytes, const IndexedFile& file);
+
 struct ShardIndex {
   std::shared_ptr<const std::string> bytes;  // what every view points into
   std::string_view writer;

@@ -10,6 +10,7 @@
 #include "runtime_support.hpp"
 #include "ukdpack/load/loader.hpp"
 #include "ukdpack/load/shard_index.hpp"
+#include "ukdpack/plan/plan.hpp"
 #include "ukdpack/select/integrity.hpp"
 
 using ukdpack::DescriptorSet;
@@ -243,10 +244,19 @@ TEST(ShardIndex, AFileChangedAfterTheLoadIsNotReadIntoItsKernels) {
   EXPECT_TRUE(after->kernel().name.empty());  // nothing of the file: no name, no source
   EXPECT_TRUE(after->kernel().source.kind.empty() && after->kernel().sources.empty());
   EXPECT_TRUE(after->raw().isNull());
-  // Its launch code is refused with a diagnostic, not looked for in the edited file.
+  // Its launch code and plan are refused with the cause, not looked for in the edited file.
+  EXPECT_NE(after->kernel().unreadable.find("its file changed after the shard was loaded"), std::string::npos)
+      << after->kernel().unreadable;
   const auto code = ukdpack::loadLaunchCode(indexed, "ukd-a", std::nullopt, "gfx90a");
   ASSERT_FALSE(code);
-  EXPECT_FALSE(code.error().message.empty()) << code.error().str();
+  EXPECT_EQ(code.error().code, ukdpack::codes::SHARD_INDEX) << code.error().str();
+  EXPECT_EQ(code.error().file, "one/a.kdp.json");
+  EXPECT_NE(code.error().message.find("changed after the shard was loaded"), std::string::npos) << code.error().str();
+  const auto plan = ukdpack::capturePlan(after->kernel());
+  ASSERT_FALSE(plan);
+  EXPECT_EQ(plan.error().code, ukdpack::codes::SHARD_INDEX) << plan.error().str();
+  // A kernel read normally says nothing there.
+  EXPECT_TRUE(before->kernel().unreadable.empty());
   // The other file's kernels are unaffected, and so is what was built before.
   EXPECT_EQ(indexed.findKernel("ukd-d")->kernel().name, "d");
   EXPECT_EQ(before->kernel().name, "c\\n");

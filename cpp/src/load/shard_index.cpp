@@ -293,7 +293,15 @@ const std::shared_ptr<const std::string>& SpanKernels::text() const {
   std::call_once(textOnce_, [this] {
     // Read again, and kept only when it is still the file the load bound the index to.
     auto read = readRegularFile(path_, kMaxDescriptorBytes);
-    if (read && bindsTo(read.value(), *entry_)) text_ = std::make_shared<const std::string>(std::move(read.value()));
+    if (!read) {
+      unread_ = "no longer reads after the shard was loaded (" + read.error().message + ")";
+    } else if (!bindsTo(read.value(), *entry_)) {
+      unread_ =
+          "changed after the shard was loaded: its size or digest is no longer what the shard's "
+          "index.ukdx records";
+    } else {
+      text_ = std::make_shared<const std::string>(std::move(read.value()));
+    }
   });
   return text_;
 }
@@ -322,6 +330,10 @@ void SpanKernels::read(std::size_t index, Kernel& kernel, Json& completedMetadat
     kernel.file = file_;
     kernel.jsonPath = jsonPathIndex("$.kernelDescriptors", k.listIndex);
     kernel.baseDir = baseDir_;
+    kernel.unreadable = "its file " +
+                        (unread_.empty() ? "does not read at its span in the shard's index.ukdx" : unread_) +
+                        "; the kernel is not read from it. Leave a loaded shard in place while the process uses "
+                        "it, or load it again";
   }
   std::vector<Diagnostic> unused;  // the pack-time load completed the same bytes without a word
   std::optional<Json> completed = kmd_ ? completeMetadata(*kmd_, kernel, unused) : std::nullopt;

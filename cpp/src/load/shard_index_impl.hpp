@@ -77,12 +77,14 @@ class SpanKernels : public KernelReader {
   JsonText raw(std::size_t index) const override;
 
  private:
-  // The file's text, read on first use; nullptr when it no longer is the indexed file.
+  // The file's text, read on first use; nullptr (and `unread_` says why) when it
+  // no longer is the indexed file.
   const std::shared_ptr<const std::string>& text() const;
 
   std::filesystem::path path_;
   mutable std::once_flag textOnce_;
   mutable std::shared_ptr<const std::string> text_;
+  mutable std::string unread_;               // why text_ is nullptr: the read's error, or the change
   std::shared_ptr<const ShardIndex> index_;  // what `entry_` and its views point into
   const IndexedFile* entry_;
   std::string file_;

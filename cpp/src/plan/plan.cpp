@@ -17,6 +17,11 @@ Json SavedPlan::toJson() const {
 Result<SavedPlan> capturePlan(const Kernel& kernel) {
   // Decided by the launch helper: a multi-launch kernel's default `source`
   // would read as some other kind.
+  if (!kernel.unreadable.empty()) {
+    return Result<SavedPlan>::failure(
+        makeError(codes::SHARD_INDEX, kernel.file, kernel.jsonPath,
+                  "cannot save a plan of kernel (id " + kernel.id + "): " + kernel.unreadable));
+  }
   const KernelSource* src = singleLaunchSource(kernel);
   if (src == nullptr) {
     return Result<SavedPlan>::failure(

@@ -173,6 +173,10 @@ Result<std::vector<std::uint8_t>> loadLaunchCode(const Kernel& kernel, const fs:
                                                  const LaunchCodeOptions& options) {
   using R = Result<std::vector<std::uint8_t>>;
   const std::string name = launch.value_or("");
+  if (!kernel.unreadable.empty()) {
+    return R::failure(makeError(codes::SHARD_INDEX, kernel.file, kernel.jsonPath,
+                                "kernel (id " + kernel.id + "): " + kernel.unreadable));
+  }
 
   // Which source: the one reader of a kernel's launches decides the shape.
   const KernelSource* src = singleLaunchSource(kernel);

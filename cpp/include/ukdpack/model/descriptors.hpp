@@ -148,6 +148,10 @@ struct Kernel {
   std::string file;               // descriptor file it was read from
   std::string jsonPath;           // "$" standalone, "$.kernelDescriptors[<i>]" inline
   std::filesystem::path baseDir;  // folder that `library` paths are joined onto
+  // Empty, or why the kernel could not be read from its file when first used (a
+  // shard read through its index, whose file changed after the load): it then holds
+  // only what the index records, and its code is refused with this reason.
+  std::string unreadable;
 };
 
 // The launch names of a kernel: empty for a single-launch kernel.

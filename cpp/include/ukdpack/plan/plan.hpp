@@ -33,7 +33,7 @@ struct SavedPlan {
 // Refusals: PLAN_MULTI_LAUNCH (names the kernel's launches), PLAN_NOT_PACKED
 // (a single launch of another kind than kpack), KERNEL_UNKNOWN; by id also
 // PLAN_SLOTTED (a kernel of a slotted engine runs only in slot programs, and
-// slotted plans are not saved). The overload over a bare kernel cannot see
+// slotted plans are not saved), SHARD_INDEX (Kernel::unreadable). The overload over a bare kernel cannot see
 // its engine: callers with a set use the one by id.
 Result<SavedPlan> capturePlan(const Kernel& kernel);
 Result<SavedPlan> capturePlan(const DescriptorSet& set, const std::string& kernelId);

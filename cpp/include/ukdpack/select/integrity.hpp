@@ -145,7 +145,8 @@ class LocatedLibraries {
 // ARCHIVE_MISSING, ARCHIVE_INVALID, TOC_MISSING, ARCH_REQUIRED,
 // DECOMPRESS_BUDGET (the cache's budget of decompressed bytes is spent),
 // DIGEST_MISMATCH, SYMBOL_MISSING, CODE_OBJECT_INVALID, NOT_PACKED,
-// NO_SUCH_LAUNCH.
+// NO_SUCH_LAUNCH, SHARD_INDEX (the kernel's file changed after the load:
+// Kernel::unreadable).
 // Decompresses and hashes every entry of the archive at `path` on `threads`
 // threads (0: one per core) as loadLaunchCode does, charging `cache`'s budget, and
 // keeps the findings (no bytes) in `cache`: a launch then checked without its

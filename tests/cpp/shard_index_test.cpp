@@ -3,6 +3,8 @@
 // hostile) is never used and never changes the result.
 #include <gtest/gtest.h>
 
+#include <chrono>
+#include <filesystem>
 #include <fstream>
 
 #include "base/binding_digest.hpp"
@@ -82,6 +84,22 @@ bool editPriorityInPlace(const TempTree& t) {
   return true;
 }
 
+// Sets `rel`'s modification time to the index's, moved by `seconds`.
+void dateFromIndex(const TempTree& t, const std::string& rel, int seconds) {
+  namespace fs = std::filesystem;
+  const fs::file_time_type written = fs::last_write_time(t.root() / ukdpack::kShardIndexFile);
+  fs::last_write_time(t.root() / rel, written + std::chrono::seconds(seconds));
+}
+
+// Every file of the shard but its index dated `seconds` from the index.
+void dateAllFromIndex(const TempTree& t, int seconds) {
+  namespace fs = std::filesystem;
+  for (const auto& e : fs::recursive_directory_iterator(t.root())) {
+    if (e.is_regular_file() && e.path().filename() != ukdpack::kShardIndexFile)
+      dateFromIndex(t, fs::relative(e.path(), t.root()).generic_string(), seconds);
+  }
+}
+
 }  // namespace
 
 // The binding digest is XXH3-128 in xxHash's canonical (big-endian) form: the
@@ -93,19 +111,22 @@ TEST(ShardIndex, TheBindingDigestIsXxh3OneTwentyEight) {
   EXPECT_NE(bindingDigestHex("ukdpacl", 7), bindingDigestHex("ukdpack", 7));
 }
 
-// An index of format 1 (files bound by sha256) is another format: not read, the
-// JSON load instead, and the reason names both formats.
-TEST(ShardIndex, AnIndexOfTheFirstFormatIsNotRead) {
+// An index of format 1 (files bound by sha256) or 2 (no skeletons) is another
+// format: not read, the JSON load instead, and the reason names both formats.
+TEST(ShardIndex, AnIndexOfAnEarlierFormatIsNotRead) {
   TempTree t;
   writeShard(t);
-  std::string bytes = writeIndex(t);
-  ASSERT_GT(bytes.size(), 8u);
-  bytes[4] = 1;  // the u32 format, little-endian
-  writeBytes(t, bytes);
-  const DescriptorSet s = ukdpack::loadShard(t.root());
-  EXPECT_FALSE(s.fromIndex);
-  EXPECT_EQ(s.indexReason, "index.ukdx has format 1; this reader reads format 2");
-  EXPECT_EQ(describe(s), describe(ukdpack::loadShard(t.root(), jsonOnly())));
+  const std::string written = writeIndex(t);
+  ASSERT_GT(written.size(), 8u);
+  for (const char format : {1, 2}) {
+    std::string bytes = written;
+    bytes[4] = format;  // the u32 format, little-endian
+    writeBytes(t, bytes);
+    const DescriptorSet s = ukdpack::loadShard(t.root());
+    EXPECT_FALSE(s.fromIndex);
+    EXPECT_EQ(s.indexReason, "index.ukdx has format " + std::to_string(format) + "; this reader reads format 3");
+    EXPECT_EQ(describe(s), describe(ukdpack::loadShard(t.root(), jsonOnly())));
+  }
 }
 
 TEST(ShardIndex, LoadsWhatTheJsonLoadsAndIsByteReproducible) {
@@ -245,13 +266,15 @@ TEST(ShardIndex, AFileChangedAfterTheLoadIsNotReadIntoItsKernels) {
   EXPECT_TRUE(after->kernel().source.kind.empty() && after->kernel().sources.empty());
   EXPECT_TRUE(after->raw().isNull());
   // Its launch code and plan are refused with the cause, not looked for in the edited file.
-  EXPECT_NE(after->kernel().unreadable.find("its file changed after the shard was loaded"), std::string::npos)
+  EXPECT_NE(after->kernel().unreadable.find("its file is not the one the shard's index.ukdx records"),
+            std::string::npos)
       << after->kernel().unreadable;
   const auto code = ukdpack::loadLaunchCode(indexed, "ukd-a", std::nullopt, "gfx90a");
   ASSERT_FALSE(code);
   EXPECT_EQ(code.error().code, ukdpack::codes::SHARD_INDEX) << code.error().str();
   EXPECT_EQ(code.error().file, "one/a.kdp.json");
-  EXPECT_NE(code.error().message.find("changed after the shard was loaded"), std::string::npos) << code.error().str();
+  EXPECT_NE(code.error().message.find("it changed after the shard was packed or loaded"), std::string::npos)
+      << code.error().str();
   const auto plan = ukdpack::capturePlan(after->kernel());
   ASSERT_FALSE(plan);
   EXPECT_EQ(plan.error().code, ukdpack::codes::SHARD_INDEX) << plan.error().str();
@@ -260,6 +283,65 @@ TEST(ShardIndex, AFileChangedAfterTheLoadIsNotReadIntoItsKernels) {
   // The other file's kernels are unaffected, and so is what was built before.
   EXPECT_EQ(indexed.findKernel("ukd-d")->kernel().name, "d");
   EXPECT_EQ(before->kernel().name, "c\\n");
+}
+
+// A file of the size the index records, modified before the index was written, is
+// not read at load: the index's skeleton of it stands for its text, and the load
+// through it is the JSON load. Such a file changed with an older time (copied over
+// with its times kept) is seen when a kernel of it is first built, which is then
+// refused, and by ukdpack-validate, which reads every file.
+TEST(ShardIndex, AFileOlderThanTheIndexIsNotReadAtLoad) {
+  TempTree t;
+  writeShard(t);
+  writeIndex(t);
+  dateAllFromIndex(t, -10);
+  const DescriptorSet json = ukdpack::loadShard(t.root(), jsonOnly());
+  const DescriptorSet unread = ukdpack::loadShard(t.root());
+  ASSERT_TRUE(unread.fromIndex) << unread.indexReason;
+  EXPECT_EQ(describe(unread), describe(json));
+  // The same length, one priority changed, dated before the index: not seen at load.
+  ASSERT_TRUE(editPriorityInPlace(t));
+  dateFromIndex(t, "one/a.kdp.json", -10);
+  const DescriptorSet indexed = ukdpack::loadShard(t.root());
+  ASSERT_TRUE(indexed.fromIndex) << indexed.indexReason;
+  const ukdpack::PackMember* a = indexed.findKernel("ukd-a");
+  ASSERT_TRUE(a != nullptr && a->deferred());
+  EXPECT_EQ(a->priority(), 7);  // the index's
+  EXPECT_NE(a->kernel().unreadable.find("its file is not the one the shard's index.ukdx records"), std::string::npos)
+      << a->kernel().unreadable;
+  const auto code = ukdpack::loadLaunchCode(indexed, "ukd-a", std::nullopt, "gfx90a");
+  ASSERT_FALSE(code);
+  EXPECT_EQ(code.error().code, ukdpack::codes::SHARD_INDEX) << code.error().str();
+  EXPECT_EQ(indexed.findKernel("ukd-c")->kernel().name, "c\\n");  // the other file's kernels build
+  const auto check = ukdpack::checkShardIndex(t.root());
+  EXPECT_TRUE(check.present);
+  EXPECT_FALSE(check.binds);
+  EXPECT_NE(check.why.find("one/a.kdp.json is not the file it was written for"), std::string::npos) << check.why;
+  // Dated at or after the index, the same edit is read and seen at load.
+  dateFromIndex(t, "one/a.kdp.json", 0);
+  const DescriptorSet now = ukdpack::loadShard(t.root());
+  EXPECT_FALSE(now.fromIndex);
+  EXPECT_NE(now.indexReason.find("one/a.kdp.json is not the file it was written for"), std::string::npos)
+      << now.indexReason;
+  EXPECT_EQ(now.findKernel("ukd-a")->kernel().priority, 8);
+}
+
+// An index dated after the present (a clock ahead, a copy dated ahead) says nothing
+// of the files' times: every file is read and checked against it.
+TEST(ShardIndex, AnIndexDatedAheadIsCheckedFileByFile) {
+  TempTree t;
+  writeShard(t);
+  writeIndex(t);
+  namespace fs = std::filesystem;
+  const fs::path index = t.root() / ukdpack::kShardIndexFile;
+  fs::last_write_time(index, fs::file_time_type::clock::now() + std::chrono::hours(24));
+  ASSERT_TRUE(editPriorityInPlace(t));
+  dateFromIndex(t, "one/a.kdp.json", -3600);  // still before the index
+  const DescriptorSet s = ukdpack::loadShard(t.root());
+  EXPECT_FALSE(s.fromIndex);
+  EXPECT_NE(s.indexReason.find("one/a.kdp.json is not the file it was written for"), std::string::npos)
+      << s.indexReason;
+  EXPECT_EQ(s.findKernel("ukd-a")->kernel().priority, 8);
 }
 
 TEST(ShardIndex, TruncatedOrAlteredBytesNeverChangeTheResult) {
@@ -317,6 +399,25 @@ TEST(ShardIndex, AHostileIndexWithAValidDigestIsCaughtByItsSpans) {
     const DescriptorSet c = ukdpack::detail::loadShardWithIndex(t.root(), dropped);
     EXPECT_FALSE(c.fromIndex) << f.rel;
     EXPECT_EQ(describe(c), json);
+    // A skeleton that fits its spans but is not the file's (another pack name): a
+    // file read is cut and compared with it.
+    ukdpack::detail::ShardIndex renamed = *index;
+    std::string other;
+    for (auto& g : renamed.files) {
+      if (g.rel != f.rel) continue;
+      other = std::string(g.skeleton);
+      const std::size_t at = other.find("\"name\"");
+      ASSERT_NE(at, std::string::npos) << other;
+      const std::size_t value = other.find('"', other.find(':', at)) + 1;
+      other[value] = other[value] == 'z' ? 'y' : 'z';
+      g.skeleton = other;
+    }
+    std::vector<std::size_t> places;
+    for (const auto& g : renamed.files)
+      if (g.rel == f.rel) ASSERT_TRUE(ukdpack::detail::skeletonPlaces(g, places));
+    const DescriptorSet d = ukdpack::detail::loadShardWithIndex(t.root(), renamed);
+    EXPECT_FALSE(d.fromIndex) << f.rel;
+    EXPECT_EQ(describe(d), json);
   }
 }
 

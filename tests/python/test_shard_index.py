@@ -4,6 +4,8 @@ shard edited after packing is read from its JSON and reported by ukdpack-validat
 
 from __future__ import annotations
 
+import os
+import re
 import shutil
 import subprocess
 import sys
@@ -123,3 +125,41 @@ def test_the_index_drafted_from_the_checks_load_is_the_same_and_confirmed(
     (bad / "a.kdp.json").write_text("{}\n")
     draft, why = _runtime.shard_index_draft(_runtime.load_shard(str(bad), use_index=False))
     assert draft is None and "gives diagnostics" in why
+
+
+def test_a_file_copied_over_with_an_older_time_is_refused_at_first_use(shard: Path,
+                                                                        tmp_path: Path) -> None:
+    """A KDP of the recorded size modified before the index was written is not read at
+    load (the index's skeleton stands for it): one copied over with its old time and
+    another content of that size is seen when a kernel of it is first built, which is
+    refused with the cause, and by ukdpack-validate, which reads every file."""
+    copy = tmp_path / ARCH
+    shutil.copytree(shard, copy)
+    index_time = (copy / INDEX).stat().st_mtime_ns
+    for f in copy.rglob("*.json"):  # the shard as installed: every file older than its index
+        os.utime(f, ns=(index_time - 60 * 10**9, index_time - 60 * 10**9))
+    json_set = _runtime.load_shard(str(copy), use_index=False)
+    unread = _runtime.load_shard(str(copy))
+    assert unread.from_index, unread.index_reason
+    assert _without_views(unread.packs) == _without_views(json_set.packs)
+    kdp = next(p for p in sorted(copy.rglob("*.kdp.json")) if b'"priority":' in p.read_bytes())
+    text = kdp.read_bytes()
+    at = text.index(b'"priority":') + len(b'"priority":')
+    digit = text[at:at + 1]
+    assert digit.isdigit()
+    kdp.write_bytes(text[:at] + (b"7" if digit != b"7" else b"3") + text[at + 1:])  # same size
+    os.utime(kdp, ns=(index_time - 60 * 10**9, index_time - 60 * 10**9))
+    dset = _runtime.load_shard(str(copy))
+    assert dset.from_index, dset.index_reason  # not read at load
+    rel = kdp.relative_to(copy).as_posix()
+    kernel_id = next(p for p in dset.packs if p["file"] == rel)["kernels"][0]["id"]
+    with pytest.raises(Exception, match=re.escape("is not the one the shard's index.ukdx records")):
+        _runtime.load_launch_code(dset, kernel_id, arch=ARCH)
+    r = _validate(copy)
+    assert r.returncode == 1
+    assert f"{rel} is not the file it was written for" in r.stderr
+    # Its time moved to after the index's: read at load, and the JSON is what loads.
+    os.utime(kdp, ns=(index_time + 10**9, index_time + 10**9))
+    again = _runtime.load_shard(str(copy))
+    assert not again.from_index
+    assert f"{rel} is not the file it was written for" in again.index_reason

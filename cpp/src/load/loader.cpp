@@ -279,17 +279,26 @@ namespace detail {
 
 DescriptorSet loadShardWithIndex(const fs::path& root, const ShardIndex& index) {
   Loader loader(LoaderOptions{});
-  loader.lookForIndex(&index);
+  loader.lookForIndex(&index, true);
+  return run(loader, {root}, LoaderOptions{});
+}
+
+DescriptorSet loadShardReadingEveryFile(const fs::path& root) {
+  Loader loader(LoaderOptions{});
+  loader.lookForIndex(nullptr, true);
   return run(loader, {root}, LoaderOptions{});
 }
 
 std::vector<const IndexedFile*> Loader::bindIndex(const fs::path& root, const std::vector<WalkedFile>& walked) {
   std::shared_ptr<const ShardIndex> index;
   if (givenIndex_ != nullptr) {
-    index = std::make_shared<const ShardIndex>(*givenIndex_);
+    ShardIndex copy = *givenIndex_;
+    if (readEveryFile_) copy.writtenNs.reset();
+    index = std::make_shared<const ShardIndex>(std::move(copy));
   } else {
     std::optional<ShardIndex> read = readShardIndex(root, set_.indexReason);
     if (!read) return {};
+    if (readEveryFile_) read->writtenNs.reset();
     index = std::make_shared<const ShardIndex>(std::move(*read));
   }
   const std::string name = kShardIndexFile;

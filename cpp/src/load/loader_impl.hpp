@@ -63,10 +63,12 @@ class Loader {
   explicit Loader(const LoaderOptions& options) : options_(options) {}
 
   void loadRoot(const fs::path& given, std::size_t index);
-  // Before loadRoot of a shard: read its index (index.ukdx), or `given`, where it binds.
-  void lookForIndex(const ShardIndex* given = nullptr) {
+  // Before loadRoot of a shard: read its index (index.ukdx), or `given`, where it
+  // binds. `readEveryFile`: no file is taken by its size and time (ShardIndex::writtenNs).
+  void lookForIndex(const ShardIndex* given = nullptr, bool readEveryFile = false) {
     lookForIndex_ = true;
     givenIndex_ = given;
+    readEveryFile_ = readEveryFile;
   }
   void resolve();
   DescriptorSet take() { return std::move(set_); }
@@ -159,6 +161,7 @@ class Loader {
   LoaderOptions options_;
   bool lookForIndex_ = false;
   const ShardIndex* givenIndex_ = nullptr;
+  bool readEveryFile_ = false;
   // The index the load reads (its own, or a copy of the given one): the deferred kernels keep it.
   std::shared_ptr<const ShardIndex> boundIndex_;
   // Pack index -> the reader of its kernels, read through the index.

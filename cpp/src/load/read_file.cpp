@@ -4,6 +4,7 @@
 #include <exception>
 #include <iterator>
 #include <memory>
+#include <optional>
 #include <string>
 #include <type_traits>
 #include <utility>
@@ -34,18 +35,27 @@ Loader::FileRead Loader::readFile(const WalkedFile& f, const fs::path& root, std
   FileRead out;
   auto& diags = out.diags;
   // A KDP the index reads from its spans keeps no copy of its text: it is read into
-  // the thread's scratch buffer, and again when a kernel of it is first built.
+  // the thread's scratch buffer, and again when a kernel of it is first built. One
+  // of the size the index records and older than the index is not read at all: the
+  // index's skeleton of it stands for its text until a kernel of it is built.
   const bool spans = entry != nullptr && f.type == "kdp" && entry->spans;
-  auto read = detail::readRegularFileInto(f.path, kMaxDescriptorBytes, scratch);
-  if (!read) {
-    Diagnostic d = read.error();
-    d.file = f.rel;
-    diags.push_back(std::move(d));
-    return out;
-  }
-  const std::string_view bytes = read.value();
+  const bool unchanged = spans && unchangedSinceIndex(f.path, *entry, *boundIndex_);
+  std::string_view bytes;
+  const auto readBytes = [&]() {
+    auto read = detail::readRegularFileInto(f.path, kMaxDescriptorBytes, scratch);
+    if (!read) {
+      Diagnostic d = read.error();
+      d.file = f.rel;
+      diags.push_back(std::move(d));
+      return false;
+    }
+    bytes = read.value();
+    return true;
+  };
+  if (!unchanged && !readBytes()) return out;
   // The text as the JSON load keeps it, made only where it is kept.
   std::shared_ptr<const std::string> text = spans ? nullptr : std::make_shared<const std::string>(bytes);
+  const bool haveBytes = !unchanged;
   const std::string folder = fs::path(f.rel).parent_path().generic_string();
   const DescriptorContext ctx{f.rel, "$", folder.empty() ? root : (root / folder).lexically_normal()};
   // The document, as a Json DOM or (the common case of kernels) a tape of the text.
@@ -111,16 +121,23 @@ Loader::FileRead Loader::readFile(const WalkedFile& f, const fs::path& root, std
     if (!out.loaded()) remember("did not load");
   };
   if (entry != nullptr) {
-    if (!bindsTo(bytes, *entry)) {
+    std::vector<std::size_t> at;
+    std::optional<std::string> skeleton;
+    if (unchanged) {
+      if (skeletonPlaces(*entry, at)) skeleton.emplace(entry->skeleton);
+    } else if (bindsTo(bytes, *entry) && spans) {
+      // A file read is cut here, and must give the index's skeleton of it.
+      skeleton = packSkeleton(bytes, *entry, at);
+      if (skeleton && *skeleton != entry->skeleton) skeleton.reset();
+    }
+    if (!unchanged && !bindsTo(bytes, *entry)) {
       out.indexMismatch = std::string(kShardIndexFile) + " is stale: " + f.rel +
                           " is not the file it was written for (its size or digest differs)";
     } else if (spans) {
-      // The pack read from its text with each inline kernel's object cut out;
-      // each kernel is built from its own span when first asked for. Nothing is
-      // kept when a span is not exactly one kernelDescriptors object or the pack
-      // says anything: the file is then read as written.
-      std::vector<std::size_t> at;
-      auto skeleton = packSkeleton(bytes, *entry, at);
+      // The pack read from its skeleton (its text with each inline kernel's object
+      // cut out); each kernel is built from its own span when first asked for.
+      // Nothing is kept when a span is not exactly one kernelDescriptors object or
+      // the pack says anything: the file is then read as written.
       auto skeletonText = skeleton ? std::make_shared<const std::string>(std::move(*skeleton)) : nullptr;
       auto tape = skeletonText ? detail::JsonTape::scan(skeletonText) : nullptr;
       std::size_t next = 0;
@@ -146,9 +163,10 @@ Loader::FileRead Loader::readFile(const WalkedFile& f, const fs::path& root, std
       }
       out = FileRead{};
       out.indexMismatch = std::string(kShardIndexFile) + " does not fit " + f.rel +
-                          ": its kernels do not read from the spans it records";
+                          ": its kernels do not read from the spans and skeleton it records";
     }
   }
+  if (!haveBytes && !readBytes()) return out;
   if (!text) text = std::make_shared<const std::string>(bytes);
   // One scan of the text, which also words every refusal of the text itself.
   // Kernels (KDP, UKD: nearly all of a shard's bytes) are read from the tape;

@@ -7,8 +7,12 @@
 // binding digest hex (str), u8 spans and,
 // with spans, u32 kernel count and per kernel u32 list index, u64 begin, u64
 // end, id (str), i64 priority, u8 has arch, [u32 count, str...], u32 launch
-// count, str... A str is a u32 length and its bytes.
+// count, str...; then the file's skeleton (str: its text with each kernel's
+// object cut to "{}"). A str is a u32 length and its bytes.
 #include "ukdpack/load/shard_index.hpp"
+
+#include <sys/stat.h>
+#include <time.h>
 
 #include <algorithm>
 #include <array>
@@ -37,9 +41,10 @@ namespace detail {
 namespace {
 
 constexpr char kMagic[4] = {'U', 'K', 'D', 'X'};
-// Format 2: files and body bound by XXH3-128 (format 1 used sha256, which a load
-// paid on every descriptor byte).
-constexpr std::uint32_t kFormat = 2;
+// Format 3: each KDP's skeleton in the index, so that a load need not read a file
+// unchanged since (format 2 had none; format 1 bound by sha256, which a load paid
+// on every descriptor byte).
+constexpr std::uint32_t kFormat = 3;
 constexpr std::size_t kDigestSize = 16;
 constexpr std::size_t kHeaderSize = 4 + 4 + 8 + kDigestSize;
 // An index larger than this is no index this reader wrote (a shard's descriptors are at most 256 MiB a file).
@@ -126,6 +131,16 @@ std::uint32_t list(Reader& r, std::vector<std::vector<std::string_view>>& lists,
   return last;
 }
 
+std::int64_t mtimeNs(const struct stat& st) {
+  return static_cast<std::int64_t>(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec;
+}
+
+std::int64_t nowNs() {
+  struct timespec now{};
+  ::clock_gettime(CLOCK_REALTIME, &now);
+  return static_cast<std::int64_t>(now.tv_sec) * 1000000000 + now.tv_nsec;
+}
+
 std::string hexToBytes(const std::string& hex) {
   std::string out;
   for (std::size_t i = 0; i + 1 < hex.size(); i += 2)
@@ -194,6 +209,7 @@ std::optional<ShardIndex> parseShardIndex(std::shared_ptr<const std::string> byt
   }
   const std::uint32_t files = r.count(4 + 4 + 8 + 4 + 1);
   index.files.reserve(files);
+  std::vector<std::size_t> at;  // skeletonPlaces' scratch
   for (std::uint32_t f = 0; f < files && r.ok(); ++f) {
     IndexedFile& file = index.files.emplace_back();
     file.rel = r.str();
@@ -220,6 +236,11 @@ std::optional<ShardIndex> parseShardIndex(std::shared_ptr<const std::string> byt
         return std::nullopt;
       }
     }
+    file.skeleton = r.str();
+    if (r.ok() && !skeletonPlaces(file, at)) {
+      why = name + "'s skeleton of " + std::string(file.rel) + " does not fit its kernels' spans";
+      return std::nullopt;
+    }
   }
   if (!r.ok() || r.left() != 0) {
     why = name + "'s records do not fit its body (at byte " + std::to_string(r.at()) + ")";
@@ -241,7 +262,34 @@ std::optional<ShardIndex> readShardIndex(const fs::path& root, std::string& why)
     why = std::string("cannot read ") + kShardIndexFile + ": " + read.error().message;
     return std::nullopt;
   }
-  return parseShardIndex(std::make_shared<const std::string>(std::move(read.value())), why);
+  std::optional<ShardIndex> index = parseShardIndex(std::make_shared<const std::string>(std::move(read.value())), why);
+  struct stat st{};
+  if (index && ::stat(path.c_str(), &st) == 0) {
+    const std::int64_t written = mtimeNs(st);
+    if (written <= nowNs()) index->writtenNs = written;
+  }
+  return index;
+}
+
+bool skeletonPlaces(const IndexedFile& file, std::vector<std::size_t>& at) {
+  at.clear();
+  std::uint64_t cut = 0;  // what the kernels before this one were cut by
+  std::uint64_t next = 0;
+  for (const IndexedKernel& k : file.kernels) {
+    if (k.begin < next || k.end < k.begin + 2) return false;
+    next = k.end;
+    const std::uint64_t place = k.begin - cut;
+    if (place + 2 > file.skeleton.size() || file.skeleton.compare(place, 2, "{}") != 0) return false;
+    at.push_back(place);
+    cut += k.end - k.begin - 2;
+  }
+  return cut <= file.size && file.skeleton.size() == file.size - cut;
+}
+
+bool unchangedSinceIndex(const fs::path& path, const IndexedFile& file, const ShardIndex& index) {
+  struct stat st{};
+  return index.writtenNs && ::lstat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode) &&
+         static_cast<std::uint64_t>(st.st_size) == file.size && mtimeNs(st) < *index.writtenNs;
 }
 
 std::optional<PackMember> memberFromSpan(const std::shared_ptr<const std::string>& text, const IndexedKernel& k,
@@ -294,11 +342,11 @@ const std::shared_ptr<const std::string>& SpanKernels::text() const {
     // Read again, and kept only when it is still the file the load bound the index to.
     auto read = readRegularFile(path_, kMaxDescriptorBytes);
     if (!read) {
-      unread_ = "no longer reads after the shard was loaded (" + read.error().message + ")";
+      unread_ = "does not read (" + read.error().message + ")";
     } else if (!bindsTo(read.value(), *entry_)) {
       unread_ =
-          "changed after the shard was loaded: its size or digest is no longer what the shard's "
-          "index.ukdx records";
+          "is not the one the shard's index.ukdx records (its size or digest differs): it changed after the "
+          "shard was packed or loaded";
     } else {
       text_ = std::make_shared<const std::string>(std::move(read.value()));
     }
@@ -357,6 +405,13 @@ std::optional<std::string> packSkeleton(std::string_view text, const IndexedFile
   return out;
 }
 
+std::string describePack(const Pack& p) {
+  return "pack " + p.id + " " + p.name + " " + p.version.str() + " " + p.file + " arch " + joined(p.arch) +
+         " matchers " + joined(p.matchers) + " engine " + p.engine.value_or("-") + " dispatch " +
+         p.dispatch.value_or("-") + " slot " + p.slot.value_or("-") + " raw " + p.raw.dump() + " provenance " +
+         p.provenance.dump() + " members " + std::to_string(p.members.size());
+}
+
 std::vector<std::string> describeSet(const DescriptorSet& set) {
   std::vector<std::string> out;
   out.push_back("diagnostics " + std::to_string(set.diagnostics.size()));
@@ -367,10 +422,7 @@ std::vector<std::string> describeSet(const DescriptorSet& set) {
                 std::to_string(set.matchers.size()) + " UMD, " + std::to_string(set.heuristics.size()) + " UHD, " +
                 std::to_string(set.refusedPacks.size()) + " refused packs");
   for (const Pack& p : set.packs) {
-    out.push_back("pack " + p.id + " " + p.name + " " + p.version.str() + " " + p.file + " arch " + joined(p.arch) +
-                  " matchers " + joined(p.matchers) + " engine " + p.engine.value_or("-") + " dispatch " +
-                  p.dispatch.value_or("-") + " slot " + p.slot.value_or("-") + " raw " + p.raw.dump() + " provenance " +
-                  p.provenance.dump() + " members " + std::to_string(p.members.size()));
+    out.push_back(describePack(p));
     for (const PackMember& m : p.members) {
       const Kernel& k = m.kernel();
       out.push_back(" kernel " + k.id + " of " + p.id + " at " + std::to_string(m.index) + " ref " + m.ref() +
@@ -455,6 +507,12 @@ std::string memberDigest(const PackMember& m, const Kernel& k, const Json& compl
 // an `unchanged` file, which the confirmation does not read back.
 using SetDigests = decltype(ShardIndexDraft::expected);
 
+// A pack's own fields (what its skeleton gives, the index's or its file's), as a digest.
+std::string packDigest(const Pack& p) {
+  const std::string described = describePack(p);
+  return p.id + " " + bindingDigestHex(described.data(), described.size());
+}
+
 SetDigests setDigests(const DescriptorSet& set, const std::set<std::string>& unchanged) {
   SetDigests out;
   out.reserve(set.packs.size());
@@ -464,7 +522,7 @@ SetDigests setDigests(const DescriptorSet& set, const std::set<std::string>& unc
     members.reserve(p.members.size());
     for (const PackMember& m : p.members)
       members.push_back(kept && m.ref().empty() ? std::string() : memberDigest(m, m.kernel(), m.completedMetadata()));
-    out.emplace_back(p.id, std::move(members));
+    out.emplace_back(packDigest(p), std::move(members));
   }
   return out;
 }
@@ -520,7 +578,7 @@ std::string firstKernelDifference(const SetDigests& json, const DescriptorSet& i
   for (std::size_t p = 0; p < json.size(); ++p) {
     const auto& a = json[p].second;
     const Pack& pack = indexed.packs[p];
-    if (json[p].first != pack.id || a.size() != pack.members.size()) return "pack " + json[p].first + " differs";
+    if (json[p].first != packDigest(pack) || a.size() != pack.members.size()) return "pack " + pack.id + " differs";
     for (std::size_t i = 0; i < a.size(); ++i) {
       if (a[i].empty()) continue;  // read back by the previous shard's confirmation
       // Each kernel read from its span and dropped again: the check holds no built kernel.
@@ -640,6 +698,20 @@ Result<ShardIndexDraft> draftShardIndex(const DescriptorSet& set, const Previous
       body.u32(static_cast<std::uint32_t>(launches.size()));
       for (const std::string& l : launches) body.str(l);
     }
+    detail::IndexedFile spans;
+    spans.size = text->size();
+    for (const auto& [item, m] : kernels) {
+      detail::IndexedKernel& k = spans.kernels.emplace_back();
+      k.begin = item->begin_offset();
+      k.end = item->end_offset();
+    }
+    std::vector<std::size_t> at;
+    const std::optional<std::string> skeleton = detail::packSkeleton(*text, spans, at);
+    if (!skeleton) {
+      return R::failure(makeError(codes::SHARD_INDEX, f.rel, "$.kernelDescriptors",
+                                  "its kernels' objects do not lie in order in the file; no index is written"));
+    }
+    body.str(*skeleton);
   }
   const std::string b = body.take();
   detail::Writer header;
@@ -683,7 +755,8 @@ ShardIndexCheck checkShardIndex(const fs::path& root) {
   LoaderOptions jsonOnly;
   jsonOnly.useIndex = false;
   const DescriptorSet json = loadShard(root, jsonOnly);
-  const DescriptorSet indexed = loadShard(root);
+  // Every file read and checked against the index, whatever its modification time.
+  const DescriptorSet indexed = detail::loadShardReadingEveryFile(root);
   check.binds = indexed.fromIndex;
   if (!check.binds) {
     check.why = indexed.indexReason;

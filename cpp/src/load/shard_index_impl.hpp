@@ -41,6 +41,10 @@ struct IndexedFile {
   std::string_view digest;  // lowercase hex
   bool spans = false;
   std::vector<IndexedKernel> kernels;  // in kernelDescriptors order
+  // With spans: the file's text with each indexed kernel's object cut to "{}"
+  // (packSkeleton), what the pack's own reader reads; checked at parse to have
+  // "{}" at each kernel's place (skeletonPlaces).
+  std::string_view skeleton;
   // The distinct arch and launch lists its kernels name (a kernel's list equal
   // to the one before it in the file is not listed again).
   std::vector<std::vector<std::string_view>> lists;
@@ -54,7 +58,23 @@ struct ShardIndex {
   std::shared_ptr<const std::string> bytes;  // what every view points into
   std::string_view writer;
   std::vector<IndexedFile> files;
+  // The index file's modification time (ns since the epoch) when it was read from a
+  // shard and is not in the future (a clock ahead, a copy dated ahead): a KDP of the
+  // size the index records and an older modification time is taken as the one the
+  // index was written for, and not read at load. Unset: every file is read and
+  // checked against the index (an index given as bytes, ukdpack-validate).
+  std::optional<std::int64_t> writtenNs;
 };
+
+// Where each indexed kernel's "{}" lies in `file`'s skeleton (its begin less what
+// the kernels before it were cut by), into `at`; false when the skeleton does not
+// have "{}" at each of them or is not the size the cuts leave.
+bool skeletonPlaces(const IndexedFile& file, std::vector<std::size_t>& at);
+
+// Whether the KDP at `path` is, by its size and modification time, the file
+// `file` of `index` records (so the load need not read it): it is a regular file
+// of the recorded size, modified before the index was written.
+bool unchangedSinceIndex(const std::filesystem::path& path, const IndexedFile& file, const ShardIndex& index);
 
 // The inline kernels of one KDP read through the index, each built when first
 // asked for (PackMember::kernel()) from its span, by memberFromSpan. It holds
@@ -120,11 +140,18 @@ std::optional<PackMember> memberFromSpan(const std::shared_ptr<const std::string
 // order inside the text on an object.
 std::optional<std::string> packSkeleton(std::string_view text, const IndexedFile& file, std::vector<std::size_t>& at);
 
-// The load of one shard through `index` (the writer checks what it writes).
+// The load of one shard through `index` (the writer checks what it writes), every
+// file read and checked against it.
 DescriptorSet loadShardWithIndex(const std::filesystem::path& root, const ShardIndex& index);
+
+// The load of one shard through its own index with every file read and checked
+// against it, whatever their modification times (ukdpack-validate).
+DescriptorSet loadShardReadingEveryFile(const std::filesystem::path& root);
 
 // Every field of a set's packs and kernels, one line each: what validate
 // and the index writer compare between the JSON load and the indexed one.
 std::vector<std::string> describeSet(const DescriptorSet& set);
+// The line describeSet gives a pack's own fields.
+std::string describePack(const Pack& pack);
 
 }  // namespace ukdpack::detail

@@ -1,7 +1,10 @@
 // A shard's index (index.ukdx): written by the packer beside the descriptors,
-// bound to them by a digest (XXH3-128), it lets a runtime load read each inline kernel from
-// its own bytes instead of scanning every file. The JSON stays the source of
-// truth: an index that does not bind is never used (the JSON load runs).
+// bound to them by a digest (XXH3-128), it lets a runtime load read each pack from
+// its skeleton in the index and each inline kernel from its own bytes instead of
+// scanning every file; a KDP unchanged since the index (by its size and time) is
+// not read at load. The JSON stays the source of truth: an index that does not
+// bind is never used (the JSON load runs), and a kernel whose file is not the one
+// it records is refused when first built (Kernel::unreadable).
 #pragma once
 
 #include <filesystem>
@@ -27,8 +30,8 @@ Result<std::string> buildShardIndex(const std::filesystem::path& root);
 // buildShardIndex in two steps, so that a caller which loads the shard's JSON anyway
 // (the packer's runtime check) writes the index from that load and frees it before
 // the load through the index: `bytes` from the set, and what each kernel read back
-// must be (per pack: its id and each member's digest; "" for a member not read
-// back, see PreviousIndex).
+// must be (per pack: its id and its own fields' digest, and each member's digest;
+// "" for a member not read back, see PreviousIndex).
 struct ShardIndexDraft {
   std::string bytes;
   std::vector<std::pair<std::string, std::vector<std::string>>> expected;
@@ -51,8 +54,9 @@ Result<ShardIndexDraft> draftShardIndex(const DescriptorSet& set, const Previous
 Result<std::string> confirmShardIndex(const std::filesystem::path& root, ShardIndexDraft draft);
 
 // What ukdpack-validate says of a shard's index: nothing when it has none;
-// when it has one, whether it binds (`why` when not), and when it binds, the
-// first difference between the load through it and the JSON load (empty: none).
+// when it has one, whether it binds (every file read and compared, whatever its
+// time; `why` when not), and when it binds, the first difference between the load
+// through it and the JSON load (empty: none).
 struct ShardIndexCheck {
   bool present = false;
   bool binds = false;

@@ -91,6 +91,14 @@ void dateFromIndex(const TempTree& t, const std::string& rel, int seconds) {
   fs::last_write_time(t.root() / rel, written + std::chrono::seconds(seconds));
 }
 
+// A load that read editPriorityInPlace's edit: from the JSON, the index said stale.
+void expectTheEditRead(const DescriptorSet& s) {
+  EXPECT_FALSE(s.fromIndex);
+  EXPECT_NE(s.indexReason.find("one/a.kdp.json is not the file it was written for"), std::string::npos)
+      << s.indexReason;
+  EXPECT_EQ(s.findKernel("ukd-a")->kernel().priority, 8);
+}
+
 // Every file of the shard but its index dated `seconds` from the index.
 void dateAllFromIndex(const TempTree& t, int seconds) {
   namespace fs = std::filesystem;
@@ -319,11 +327,7 @@ TEST(ShardIndex, AFileOlderThanTheIndexIsNotReadAtLoad) {
   EXPECT_NE(check.why.find("one/a.kdp.json is not the file it was written for"), std::string::npos) << check.why;
   // Dated at or after the index, the same edit is read and seen at load.
   dateFromIndex(t, "one/a.kdp.json", 0);
-  const DescriptorSet now = ukdpack::loadShard(t.root());
-  EXPECT_FALSE(now.fromIndex);
-  EXPECT_NE(now.indexReason.find("one/a.kdp.json is not the file it was written for"), std::string::npos)
-      << now.indexReason;
-  EXPECT_EQ(now.findKernel("ukd-a")->kernel().priority, 8);
+  expectTheEditRead(ukdpack::loadShard(t.root()));
 }
 
 // An index dated after the present (a clock ahead, a copy dated ahead) says nothing
@@ -337,11 +341,7 @@ TEST(ShardIndex, AnIndexDatedAheadIsCheckedFileByFile) {
   fs::last_write_time(index, fs::file_time_type::clock::now() + std::chrono::hours(24));
   ASSERT_TRUE(editPriorityInPlace(t));
   dateFromIndex(t, "one/a.kdp.json", -3600);  // still before the index
-  const DescriptorSet s = ukdpack::loadShard(t.root());
-  EXPECT_FALSE(s.fromIndex);
-  EXPECT_NE(s.indexReason.find("one/a.kdp.json is not the file it was written for"), std::string::npos)
-      << s.indexReason;
-  EXPECT_EQ(s.findKernel("ukd-a")->kernel().priority, 8);
+  expectTheEditRead(ukdpack::loadShard(t.root()));
 }
 
 TEST(ShardIndex, TruncatedOrAlteredBytesNeverChangeTheResult) {

@@ -421,6 +421,35 @@ TEST(ShardIndex, AHostileIndexWithAValidDigestIsCaughtByItsSpans) {
   }
 }
 
+// A skeleton's places are checked without a sum that can wrap: spans at the far end
+// of the u64 range, overlapping or out of order are refused, never thrown on.
+TEST(ShardIndex, SkeletonPlacesRefuseSpansThatDoNotFit) {
+  using ukdpack::detail::IndexedFile;
+  using ukdpack::detail::IndexedKernel;
+  std::vector<std::size_t> at;
+  const auto file = [](std::uint64_t size, std::string_view skeleton,
+                       std::vector<std::pair<std::uint64_t, std::uint64_t>> spans) {
+    IndexedFile f;
+    f.size = size;
+    f.skeleton = skeleton;
+    for (const auto& [begin, end] : spans) {
+      IndexedKernel& k = f.kernels.emplace_back();
+      k.begin = begin;
+      k.end = end;
+    }
+    return f;
+  };
+  constexpr std::uint64_t kMax = UINT64_MAX;
+  EXPECT_TRUE(ukdpack::detail::skeletonPlaces(file(12, "[{},{}]", {{1, 4}, {5, 11}}), at));
+  EXPECT_EQ(at, (std::vector<std::size_t>{1, 4}));
+  EXPECT_FALSE(ukdpack::detail::skeletonPlaces(file(kMax, "{}", {{kMax - 1, kMax}}), at));
+  EXPECT_FALSE(ukdpack::detail::skeletonPlaces(file(kMax, "{}", {{1, kMax}}), at));
+  EXPECT_FALSE(ukdpack::detail::skeletonPlaces(file(12, "[{},{}]", {{5, 11}, {1, 4}}), at));
+  EXPECT_FALSE(ukdpack::detail::skeletonPlaces(file(12, "[{},{}]", {{1, 6}, {5, 11}}), at));
+  EXPECT_FALSE(ukdpack::detail::skeletonPlaces(file(12, "[{},{}] ", {{1, 4}, {5, 11}}), at));
+  EXPECT_FALSE(ukdpack::detail::skeletonPlaces(file(4, "{", {{0, 1}}), at));
+}
+
 TEST(ShardIndex, AShardWhoseLoadSaysAnythingGetsNone) {
   TempTree t;
   writeShard(t);

@@ -121,16 +121,17 @@ Loader::FileRead Loader::readFile(const WalkedFile& f, const fs::path& root, std
     if (!out.loaded()) remember("did not load");
   };
   if (entry != nullptr) {
+    const bool binds = unchanged || bindsTo(bytes, *entry);
     std::vector<std::size_t> at;
     std::optional<std::string> skeleton;
     if (unchanged) {
       if (skeletonPlaces(*entry, at)) skeleton.emplace(entry->skeleton);
-    } else if (bindsTo(bytes, *entry) && spans) {
+    } else if (binds && spans) {
       // A file read is cut here, and must give the index's skeleton of it.
       skeleton = packSkeleton(bytes, *entry, at);
       if (skeleton && *skeleton != entry->skeleton) skeleton.reset();
     }
-    if (!unchanged && !bindsTo(bytes, *entry)) {
+    if (!binds) {
       out.indexMismatch = std::string(kShardIndexFile) + " is stale: " + f.rel +
                           " is not the file it was written for (its size or digest differs)";
     } else if (spans) {

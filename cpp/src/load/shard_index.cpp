@@ -276,14 +276,16 @@ bool skeletonPlaces(const IndexedFile& file, std::vector<std::size_t>& at) {
   std::uint64_t cut = 0;  // what the kernels before this one were cut by
   std::uint64_t next = 0;
   for (const IndexedKernel& k : file.kernels) {
-    if (k.begin < next || k.end < k.begin + 2) return false;
+    // Spans in order, each at least "{}" (so `cut` never passes `begin`); no sum that can wrap.
+    if (k.begin < next || k.end < k.begin || k.end - k.begin < 2) return false;
     next = k.end;
     const std::uint64_t place = k.begin - cut;
-    if (place + 2 > file.skeleton.size() || file.skeleton.compare(place, 2, "{}") != 0) return false;
+    if (place > file.skeleton.size() || file.skeleton.size() - place < 2 || file.skeleton.compare(place, 2, "{}") != 0)
+      return false;
     at.push_back(place);
     cut += k.end - k.begin - 2;
   }
-  return cut <= file.size && file.skeleton.size() == file.size - cut;
+  return cut <= file.size && file.skeleton.size() == file.size - cut;  // nothing after the last cut either
 }
 
 bool unchangedSinceIndex(const fs::path& path, const IndexedFile& file, const ShardIndex& index) {

@@ -75,12 +75,17 @@ build_install() {
 # A regular (not editable) install, rebuilt incrementally in build/py with the C++
 # tests for scripts/test.sh. Not editable on purpose: an editable install's import
 # hook would shadow the extension a superbuild puts on PYTHONPATH.
+# Compiled through ccache into build/ccache, the cache scripts/test.sh gives the CMake
+# tests: their superbuilds compile the same sources with the same flags, and take these
+# objects instead of compiling them again. Both installs pass the same defines (a changed
+# one would reconfigure and rebuild).
+export CCACHE_DIR="$root/build/ccache"
+build_defines=(-C build-dir=build/py -C cmake.define.UKDPACK_BUILD_TESTS=ON
+               -C cmake.define.CMAKE_CXX_COMPILER_LAUNCHER=ccache)
 say "building ukdpack's C++ runtime and extension in build/py (about 5-9 minutes on 2 cores the first time)"
-build_install --no-build-isolation --force-reinstall --no-deps \
-  -C build-dir=build/py -C cmake.define.UKDPACK_BUILD_TESTS=ON .
+build_install --no-build-isolation --force-reinstall --no-deps "${build_defines[@]}" .
 say "installing ukdpack's Python dependencies and extras (dvc, test, remote)"
-build_install --no-build-isolation \
-  -C build-dir=build/py -C cmake.define.UKDPACK_BUILD_TESTS=ON ".[dvc,test,remote]"
+build_install --no-build-isolation "${build_defines[@]}" ".[dvc,test,remote]"
 
 # The remote-execution tests' server, BuildGrid, in an environment of its own: it pins
 # its own grpcio/protobuf/SQLAlchemy, and the packer must not depend on them. 0.4.4 is the

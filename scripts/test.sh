@@ -15,8 +15,8 @@ scripts/setup.sh
 export PATH="$root/.venv/bin:$PATH"
 export HIP_PLATFORM=amd
 # The CMake tests build ukdpack's C++ several times (a superbuild per generator, an
-# installed copy) with the same flags: ccache compiles each source once. Its cache lives
-# in the build tree, never in the user's home.
+# installed copy) with the same flags as setup.sh's build, which fills the same ccache:
+# each source is compiled once. Its cache lives in the build tree, never in the user's home.
 export CMAKE_CXX_COMPILER_LAUNCHER=ccache CCACHE_DIR="$root/build/ccache"
 
 if [ "${1:-}" = "--device" ]; then

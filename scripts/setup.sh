@@ -80,6 +80,10 @@ build_install() {
 # objects instead of compiling them again. Both installs pass the same defines (a changed
 # one would reconfigure and rebuild).
 export CCACHE_DIR="$root/build/ccache"
+# With the compiler a plain CMake picks (CXX, else c++), not Python's own that
+# scikit-build-core takes otherwise (x86_64-linux-gnu-g++): ccache keys on the
+# compiler's name, so only then do the CMake tests' builds find these objects.
+export CXX=${CXX:-c++}
 build_defines=(-C build-dir=build/py -C cmake.define.UKDPACK_BUILD_TESTS=ON
                -C cmake.define.CMAKE_CXX_COMPILER_LAUNCHER=ccache)
 say "building ukdpack's C++ runtime and extension in build/py (about 5-9 minutes on 2 cores the first time)"

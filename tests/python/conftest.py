@@ -102,7 +102,9 @@ def pytest_collection_finish(session: pytest.Session) -> None:
             ["nice", "-n", "19", str(REPO / "tests/fuzz/run.sh"), "--build"], cwd=REPO,
             stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
             env=dict(os.environ, CMAKE_BUILD_PARALLEL_LEVEL="2"),
-            start_new_session=True)  # its own group: stopped whole, apart from the tests' signals
+            # Its own process group (stopped whole), in pytest's session: a new session
+            # would be a scheduler autogroup of its own, where nice 19 yields to nobody.
+            process_group=0)
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:

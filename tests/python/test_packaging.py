@@ -214,4 +214,6 @@ def test_a_plain_pip_install_builds_outside_the_development_build() -> None:
                                    state="wheel").settings
     assert dev.build_dir == "build/py"
     setup = (REPO / "scripts" / "setup.sh").read_text()
-    assert setup.count("-C build-dir=build/py -C cmake.define.UKDPACK_BUILD_TESTS=ON") == 2
+    assert "build_defines=(-C build-dir=build/py -C cmake.define.UKDPACK_BUILD_TESTS=ON" in setup
+    assert setup.count('build_install --no-build-isolation') == 2
+    assert setup.count('"${build_defines[@]}"') == 2

@@ -5,20 +5,13 @@
 # that did it is kept under build/fuzz/crashes/<target>/.
 #   tests/fuzz/run.sh SECONDS [TARGET ...]     targets: fuzz_loader fuzz_kpack fuzz_codeobject
 #   tests/fuzz/run.sh 0                         replay the seeds once each, no fuzzing
-#   tests/fuzz/run.sh --build                   build the targets only (the test suite
-#                                               builds them early, beside other tests)
 # The working corpora under build/fuzz/corpus/ grow across runs; the summary of the last
 # run (executions, coverage, features, corpus size per target) is build/fuzz/summary.txt.
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 cd "$root"
-seconds=${1:?usage: tests/fuzz/run.sh SECONDS|--build [TARGET ...]}
+seconds=${1:?usage: tests/fuzz/run.sh SECONDS [TARGET ...]}
 shift
-build_only=""
-if [ "$seconds" = --build ]; then
-  build_only=1
-  seconds=0
-fi
 targets=("$@")
 ((${#targets[@]})) || targets=(fuzz_loader fuzz_kpack fuzz_codeobject)
 python=${UKDPACK_PYTHON:-python3}
@@ -30,7 +23,6 @@ CC=clang-15 CXX=clang++-15 cmake -S tests/fuzz -B "$build" -G Ninja >"$build/con
   || { cat "$build/configure.log"; exit 1; }
 cmake --build "$build" --target "${targets[@]}" >"$build/build.log" 2>&1 \
   || { tail -50 "$build/build.log"; exit 1; }
-[ -z "$build_only" ] || exit 0
 rm -rf "$build/seeds"
 "$python" tests/fuzz/seeds.py "$build/seeds"
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import os
 import shutil
 import signal
@@ -79,52 +78,6 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         if (module in HEAVY or f"{module}::{function}" in HEAVY
                 or "installed_prefix" in getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.heavy)
-
-
-#: The test that fuzzes (tests/fuzz/run.sh), whose targets are built early when it runs.
-FUZZ_TEST = "test_fuzz.py::test_fuzz_targets_survive_a_short_run"
-REPO = Path(__file__).resolve().parents[2]
-FUZZ_BUILD_LOG = REPO / "build" / "fuzz-early-build.log"
-_FUZZ_BUILD = pytest.StashKey["subprocess.Popen[bytes]"]()
-
-
-def pytest_collection_finish(session: pytest.Session) -> None:
-    """When the fuzzing test is to run, its targets' build (clang with ASan and UBSan,
-    a minute and more of two cores on a fresh clone) starts now, at the lowest CPU
-    priority: it takes the cores the tests before it leave idle (waits on servers,
-    timeouts, subprocesses) rather than running alone when its turn comes. The test
-    waits for it (``fuzz_build``)."""
-    if not any(item.nodeid.endswith(FUZZ_TEST) for item in session.items):
-        return
-    FUZZ_BUILD_LOG.parent.mkdir(parents=True, exist_ok=True)
-    with FUZZ_BUILD_LOG.open("wb") as log:  # the child holds its own copy of the descriptor
-        session.config.stash[_FUZZ_BUILD] = subprocess.Popen(
-            ["nice", "-n", "19", str(REPO / "tests/fuzz/run.sh"), "--build"], cwd=REPO,
-            stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-            env=dict(os.environ, CMAKE_BUILD_PARALLEL_LEVEL="2"),
-            # Its own process group (stopped whole), in pytest's session: a new session
-            # would be a scheduler autogroup of its own, where nice 19 yields to nobody.
-            process_group=0)
-
-
-def pytest_unconfigure(config: pytest.Config) -> None:
-    """A build still running when the session ends (the test was not reached) is
-    stopped, with the compilers it started."""
-    build = config.stash.get(_FUZZ_BUILD, None)
-    if build is not None and build.poll() is None:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(build.pid, signal.SIGTERM)
-        build.wait()
-
-
-@pytest.fixture
-def fuzz_build(request: pytest.FixtureRequest) -> None:
-    """Waits for the fuzz targets' early build, if one was started; a failed build fails
-    the test with its log (the fuzz run would build again and fail the same way)."""
-    build = request.config.stash.get(_FUZZ_BUILD, None)
-    if build is not None and build.wait() != 0:
-        log = FUZZ_BUILD_LOG.read_text(errors="replace")
-        pytest.fail(f"tests/fuzz/run.sh --build failed ({build.returncode}):\n{log[-4000:]}")
 
 
 SIGNATURES = DATA / "signatures.hip"

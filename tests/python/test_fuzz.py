@@ -32,7 +32,6 @@ def test_seeds_cover_every_corpus_tree_and_shard(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.usefixtures("fuzz_build")
 def test_fuzz_targets_survive_a_short_run() -> None:
     r = subprocess.run([str(ROOT / "tests/fuzz/run.sh"), str(SECONDS)], cwd=ROOT,
                        capture_output=True, text=True, check=False)

@@ -241,16 +241,41 @@ def test_the_parts_keys_follow_the_extension(tmp_path: Path,
 
     built = _runtime.__file__
     assert built is not None
-    reuse.code_identity.cache_clear()
+    reuse.forget_code_identity()
     try:
         before = reuse.code_identity()
         other = tmp_path / Path(built).name
         other.write_bytes(Path(built).read_bytes() + b"\0")
         monkeypatch.setattr(_runtime, "__file__", str(other))
-        reuse.code_identity.cache_clear()
+        reuse.forget_code_identity()
         assert reuse.code_identity() != before
         monkeypatch.setattr(_runtime, "__file__", built)
-        reuse.code_identity.cache_clear()
+        reuse.forget_code_identity()
         assert reuse.code_identity() == before
     finally:
-        reuse.code_identity.cache_clear()
+        reuse.forget_code_identity()
+
+
+def test_the_code_identity_takes_each_module_digest_the_cache_recorded(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Through the compile cache's digests the packer's identity is the same value, and
+    once they are recorded a pack reads none of its own modules again to make it."""
+    from ukdpack.produce.cache import FileDigests
+
+    manifest = tmp_path / "file-digests.json"
+    reuse.forget_code_identity()
+    try:
+        plain = reuse.code_identity()
+        reuse.forget_code_identity()
+        first = FileDigests(manifest)
+        assert reuse.code_identity(first) == plain
+        first.save(lambda path, data: path.write_bytes(data) is not None)
+        reuse.forget_code_identity()
+
+        def refuse(*_args: object, **_kwargs: object) -> None:
+            raise AssertionError("a module read again")
+
+        monkeypatch.setattr(reuse, "open", refuse, raising=False)
+        assert reuse.code_identity(FileDigests(manifest)) == plain
+    finally:
+        reuse.forget_code_identity()

@@ -908,6 +908,7 @@ def _produce_and_publish(opts: PackOptions, reporter: Reporter, report: PackRepo
         # are keyed and made (or taken from the previous shard): after the compiles,
         # only the edited packs are left to make. Every compile has been keyed by now.
         remember()
+        reuse.code_identity(producer.cache.digests)  # each module's digest as the cache knows it
         versions = producer.versions()
         for plan in plans:
             if plan.members and (early := assembler(plan, made, versions).premake()):

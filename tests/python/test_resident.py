@@ -137,6 +137,32 @@ def test_a_pack_through_the_server_is_the_pack_itself(
         alone.stderr.splitlines()[-1].split(",")[0] == "ukdpack: gfx90a: 9 kernels"
 
 
+def test_a_served_edit_starts_its_compile_before_the_tree_is_loaded(
+        resident: Resident, warm: tuple[Path, Path], tmp_path: Path) -> None:
+    """The worker starts the compiles of what was edited since the last run of the same
+    command line, as ``python -m ukdpack`` does, from the record the first pack (in its
+    own process) wrote; and it writes the record for the next pack in turn."""
+    import json
+
+    tree, cache = warm
+    tree = Path(shutil.copytree(tree, tmp_path / "tree"))
+    out = tmp_path / "out"
+    first = run_pack(tree, out, [ARCH], "--json", cache=cache, env=resident.env)
+    assert first.returncode == 0, first.stderr
+    resident.wait_for_server()
+    for n in (1, 2):  # the second edit starts from the record the first served pack wrote
+        set_define(tree, "RESIDENT_EARLY", n)
+        served = run_pack(tree, out, [ARCH], "--json", cache=cache, env=resident.env)
+        assert served.returncode == 0, served.stderr
+        assert len(resident.workers()) == 2 * n, resident.log()
+        doc = json.loads(served.stdout)
+        assert (doc["compiled"], doc["compiled_early"]) == (1, 1), served.stderr
+    alone = run_pack(tree, tmp_path / "alone", [ARCH], cache=cache)
+    assert alone.returncode == 0, alone.stderr
+    assert shard_files(out / ARCH) == shard_files(tmp_path / "alone" / ARCH)
+    assert residue(out) == []
+
+
 def test_the_worker_takes_the_clients_folder_environment_and_exit_status(
         resident: Resident, warm: tuple[Path, Path], tmp_path: Path) -> None:
     tree, cache = warm

@@ -36,6 +36,7 @@ from ukdpack.resident import place, wire
 WARM = ("ukdpack.cli", "ukdpack.shard.pack", "ukdpack.produce.producers",
         "ukdpack.produce.plan", "ukdpack.authored.load", "ukdpack.shard.runtime_check",
         "ukdpack.shard.reuse", "ukdpack.shard.publish", "ukdpack.collector",
+        "ukdpack.produce.early_compiles",
         "ctypes")  # the collector's trim and publishing's exchange import it when first used
 
 
@@ -225,13 +226,22 @@ class Server:
                 sys.stderr.flush()
                 os._exit(1)
             from ukdpack.cli import main
+            from ukdpack.produce import early_compiles
 
+            argv = list(request["argv"][1:])
+            # As `python -m ukdpack` does: the compiles of what was edited since the last
+            # run of this command start before the worker loads the tree, and their
+            # record is written for the next (the same record as a pack in its own process).
+            if argv[:1] == ["pack"]:
+                early_compiles.start(argv)
             try:
-                code = main(list(request["argv"][1:]))
+                code = main(argv)
             except SystemExit as e:  # argparse's usage errors, as the interpreter ends them
                 code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
                 if isinstance(e.code, str):
                     print(e.code, file=sys.stderr)
+            finally:
+                early_compiles.discard()  # any the pack did not take
             for stream in (sys.stdout, sys.stderr):
                 try:
                     stream.flush()

@@ -233,7 +233,10 @@ class Server:
             # run of this command start before the worker loads the tree, and their
             # record is written for the next (the same record as a pack in its own process).
             if argv[:1] == ["pack"]:
-                early_compiles.start(argv)
+                try:
+                    early_compiles.start(argv)
+                except Exception:  # an early start only saves time: the pack runs without
+                    early_compiles.discard()
             try:
                 code = main(argv)
             except SystemExit as e:  # argparse's usage errors, as the interpreter ends them

@@ -52,7 +52,7 @@ PARTS_FORMAT = "ukdpack-shard-parts-4"
 RECORD_FOLDER = "shard-parts"
 
 
-#: ``code_identity``'s value, once made (a resident packer makes it once)
+#: ``code_identity``'s value, once made in this process
 _identity: str | None = None
 _identity_lock = threading.Lock()
 

@@ -163,6 +163,53 @@ def test_a_served_edit_starts_its_compile_before_the_tree_is_loaded(
     assert residue(out) == []
 
 
+#: Put first on the server's module path: the early start fails in every process whose
+#: environment asks for it (the served pack's, which the worker takes).
+FAILING_EARLY_START = """import os
+from ukdpack.produce import early_compiles
+
+
+def _fails(argv):
+    if os.environ.get("UKDPACK_TEST_EARLY_START_FAILS") == "1":
+        raise RuntimeError("an early start that fails")
+    return _start(argv)
+
+
+_start = early_compiles.start
+early_compiles.start = _fails
+"""
+
+
+def test_a_served_pack_whose_early_start_fails_runs_without_it(
+        warm: tuple[Path, Path], tmp_path: Path) -> None:
+    """An early start only saves time: where it fails in the worker, the pack runs and
+    compiles as if none had been started, rather than ending without a word."""
+    import json
+
+    hook = tmp_path / "hook"
+    hook.mkdir()
+    (hook / "sitecustomize.py").write_text(FAILING_EARLY_START)
+    folder = Path(tempfile.mkdtemp(prefix="ukres-"))
+    resident = Resident(folder, PYTHONPATH=os.pathsep.join([str(hook), str(BUILDERS)]))
+    try:
+        tree, cache = warm
+        tree = Path(shutil.copytree(tree, tmp_path / "tree"))
+        out = tmp_path / "out"
+        first = run_pack(tree, out, [ARCH], "--json", cache=cache, env=resident.env)
+        assert first.returncode == 0, first.stderr
+        resident.wait_for_server()
+        set_define(tree, "RESIDENT_EARLY_FAILS", 1)
+        served = run_pack(tree, out, [ARCH], "--json", cache=cache,
+                          env={**resident.env, "UKDPACK_TEST_EARLY_START_FAILS": "1"})
+        assert served.returncode == 0, served.stderr
+        assert len(resident.workers()) == 2, resident.log()
+        doc = json.loads(served.stdout)
+        assert (doc["compiled"], doc["compiled_early"]) == (1, 0), served.stderr
+    finally:
+        resident.stop()
+        shutil.rmtree(folder, ignore_errors=True)
+
+
 def test_the_worker_takes_the_clients_folder_environment_and_exit_status(
         resident: Resident, warm: tuple[Path, Path], tmp_path: Path) -> None:
     tree, cache = warm

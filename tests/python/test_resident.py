@@ -6,6 +6,7 @@ socket folder is not the user's own."""
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import shutil
 import signal
@@ -16,6 +17,7 @@ import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from pack_support import BUILDERS, copy_example, run_pack, shard_files
@@ -137,26 +139,39 @@ def test_a_pack_through_the_server_is_the_pack_itself(
         alone.stderr.splitlines()[-1].split(",")[0] == "ukdpack: gfx90a: 9 kernels"
 
 
-def test_a_served_edit_starts_its_compile_before_the_tree_is_loaded(
-        resident: Resident, warm: tuple[Path, Path], tmp_path: Path) -> None:
-    """The worker starts the compiles of what was edited since the last run of the same
-    command line, as ``python -m ukdpack`` does, from the record the first pack (in its
-    own process) wrote; and it writes the record for the next pack in turn."""
-    import json
-
+def _first_json_pack(resident: Resident, warm: tuple[Path, Path], tmp_path: Path
+                     ) -> tuple[Path, Path, Path]:
+    """A copy of the warm tree packed once with ``--json`` in its own process (it starts
+    the server and writes the record of this command line): (tree, out root, cache)."""
     tree, cache = warm
     tree = Path(shutil.copytree(tree, tmp_path / "tree"))
     out = tmp_path / "out"
     first = run_pack(tree, out, [ARCH], "--json", cache=cache, env=resident.env)
     assert first.returncode == 0, first.stderr
     resident.wait_for_server()
+    return tree, out, cache
+
+
+def _served_report(tree: Path, out: Path, cache: Path, env: dict[str, str]
+                   ) -> tuple[dict[str, Any], str]:
+    """The ``--json`` report of the same command line, run with ``env``, and its stderr."""
+    served = run_pack(tree, out, [ARCH], "--json", cache=cache, env=env)
+    assert served.returncode == 0, served.stderr
+    doc: dict[str, Any] = json.loads(served.stdout)
+    return doc, served.stderr
+
+
+def test_a_served_edit_starts_its_compile_before_the_tree_is_loaded(
+        resident: Resident, warm: tuple[Path, Path], tmp_path: Path) -> None:
+    """The worker starts the compiles of what was edited since the last run of the same
+    command line, as ``python -m ukdpack`` does, from the record the first pack (in its
+    own process) wrote; and it writes the record for the next pack in turn."""
+    tree, out, cache = _first_json_pack(resident, warm, tmp_path)
     for n in (1, 2):  # the second edit starts from the record the first served pack wrote
         set_define(tree, "RESIDENT_EARLY", n)
-        served = run_pack(tree, out, [ARCH], "--json", cache=cache, env=resident.env)
-        assert served.returncode == 0, served.stderr
+        doc, stderr = _served_report(tree, out, cache, resident.env)
         assert len(resident.workers()) == 2 * n, resident.log()
-        doc = json.loads(served.stdout)
-        assert (doc["compiled"], doc["compiled_early"]) == (1, 1), served.stderr
+        assert (doc["compiled"], doc["compiled_early"]) == (1, 1), stderr
     alone = run_pack(tree, tmp_path / "alone", [ARCH], cache=cache)
     assert alone.returncode == 0, alone.stderr
     assert shard_files(out / ARCH) == shard_files(tmp_path / "alone" / ARCH)
@@ -184,27 +199,18 @@ def test_a_served_pack_whose_early_start_fails_runs_without_it(
         warm: tuple[Path, Path], tmp_path: Path) -> None:
     """An early start only saves time: where it fails in the worker, the pack runs and
     compiles as if none had been started, rather than ending without a word."""
-    import json
-
     hook = tmp_path / "hook"
     hook.mkdir()
     (hook / "sitecustomize.py").write_text(FAILING_EARLY_START)
     folder = Path(tempfile.mkdtemp(prefix="ukres-"))
     resident = Resident(folder, PYTHONPATH=os.pathsep.join([str(hook), str(BUILDERS)]))
     try:
-        tree, cache = warm
-        tree = Path(shutil.copytree(tree, tmp_path / "tree"))
-        out = tmp_path / "out"
-        first = run_pack(tree, out, [ARCH], "--json", cache=cache, env=resident.env)
-        assert first.returncode == 0, first.stderr
-        resident.wait_for_server()
+        tree, out, cache = _first_json_pack(resident, warm, tmp_path)
         set_define(tree, "RESIDENT_EARLY_FAILS", 1)
-        served = run_pack(tree, out, [ARCH], "--json", cache=cache,
-                          env={**resident.env, "UKDPACK_TEST_EARLY_START_FAILS": "1"})
-        assert served.returncode == 0, served.stderr
+        doc, stderr = _served_report(tree, out, cache,
+                                     {**resident.env, "UKDPACK_TEST_EARLY_START_FAILS": "1"})
         assert len(resident.workers()) == 2, resident.log()
-        doc = json.loads(served.stdout)
-        assert (doc["compiled"], doc["compiled_early"]) == (1, 0), served.stderr
+        assert (doc["compiled"], doc["compiled_early"]) == (1, 0), stderr
     finally:
         resident.stop()
         shutil.rmtree(folder, ignore_errors=True)

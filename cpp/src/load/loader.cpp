@@ -121,7 +121,10 @@ const std::string& idOf(const DescriptorInfo& d) { return d.id; }
 
 template <class T>
 const T* findById(const std::vector<T>& items, const DescriptorSet::IdTable& table, std::string_view id) {
-  const std::string key = idKey(id);
+  // The key in the thread's own buffer: a UUID is longer than a string's inline
+  // capacity, and a load and a state manager look up each pack's references.
+  thread_local std::string key;
+  assignIdKey(key, id);
   // The table's place is taken only when the table was made for this vector and
   // the place still holds the id; anything else (a miss included) is scanned.
   if (table.size == items.size()) {
@@ -319,6 +322,7 @@ std::vector<const IndexedFile*> Loader::bindIndex(const fs::path& root, const st
     entries.push_back(&f);
   }
   boundIndex_ = index;
+  if (index->writtenNs) boundFolder_ = std::make_unique<const OpenFolder>(root);
   return entries;
 }
 

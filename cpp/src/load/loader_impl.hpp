@@ -164,6 +164,9 @@ class Loader {
   bool readEveryFile_ = false;
   // The index the load reads (its own, or a copy of the given one): the deferred kernels keep it.
   std::shared_ptr<const ShardIndex> boundIndex_;
+  // The shard's folder, open while the load lasts when a file may be taken by its size
+  // and time (the index's writtenNs): each file's stat starts there.
+  std::unique_ptr<const OpenFolder> boundFolder_;
   // Pack index -> the reader of its kernels, read through the index.
   std::map<std::size_t, std::shared_ptr<SpanKernels>> spanReaders_;
   DescriptorSet set_;

@@ -39,7 +39,8 @@ Loader::FileRead Loader::readFile(const WalkedFile& f, const fs::path& root, std
   // of the size the index records and older than the index is not read at all: the
   // index's skeleton of it stands for its text until a kernel of it is built.
   const bool spans = entry != nullptr && f.type == "kdp" && entry->spans;
-  const bool unchanged = spans && unchangedSinceIndex(f.path, *entry, *boundIndex_);
+  const bool unchanged =
+      spans && boundFolder_ && unchangedSinceIndex(f.path, f.rel, *boundFolder_, *entry, *boundIndex_);
   std::string_view bytes;
   const auto readBytes = [&]() {
     auto read = detail::readRegularFileInto(f.path, kMaxDescriptorBytes, scratch);

@@ -326,6 +326,8 @@ void Loader::resolveEngines() {
 }
 
 void Loader::resolvePacks() {
+  // Per KMD, the one copy its files' span readers share (a shard's files name a few KMDs).
+  std::map<const MetadataSchema*, std::shared_ptr<const MetadataSchema>> kmdCopies;
   for (std::size_t i = 0; i < set_.packs.size(); ++i) {
     if (removed_.count({"kdp", i}) != 0) continue;
     Pack& p = set_.packs[i];
@@ -386,7 +388,11 @@ void Loader::resolvePacks() {
     const Engine* engine = p.engine ? kept(set_.engines, "ued", *p.engine) : nullptr;
     const MetadataSchema* kmd = engine ? kept(set_.metadataSchemas, "kmd", engine->metadata) : nullptr;
     const auto reader = spanReaders_.find(i);
-    if (reader != spanReaders_.end()) reader->second->completeWith(kmd);
+    if (reader != spanReaders_.end() && kmd != nullptr) {
+      std::shared_ptr<const MetadataSchema>& copy = kmdCopies[kmd];
+      if (!copy) copy = std::make_shared<const MetadataSchema>(*kmd);
+      reader->second->completeWith(copy);
+    }
     // A pack whose kernels all read through the shard index: the pack-time load judged
     // these very bytes (pack and kernels) without a word, so no kernel is looked at.
     if (inlineOnly && reader != spanReaders_.end()) continue;

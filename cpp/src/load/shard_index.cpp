@@ -11,8 +11,10 @@
 // object cut to "{}"). A str is a u32 length and its bytes.
 #include "ukdpack/load/shard_index.hpp"
 
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <array>
@@ -288,10 +290,20 @@ bool skeletonPlaces(const IndexedFile& file, std::vector<std::size_t>& at) {
   return cut <= file.size && file.skeleton.size() == file.size - cut;  // nothing after the last cut either
 }
 
-bool unchangedSinceIndex(const fs::path& path, const IndexedFile& file, const ShardIndex& index) {
+OpenFolder::OpenFolder(const fs::path& path) : fd_(::open(path.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC)) {}
+
+OpenFolder::~OpenFolder() {
+  if (fd_ >= 0) ::close(fd_);
+}
+
+bool unchangedSinceIndex(const fs::path& path, const std::string& rel, const OpenFolder& shard, const IndexedFile& file,
+                         const ShardIndex& index) {
+  if (!index.writtenNs) return false;
   struct stat st{};
-  return index.writtenNs && ::lstat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode) &&
-         static_cast<std::uint64_t>(st.st_size) == file.size && mtimeNs(st) < *index.writtenNs;
+  const int rc =
+      shard.fd() >= 0 ? ::fstatat(shard.fd(), rel.c_str(), &st, AT_SYMLINK_NOFOLLOW) : ::lstat(path.c_str(), &st);
+  return rc == 0 && S_ISREG(st.st_mode) && static_cast<std::uint64_t>(st.st_size) == file.size &&
+         mtimeNs(st) < *index.writtenNs;
 }
 
 std::optional<PackMember> memberFromSpan(const std::shared_ptr<const std::string>& text, const IndexedKernel& k,

@@ -54,6 +54,20 @@ struct IndexedFile {
 // load, and again when a KDP the load did not keep is read at its first kernel.
 bool bindsTo(std::string_view bytes, const IndexedFile& file);
 
+// A folder held open (O_PATH) while a load looks files up relative to it (a stat of
+// each file from it, not by its whole path from "/": half a stat's cost in a deep tree).
+class OpenFolder {
+ public:
+  explicit OpenFolder(const std::filesystem::path& path);  // fd() -1 when it does not open
+  ~OpenFolder();
+  OpenFolder(const OpenFolder&) = delete;
+  OpenFolder& operator=(const OpenFolder&) = delete;
+  int fd() const { return fd_; }
+
+ private:
+  int fd_ = -1;
+};
+
 struct ShardIndex {
   std::shared_ptr<const std::string> bytes;  // what every view points into
   std::string_view writer;
@@ -74,7 +88,10 @@ bool skeletonPlaces(const IndexedFile& file, std::vector<std::size_t>& at);
 // Whether the KDP at `path` is, by its size and modification time, the file
 // `file` of `index` records (so the load need not read it): it is a regular file
 // of the recorded size, modified before the index was written.
-bool unchangedSinceIndex(const std::filesystem::path& path, const IndexedFile& file, const ShardIndex& index);
+// `rel` is its path under `shard` (the folder `path` lies in, held open), as the walk gives
+// it; a `shard` that did not open leaves the stat to `path`.
+bool unchangedSinceIndex(const std::filesystem::path& path, const std::string& rel, const OpenFolder& shard,
+                         const IndexedFile& file, const ShardIndex& index);
 
 // The inline kernels of one KDP read through the index, each built when first
 // asked for (PackMember::kernel()) from its span, by memberFromSpan. It holds
@@ -89,10 +106,9 @@ class SpanKernels : public KernelReader {
   // a member points at it through deferred().
   const DeferredKernel& record(std::size_t index) const { return records_[index]; }
   // The KMD the kernels' metadata completes against (nullptr: kept as written); set
-  // once, by the load's resolution, before any kernel is read.
-  void completeWith(const MetadataSchema* kmd) {
-    kmd_ = kmd != nullptr ? std::make_shared<const MetadataSchema>(*kmd) : nullptr;
-  }
+  // once, by the load's resolution, before any kernel is read. A copy the set's copies
+  // cannot take away, made once per KMD and shared by every file completing against it.
+  void completeWith(std::shared_ptr<const MetadataSchema> kmd) { kmd_ = std::move(kmd); }
   void read(std::size_t index, Kernel& kernel, Json& completedMetadata) const override;
   JsonText raw(std::size_t index) const override;
 

@@ -286,11 +286,16 @@ std::string legacyFormMessage(std::string_view what, std::string_view instead, b
 }
 
 std::string idKey(std::string_view id) {
-  std::string s(id);
-  if (isUuid(s)) {
-    for (char& c : s) c = lowerHex(c);
-  }
+  std::string s;
+  assignIdKey(s, id);
   return s;
+}
+
+void assignIdKey(std::string& key, std::string_view id) {
+  key.assign(id);
+  if (isUuid(key)) {
+    for (char& c : key) c = lowerHex(c);
+  }
 }
 
 bool sameIdKey(std::string_view id, std::string_view key) {

@@ -212,6 +212,8 @@ using DescriptorContext = KernelContext;
 // The comparison key of an id: UUIDs compare case-insensitively (lowercased),
 // other ids verbatim.
 std::string idKey(std::string_view id);
+// The same into `key`, whose capacity is reused (a lookup's key made without allocating).
+void assignIdKey(std::string& key, std::string_view id);
 // Whether idKey(id) == key, without building idKey(id) (lookups by id).
 bool sameIdKey(std::string_view id, std::string_view key);
 

@@ -88,8 +88,8 @@ bool skeletonPlaces(const IndexedFile& file, std::vector<std::size_t>& at);
 // Whether the KDP at `path` is, by its size and modification time, the file
 // `file` of `index` records (so the load need not read it): it is a regular file
 // of the recorded size, modified before the index was written.
-// `rel` is its path under `shard` (the folder `path` lies in, held open), as the walk gives
-// it; a `shard` that did not open leaves the stat to `path`.
+// `rel` is its path under `shard` (the shard's folder, which `path` lies under, held
+// open), as the walk gives it; a `shard` that did not open leaves the stat to `path`.
 bool unchangedSinceIndex(const std::filesystem::path& path, const std::string& rel, const OpenFolder& shard,
                          const IndexedFile& file, const ShardIndex& index);
 

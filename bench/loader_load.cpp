@@ -52,7 +52,7 @@ int main(int argc, char** argv) {
   using Clock = std::chrono::steady_clock;
   std::vector<double> load, setOnly, freed, loadCpu, freedCpu;
   std::size_t kept = 0, diagnostics = 0;
-  bool fromIndex = false;
+  bool fromIndex = false, listed = false;
   for (int r = 0; r < runs; ++r) {
     auto start = Clock::now();
     double cpu = cpuMs();
@@ -64,6 +64,7 @@ int main(int argc, char** argv) {
     kept = sm->kept().size();
     diagnostics = set->diagnostics.size();
     fromIndex = set->fromIndex;
+    listed = set->listedByIndex;
     start = Clock::now();
     cpu = cpuMs();
     sm.reset();
@@ -72,9 +73,10 @@ int main(int argc, char** argv) {
     freedCpu.push_back(cpuMs() - cpu);
   }
   std::printf(
-      "{\"kept\": %zu, \"diagnostics\": %zu, \"from_index\": %s, \"load_ms\": %.2f, \"free_ms\": %.2f, "
+      "{\"kept\": %zu, \"diagnostics\": %zu, \"from_index\": %s, \"listed_by_index\": %s, \"load_ms\": %.2f, "
+      "\"free_ms\": %.2f, "
       "\"load_cpu_ms\": %.2f, \"free_cpu_ms\": %.2f, \"set_ms\": %.2f, \"runs\": %d}\n",
-      kept, diagnostics, fromIndex ? "true" : "false", median(load), median(freed), median(loadCpu), median(freedCpu),
-      median(setOnly), runs);
+      kept, diagnostics, fromIndex ? "true" : "false", listed ? "true" : "false", median(load), median(freed),
+      median(loadCpu), median(freedCpu), median(setOnly), runs);
   return 0;
 }

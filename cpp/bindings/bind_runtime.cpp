@@ -670,6 +670,10 @@ void bindDescriptorSet(py::module_& m) {
       .def_property_readonly(
           "index_reason", [](const PySet& s) { return s.set->indexReason; },
           "Why the load did not read the shard's index ('' when it did, or did not look for one).")
+      .def_property_readonly(
+          "listed_by_index", [](const PySet& s) { return s.set->listedByIndex; },
+          "Whether the load took the files the index lists instead of walking the shard (none of its "
+          "folders changed since the index was written).")
       .def_property_readonly("dispatches",
                              [](const PySet& s) {
                                py::list out;

@@ -108,6 +108,30 @@ void dateAllFromIndex(const TempTree& t, int seconds) {
   }
 }
 
+// Every folder of the shard below its root dated `seconds` from the index.
+void dateFoldersFromIndex(const TempTree& t, int seconds) {
+  namespace fs = std::filesystem;
+  for (const auto& e : fs::recursive_directory_iterator(t.root())) {
+    if (e.is_directory()) dateFromIndex(t, fs::relative(e.path(), t.root()).generic_string(), seconds);
+  }
+}
+
+// A shard as installed: every file and folder older than its index.
+void writeInstalledShard(const TempTree& t) {
+  writeShard(t);
+  writeIndex(t);
+  dateAllFromIndex(t, -10);
+  dateFoldersFromIndex(t, -10);
+}
+
+// `bytes` (an index) with its header's digest made that of its body again: what
+// whoever edits an index can do.
+std::string resealed(std::string bytes) {
+  const std::string hex = ukdpack::detail::bindingDigestHex(bytes.data() + 32, bytes.size() - 32);
+  for (std::size_t i = 0; i < 16; ++i) bytes[16 + i] = static_cast<char>(std::stoi(hex.substr(2 * i, 2), nullptr, 16));
+  return bytes;
+}
+
 }  // namespace
 
 // The binding digest is XXH3-128 in xxHash's canonical (big-endian) form: the
@@ -119,20 +143,20 @@ TEST(ShardIndex, TheBindingDigestIsXxh3OneTwentyEight) {
   EXPECT_NE(bindingDigestHex("ukdpacl", 7), bindingDigestHex("ukdpack", 7));
 }
 
-// An index of format 1 (files bound by sha256) or 2 (no skeletons) is another
+// An index of format 1 (files bound by sha256), 2 (no skeletons) or 3 (no folders) is another
 // format: not read, the JSON load instead, and the reason names both formats.
 TEST(ShardIndex, AnIndexOfAnEarlierFormatIsNotRead) {
   TempTree t;
   writeShard(t);
   const std::string written = writeIndex(t);
   ASSERT_GT(written.size(), 8u);
-  for (const char format : {1, 2}) {
+  for (const char format : {1, 2, 3}) {
     std::string bytes = written;
     bytes[4] = format;  // the u32 format, little-endian
     writeBytes(t, bytes);
     const DescriptorSet s = ukdpack::loadShard(t.root());
     EXPECT_FALSE(s.fromIndex);
-    EXPECT_EQ(s.indexReason, "index.ukdx has format " + std::to_string(format) + "; this reader reads format 3");
+    EXPECT_EQ(s.indexReason, "index.ukdx has format " + std::to_string(format) + "; this reader reads format 4");
     EXPECT_EQ(describe(s), describe(ukdpack::loadShard(t.root(), jsonOnly())));
   }
 }
@@ -328,6 +352,110 @@ TEST(ShardIndex, AFileOlderThanTheIndexIsNotReadAtLoad) {
   // Dated at or after the index, the same edit is read and seen at load.
   dateFromIndex(t, "one/a.kdp.json", 0);
   expectTheEditRead(ukdpack::loadShard(t.root()));
+}
+
+// While no folder of the shard changed since its index was written, the files are the
+// ones the index lists, not walked: the same set. Each file is still looked at (one
+// edited in place is read at load), and a file added or removed anywhere the walk
+// looks, or a folder added, has the walk run again.
+TEST(ShardIndex, ALoadTakesItsFilesFromTheIndexWhileNoFolderChanged) {
+  namespace fs = std::filesystem;
+  TempTree t;
+  writeInstalledShard(t);
+  const std::vector<std::string> json = describe(ukdpack::loadShard(t.root(), jsonOnly()));
+  const DescriptorSet listed = ukdpack::loadShard(t.root());
+  ASSERT_TRUE(listed.fromIndex) << listed.indexReason;
+  EXPECT_TRUE(listed.listedByIndex);
+  EXPECT_EQ(describe(listed), json);
+  EXPECT_EQ(listed.files.size(), 7u);
+  // The archive folder is not walked, nor is a file the walk would not read.
+  fs::create_directory(t.root() / "kpack");
+  std::ofstream(t.root() / "NOTES.txt") << "x";
+  EXPECT_TRUE(ukdpack::loadShard(t.root()).listedByIndex);
+  // validate reads and walks everything, whatever the times.
+  EXPECT_FALSE(ukdpack::detail::loadShardReadingEveryFile(t.root()).listedByIndex);
+  // One edited in place, its folder unchanged: still read at load, by its time.
+  ASSERT_TRUE(editPriorityInPlace(t));
+  expectTheEditRead(ukdpack::loadShard(t.root()));
+
+  // A file added to a folder: the folder changed, the walk runs and finds it.
+  TempTree added;
+  writeInstalledShard(added);
+  added.write("two/extra.umd.json", Json{{"id", "umd-2"}, {"version", "1.0"}, {"name", "m2"}, {"match_symbol", "m2"}});
+  const DescriptorSet a = ukdpack::loadShard(added.root());
+  EXPECT_FALSE(a.fromIndex || a.listedByIndex);
+  EXPECT_NE(a.indexReason.find("is stale"), std::string::npos) << a.indexReason;
+  EXPECT_EQ(describe(a), describe(ukdpack::loadShard(added.root(), jsonOnly())));
+  // One removed: the same.
+  TempTree removed;
+  writeInstalledShard(removed);
+  fs::remove(removed.root() / "one/s.ukd.json");
+  const DescriptorSet r = ukdpack::loadShard(removed.root());
+  EXPECT_FALSE(r.fromIndex || r.listedByIndex);
+  EXPECT_EQ(describe(r), describe(ukdpack::loadShard(removed.root(), jsonOnly())));
+  // One added at the top, whose folder is the index's own: its listing tells.
+  TempTree top;
+  writeInstalledShard(top);
+  top.write("extra.umd.json", Json{{"id", "umd-2"}, {"version", "1.0"}, {"name", "m2"}, {"match_symbol", "m2"}});
+  const DescriptorSet o = ukdpack::loadShard(top.root());
+  EXPECT_FALSE(o.fromIndex || o.listedByIndex);
+  EXPECT_EQ(describe(o), describe(ukdpack::loadShard(top.root(), jsonOnly())));
+  // A folder added (empty): walked, and the index still binds.
+  TempTree folder;
+  writeInstalledShard(folder);
+  fs::create_directory(folder.root() / "three");
+  const DescriptorSet f = ukdpack::loadShard(folder.root());
+  EXPECT_TRUE(f.fromIndex) << f.indexReason;
+  EXPECT_FALSE(f.listedByIndex);
+  // A folder replaced by a link to a copy of it: a link is no folder of the walk's.
+  TempTree linked;
+  writeInstalledShard(linked);
+  fs::rename(linked.root() / "two", linked.root() / "two-real");
+  fs::create_directory_symlink("two-real", linked.root() / "two");
+  const DescriptorSet l = ukdpack::loadShard(linked.root());
+  EXPECT_FALSE(l.listedByIndex);
+  EXPECT_EQ(describe(l), describe(ukdpack::loadShard(linked.root(), jsonOnly())));
+}
+
+// An index whose folders or files are no walk's (outside the shard, dot-prefixed, of
+// another type, out of order, in a folder it does not list) is not read, even with a
+// valid digest: the load could otherwise be sent outside the shard without walking.
+TEST(ShardIndex, AnIndexListingAPathNoWalkGivesIsNotRead) {
+  TempTree t;
+  writeInstalledShard(t);
+  const std::string bytes = writeIndex(t);
+  dateFoldersFromIndex(t, -10);
+  const std::vector<std::string> json = describe(ukdpack::loadShard(t.root(), jsonOnly()));
+  // Each name as the body holds it (its u32 length, then its bytes), and a replacement of its length.
+  const auto named = [](const std::string& s) {
+    return std::string(1, static_cast<char>(s.size())) + '\0' + '\0' + '\0' + s;
+  };
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"one", "../"},                        // a folder outside the shard
+      {"one", ".on"},                        // a dot-prefixed folder
+      {"two", "aaa"},                        // folders out of order
+      {"one/a.kdp.json", "/ne/a.kdp.json"},  // an absolute path
+      {"one/a.kdp.json", "..//a.kdp.json"},  // a path that climbs out of the shard
+      {"two/b.kdp.json", "two/b.ukd.json"},  // a name of another type than its record's
+      {"two/b.kdp.json", "six/b.kdp.json"},  // a file in a folder the index does not list
+  };
+  for (const auto& [from, to] : cases) {
+    ASSERT_EQ(from.size(), to.size()) << to;
+    std::string hostile = bytes;
+    const std::size_t at = hostile.find(named(from));
+    ASSERT_NE(at, std::string::npos) << from;
+    hostile.replace(at + 4, from.size(), to);
+    writeBytes(t, resealed(hostile));
+    std::string why;
+    EXPECT_FALSE(ukdpack::detail::parseShardIndex(std::make_shared<const std::string>(resealed(hostile)), why)) << to;
+    EXPECT_NE(why.find("that no walk of a shard gives"), std::string::npos) << why;
+    const DescriptorSet s = ukdpack::loadShard(t.root());
+    EXPECT_FALSE(s.fromIndex || s.listedByIndex) << to;
+    EXPECT_EQ(describe(s), json) << to;
+  }
+  // The same bytes resealed unchanged are read.
+  writeBytes(t, resealed(bytes));
+  EXPECT_TRUE(ukdpack::loadShard(t.root()).fromIndex);
 }
 
 // An index dated after the present (a clock ahead, a copy dated ahead) says nothing

@@ -163,3 +163,28 @@ def test_a_file_copied_over_with_an_older_time_is_refused_at_first_use(shard: Pa
     again = _runtime.load_shard(str(copy))
     assert not again.from_index
     assert f"{rel} is not the file it was written for" in again.index_reason
+
+
+def test_an_installed_shard_is_listed_from_its_index_until_a_folder_changes(
+        shard: Path, tmp_path: Path) -> None:
+    """A shard installed with its times (every file and folder older than its index) is
+    loaded without a walk: its files are the ones the index lists. A descriptor added
+    to one of its folders changes that folder: the walk runs again and finds it."""
+    copy = tmp_path / ARCH
+    shutil.copytree(shard, copy)
+    back = (copy / INDEX).stat().st_mtime_ns - 60 * 10**9
+    for f in sorted(copy.rglob("*"), key=lambda p: -len(p.parts)):
+        if f.name != INDEX:
+            os.utime(f, ns=(back, back))
+    json_set = _runtime.load_shard(str(copy), use_index=False)
+    listed = _runtime.load_shard(str(copy))
+    assert listed.from_index and listed.listed_by_index, listed.index_reason
+    assert listed.files == json_set.files
+    assert _without_views(listed.packs) == _without_views(json_set.packs)
+    assert not _runtime.load_shard(str(copy), use_index=False).listed_by_index
+    kdp = sorted(copy.rglob("*.kdp.json"))[0]
+    shutil.copyfile(kdp, kdp.with_name("copy-" + kdp.name))
+    again = _runtime.load_shard(str(copy))
+    assert not again.listed_by_index and not again.from_index
+    assert "is stale" in again.index_reason
+    assert len(again.files) == len(json_set.files) + 1

@@ -120,8 +120,16 @@ class Loader {
   // through the index: its kernels' spans are read from the file again when first built).
   FileRead readFile(const WalkedFile& f, const fs::path& root, std::size_t rootIndex, const IndexedFile* entry,
                     std::string& scratch) const;
-  // The index's record per walked file, when the index binds to the walk; else empty, the reason kept.
-  std::vector<const IndexedFile*> bindIndex(const fs::path& root, const std::vector<WalkedFile>& walked);
+  // A shard's own index as read from its folder: nullopt with `why` when it is missing
+  // or does not read.
+  struct IndexRead {
+    std::optional<ShardIndex> index;
+    std::string why;
+  };
+  // The index's record per walked file, when the index (the given one, else `read`)
+  // binds to the walk; else empty, the reason kept.
+  std::vector<const IndexedFile*> bindIndex(const fs::path& root, const std::vector<WalkedFile>& walked,
+                                            IndexRead read);
   void commitFile(const WalkedFile& f, FileRead&& read, std::size_t rootIndex);
   bool kernelSourcesOk(const Kernel& kernel, const fs::path& root, std::vector<Diagnostic>& diags,
                        detail::RealFolders& folders) const;
@@ -167,6 +175,8 @@ class Loader {
   // The shard's folder, open while the load lasts when a file may be taken by its size
   // and time (the index's writtenNs): each file's stat starts there.
   std::unique_ptr<const OpenFolder> boundFolder_;
+  // The files were taken from the index's list (listingUnchanged), not walked.
+  bool listedByIndex_ = false;
   // Pack index -> the reader of its kernels, read through the index.
   std::map<std::size_t, std::shared_ptr<SpanKernels>> spanReaders_;
   DescriptorSet set_;

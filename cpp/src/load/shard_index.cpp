@@ -3,7 +3,8 @@
 //
 // Layout, little-endian: "UKDX", u32 format, u64 body size, the body's binding
 // digest (base/binding_digest.hpp: XXH3-128, 16 bytes), then the body: the writer's
-// identity (str), u32 file count and per file its path (str), type (str), u64 size,
+// identity (str), u32 folder count and each folder the walk entered below the root
+// (str, sorted), u32 file count and per file its path (str), type (str), u64 size,
 // binding digest hex (str), u8 spans and,
 // with spans, u32 kernel count and per kernel u32 list index, u64 begin, u64
 // end, id (str), i64 priority, u8 has arch, [u32 count, str...], u32 launch
@@ -25,6 +26,7 @@
 
 #include "base/binding_digest.hpp"
 #include "base/files.hpp"
+#include "base/utf8.hpp"
 #include "json/json_tape.hpp"
 #include "load/loader_impl.hpp"
 #include "load/shard_index_impl.hpp"
@@ -43,10 +45,10 @@ namespace detail {
 namespace {
 
 constexpr char kMagic[4] = {'U', 'K', 'D', 'X'};
-// Format 3: each KDP's skeleton in the index, so that a load need not read a file
-// unchanged since (format 2 had none; format 1 bound by sha256, which a load paid
-// on every descriptor byte).
-constexpr std::uint32_t kFormat = 3;
+// Format 4: the folders the walk entered, so that a load need not walk a shard none of
+// whose folders changed since (format 3 had none; format 2 no skeletons; format 1
+// bound by sha256, which a load paid on every descriptor byte).
+constexpr std::uint32_t kFormat = 4;
 constexpr std::size_t kDigestSize = 16;
 constexpr std::size_t kHeaderSize = 4 + 4 + 8 + kDigestSize;
 // An index larger than this is no index this reader wrote (a shard's descriptors are at most 256 MiB a file).
@@ -133,6 +135,50 @@ std::uint32_t list(Reader& r, std::vector<std::vector<std::string_view>>& lists,
   return last;
 }
 
+// Whether `rel` is a path the walk could give below a root: '/'-separated UTF-8 names,
+// none empty or dot-prefixed (so no "." or ".."), not absolute, not under the
+// top-level archive folder (which is not walked). A hostile index names no other.
+bool walkablePath(std::string_view rel) {
+  if (rel.empty() || rel.front() == '/' || rel.find('\0') != std::string_view::npos || !validUtf8(rel)) return false;
+  if (rel.substr(0, rel.find('/')) == kArchiveFolder) return false;
+  for (std::size_t start = 0;;) {
+    const std::size_t slash = rel.find('/', start);
+    const std::string_view name = rel.substr(start, slash == std::string_view::npos ? rel.npos : slash - start);
+    if (name.empty() || name.front() == '.') return false;
+    if (slash == std::string_view::npos) return true;
+    start = slash + 1;
+  }
+}
+
+// The folder `rel` lies in ("" for the root).
+std::string_view folderOf(std::string_view rel) {
+  const std::size_t slash = rel.rfind('/');
+  return slash == std::string_view::npos ? std::string_view() : rel.substr(0, slash);
+}
+
+// Why the index's folders and files are not a listing the walk could give (empty when
+// they are): each path walkable, folders sorted and each inside the root or a listed
+// folder, files in walk order, each in a listed folder and named for its type.
+std::string listingProblem(const ShardIndex& index) {
+  for (std::size_t i = 0; i < index.folders.size(); ++i) {
+    const std::string_view f = index.folders[i];
+    if (!walkablePath(f) || (i > 0 && index.folders[i - 1] >= f)) return "a folder '" + std::string(f) + "'";
+    const std::string_view parent = folderOf(f);
+    if (!parent.empty() && !std::binary_search(index.folders.begin(), index.folders.begin() + i, parent))
+      return "a folder '" + std::string(f) + "' outside the folders it lists";
+  }
+  for (std::size_t i = 0; i < index.files.size(); ++i) {
+    const IndexedFile& file = index.files[i];
+    const std::string_view parent = folderOf(file.rel);
+    const std::string_view name = parent.empty() ? file.rel : file.rel.substr(parent.size() + 1);
+    const std::optional<std::string> type = descriptorType(name);
+    if (!walkablePath(file.rel) || (i > 0 && index.files[i - 1].rel >= file.rel) || !type || *type != file.type ||
+        (!parent.empty() && !std::binary_search(index.folders.begin(), index.folders.end(), parent)))
+      return "a file '" + std::string(file.rel) + "'";
+  }
+  return "";
+}
+
 std::int64_t mtimeNs(const struct stat& st) {
   return static_cast<std::int64_t>(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec;
 }
@@ -209,6 +255,9 @@ std::optional<ShardIndex> parseShardIndex(std::shared_ptr<const std::string> byt
     why = name + " was written by " + std::string(index.writer) + "; this reader is " + writerIdentity();
     return std::nullopt;
   }
+  const std::uint32_t folders = r.count(4);
+  index.folders.reserve(folders);
+  for (std::uint32_t f = 0; f < folders && r.ok(); ++f) index.folders.push_back(r.str());
   const std::uint32_t files = r.count(4 + 4 + 8 + 4 + 1);
   index.files.reserve(files);
   std::vector<std::size_t> at;  // skeletonPlaces' scratch
@@ -246,6 +295,10 @@ std::optional<ShardIndex> parseShardIndex(std::shared_ptr<const std::string> byt
   }
   if (!r.ok() || r.left() != 0) {
     why = name + "'s records do not fit its body (at byte " + std::to_string(r.at()) + ")";
+    return std::nullopt;
+  }
+  if (const std::string problem = listingProblem(index); !problem.empty()) {
+    why = name + " lists " + problem + " that no walk of a shard gives";
     return std::nullopt;
   }
   index.bytes = std::move(bytes);
@@ -294,6 +347,38 @@ OpenFolder::OpenFolder(const fs::path& path) : fd_(::open(path.c_str(), O_PATH |
 
 OpenFolder::~OpenFolder() {
   if (fd_ >= 0) ::close(fd_);
+}
+
+bool listingUnchanged(const fs::path& root, const OpenFolder& shard, const ShardIndex& index) {
+  if (!index.writtenNs || shard.fd() < 0) return false;
+  // The root's own listing: it changes with the index itself, so it is compared, not dated.
+  std::set<std::string_view> top;
+  for (const std::string_view f : index.folders)
+    if (f.find('/') == std::string_view::npos) top.insert(f);
+  for (const IndexedFile& f : index.files)
+    if (f.rel.find('/') == std::string_view::npos) top.insert(f.rel);
+  std::size_t seen = 0;
+  std::error_code ec;
+  for (fs::directory_iterator it(root, ec), end; !ec && it != end; it.increment(ec)) {
+    const std::string name = it->path().filename().string();
+    std::error_code e2;
+    const bool isDir = it->is_directory(e2);  // a link to a folder included: the walk names it
+    const bool isJson = name.size() >= 5 && name.compare(name.size() - 5, 5, ".json") == 0;
+    if (!isDir && !isJson) continue;  // no business of the walk (the index, say)
+    if (isDir && name == kArchiveFolder && !it->is_symlink(e2)) continue;
+    if (top.count(name) == 0) return false;
+    ++seen;
+  }
+  if (ec || seen != top.size()) return false;
+  for (const std::string_view f : index.folders) {
+    struct stat st{};
+    const std::string rel(f);
+    // Listable too: a folder the walk could not list is its error to word.
+    if (::fstatat(shard.fd(), rel.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISDIR(st.st_mode) ||
+        mtimeNs(st) >= *index.writtenNs || ::faccessat(shard.fd(), rel.c_str(), R_OK | X_OK, AT_EACCESS) != 0)
+      return false;
+  }
+  return true;
 }
 
 bool unchangedSinceIndex(const fs::path& path, const std::string& rel, const OpenFolder& shard, const IndexedFile& file,
@@ -653,10 +738,26 @@ Result<ShardIndexDraft> draftShardIndex(const DescriptorSet& set, const Previous
   // Each pack's inline members, by file and list place.
   std::map<std::string, const Pack*> packOf;
   for (const Pack& p : set.packs) packOf.emplace(p.file, &p);
+  const fs::path top = set.roots.front();
+  // The folders the walk enters, listed by a walk of the same shard: a load may then
+  // take the files from the index while none of them changed.
+  std::vector<Diagnostic> walkDiags;
+  std::vector<std::string> folders;
+  const std::vector<WalkedFile> walked = walkRoot(top, walkDiags, {}, &folders);
+  const bool sameFiles =
+      walked.size() == set.files.size() && std::equal(walked.begin(), walked.end(), set.files.begin(),
+                                                      [](const WalkedFile& w, const DescriptorSet::Walked& f) {
+                                                        return w.rel == f.rel && w.type == f.type;
+                                                      });
+  if (!walkDiags.empty() || !sameFiles) {
+    return R::failure(
+        makeError(codes::SHARD_INDEX, kShardIndexFile, "", "the shard's files changed while its index was made"));
+  }
   detail::Writer body;
   body.str(detail::writerIdentity());
+  body.u32(static_cast<std::uint32_t>(folders.size()));
+  for (const std::string& f : folders) body.str(f);
   body.u32(static_cast<std::uint32_t>(set.files.size()));
-  const fs::path top = set.roots.front();
   for (const DescriptorSet::Walked& f : set.files) {
     auto read = detail::readRegularFile(top / f.rel, detail::kMaxDescriptorBytes);
     if (!read) return R::failure(read.error());

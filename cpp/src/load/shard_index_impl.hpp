@@ -71,6 +71,10 @@ class OpenFolder {
 struct ShardIndex {
   std::shared_ptr<const std::string> bytes;  // what every view points into
   std::string_view writer;
+  // Every folder the walk entered below the shard's root when the index was written
+  // (sorted), and the files it found (in walk order): each a path the walk could
+  // give, checked when the index is parsed.
+  std::vector<std::string_view> folders;
   std::vector<IndexedFile> files;
   // The index file's modification time (ns since the epoch) when it was read from a
   // shard and is not in the future (a clock ahead, a copy dated ahead): a KDP of the
@@ -92,6 +96,14 @@ bool skeletonPlaces(const IndexedFile& file, std::vector<std::size_t>& at);
 // open), as the walk gives it; a `shard` that did not open leaves the stat to `path`.
 bool unchangedSinceIndex(const std::filesystem::path& path, const std::string& rel, const OpenFolder& shard,
                          const IndexedFile& file, const ShardIndex& index);
+
+// Whether the walk of the shard at `root` (its folder held open as `shard`) would find
+// the files `index` lists without walking: nothing the walk looks at in the root differs
+// from the index's top-level folders and files, and each folder the index lists is a
+// folder (not a link) the walk could list, last changed before the index was written
+// (a file added, removed or renamed in it would have changed it). Each file is still
+// looked at as the walk's would be (unchangedSinceIndex, or read and compared).
+bool listingUnchanged(const std::filesystem::path& root, const OpenFolder& shard, const ShardIndex& index);
 
 // The inline kernels of one KDP read through the index, each built when first
 // asked for (PackMember::kernel()) from its span, by memberFromSpan. It holds

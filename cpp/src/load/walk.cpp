@@ -59,6 +59,7 @@ bool holdsDescriptors(const fs::path& folder) {
 struct WalkContext {
   fs::path realRoot;  // the root with every link resolved
   std::set<std::string> excluded;
+  std::vector<std::string>* folders;  // each folder walked below the root, when asked for
 };
 
 // What an entry is, links followed: from the folder's listing where it says (no stat
@@ -74,6 +75,7 @@ fs::file_type entryType(const fs::directory_entry& e, bool isLink, std::error_co
 void walkFolder(const fs::path& folder, const std::string& relFolder, const WalkContext& ctx,
                 std::vector<WalkedFile>& out, std::vector<Diagnostic>& diags) {
   std::error_code ec;
+  if (ctx.folders != nullptr && !relFolder.empty()) ctx.folders->push_back(relFolder);
   std::vector<std::pair<std::string, fs::directory_entry>> entries;  // by name
   for (fs::directory_iterator it(folder, ec), end; !ec && it != end; it.increment(ec))
     entries.emplace_back(it->path().filename().string(), *it);
@@ -160,13 +162,16 @@ void walkFolder(const fs::path& folder, const std::string& relFolder, const Walk
 }  // namespace
 
 std::vector<WalkedFile> walkRoot(const fs::path& root, std::vector<Diagnostic>& diags,
-                                 const std::vector<std::string>& excludeFolders) {
+                                 const std::vector<std::string>& excludeFolders, std::vector<std::string>* folders) {
   std::vector<WalkedFile> out;
   std::error_code ec;
-  WalkContext ctx{fs::canonical(root, ec), std::set<std::string>(excludeFolders.begin(), excludeFolders.end())};
+  WalkContext ctx{fs::canonical(root, ec), std::set<std::string>(excludeFolders.begin(), excludeFolders.end()),
+                  folders};
   if (ec) ctx.realRoot = root;
+  if (folders != nullptr) folders->clear();
   walkFolder(root, "", ctx, out, diags);
   std::sort(out.begin(), out.end(), [](const WalkedFile& a, const WalkedFile& b) { return a.rel < b.rel; });
+  if (folders != nullptr) std::sort(folders->begin(), folders->end());
   return out;
 }
 

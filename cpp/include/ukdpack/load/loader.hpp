@@ -141,6 +141,10 @@ struct DescriptorSet {
   // set is the JSON load's either way. Empty when the load did not look for one.
   bool fromIndex = false;
   std::string indexReason;
+  // Whether the files were those the index lists, not walked: no folder of the shard
+  // had changed since the index was written (each file is still looked at). Only
+  // with fromIndex.
+  bool listedByIndex = false;
   // LoaderOptions::maxDecompressedBytes of the load: what loading its launch code may decompress.
   std::uint64_t maxDecompressedBytes = kDefaultMaxDecompressedBytes;
 
@@ -209,8 +213,10 @@ struct WalkedFile {
 // The descriptor files under `root`, sorted by rel; skipped paths add a note
 // to `diags` ("skipping <rel>: <why>"), unreadable folders an error. A
 // top-level kpack/ folder is not walked (an error when it holds descriptors).
+// `folders`, when given: every folder walked below the root, root-relative, sorted.
 std::vector<WalkedFile> walkRoot(const std::filesystem::path& root, std::vector<Diagnostic>& diags,
-                                 const std::vector<std::string>& excludeFolders = {});
+                                 const std::vector<std::string>& excludeFolders = {},
+                                 std::vector<std::string>* folders = nullptr);
 
 // A regular file read without blocking (a FIFO is refused, not waited on) and
 // parsed as parseDescriptorText (ukdpack/json/json_text.hpp) does: the one reader of JSON files the packer

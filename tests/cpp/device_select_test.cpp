@@ -2,6 +2,8 @@
 // accept the problem, highest priority first, ties by the lower id.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -161,4 +163,42 @@ TEST(Select, RankOrderIsPriorityThenIdKeyAtEveryEdge) {
   EXPECT_EQ(sm.find(ukdpack::idKey(upper))->kernel()->id, upper);
   EXPECT_EQ(sm.find("kernel-a2")->kernel()->id, "kernel-a2");
   EXPECT_EQ(sm.find("kernel-a"), nullptr);
+}
+
+// Ids that are all UUIDs rank by priority, then the id's text, at the digits' edges
+// ('9' against 'a') and where many ids share their first 8 digits (the ranking's
+// radix passes sort on those 8 bytes; the whole ids settle the rest).
+TEST(Select, RankOrderOfUuidIdsIsTheirTextsOrder) {
+  TempTree t;
+  ukdtest::writeGenerics(t);
+  const std::string hex = "0123456789abcdef";
+  std::vector<std::pair<int, std::string>> want;  // (-priority, id)
+  Json kernels = Json::array();
+  std::uint32_t x = 12345;
+  for (int i = 0; i < 300; ++i) {
+    std::string id;
+    for (int d = 0; d < 32; ++d) {
+      x = x * 1103515245u + 12345u;
+      // The first 8 digits from few values (9, a, f, 0), so that many ids share them.
+      id += d < 8 ? std::string("9af0").at((x >> 16) % (i % 3 == 0 ? 2 : 4)) : hex.at((x >> 16) % 16);
+      if (d == 7 || d == 11 || d == 15 || d == 19) id += '-';
+    }
+    const int priority = static_cast<int>((x >> 20) % 4) - 1;
+    kernels.push_back(kernel(id, priority, "FLOAT", i));
+    want.emplace_back(-priority, id);
+  }
+  t.write("r.kdp.json", ukdtest::kdp("kdp-r", kernels));
+  const ukdpack::DescriptorSet set = ukdpack::loadShard(t.root());
+  ASSERT_TRUE(set.ok()) << dump(set.diagnostics);
+  Registry r;
+  r.addDispatch("sym_one", std::make_shared<ukdpack::DeclaredDispatchHandler>(std::vector<std::string>{}));
+  const auto dtype = std::make_shared<DtypeMatcher>();
+  r.addMatcher("eng_match", dtype);
+  const StateManager sm(set, r, "");
+  ASSERT_EQ(sm.kept().size(), 300u) << dump(sm.diagnostics());
+  EXPECT_EQ(picked(sm, {{"dtype", "INT"}}), "none");
+  std::sort(want.begin(), want.end());
+  std::vector<std::string> ids;
+  for (const auto& [p, id] : want) ids.push_back(id);
+  EXPECT_EQ(dtype->asked, ids);
 }

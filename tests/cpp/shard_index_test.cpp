@@ -143,20 +143,21 @@ TEST(ShardIndex, TheBindingDigestIsXxh3OneTwentyEight) {
   EXPECT_NE(bindingDigestHex("ukdpacl", 7), bindingDigestHex("ukdpack", 7));
 }
 
-// An index of format 1 (files bound by sha256), 2 (no skeletons) or 3 (no folders) is another
+// An index of format 1 (files bound by sha256), 2 (no skeletons), 3 (no folders) or 4
+// (each kernel's lists written out) is another
 // format: not read, the JSON load instead, and the reason names both formats.
 TEST(ShardIndex, AnIndexOfAnEarlierFormatIsNotRead) {
   TempTree t;
   writeShard(t);
   const std::string written = writeIndex(t);
   ASSERT_GT(written.size(), 8u);
-  for (const char format : {1, 2, 3}) {
+  for (const char format : {1, 2, 3, 4}) {
     std::string bytes = written;
     bytes[4] = format;  // the u32 format, little-endian
     writeBytes(t, bytes);
     const DescriptorSet s = ukdpack::loadShard(t.root());
     EXPECT_FALSE(s.fromIndex);
-    EXPECT_EQ(s.indexReason, "index.ukdx has format " + std::to_string(format) + "; this reader reads format 4");
+    EXPECT_EQ(s.indexReason, "index.ukdx has format " + std::to_string(format) + "; this reader reads format 5");
     EXPECT_EQ(describe(s), describe(ukdpack::loadShard(t.root(), jsonOnly())));
   }
 }
@@ -456,6 +457,30 @@ TEST(ShardIndex, AnIndexListingAPathNoWalkGivesIsNotRead) {
   // The same bytes resealed unchanged are read.
   writeBytes(t, resealed(bytes));
   EXPECT_TRUE(ukdpack::loadShard(t.root()).fromIndex);
+}
+
+// Each kernel names its arch and launch lists by their place in its file's lists: a
+// place past them (with a valid digest) has the index refused, never read past.
+TEST(ShardIndex, AKernelNamingAListItsFileDoesNotHaveIsNotRead) {
+  TempTree t;
+  writeShard(t);
+  const std::string bytes = writeIndex(t);
+  const std::vector<std::string> json = describe(ukdpack::loadShard(t.root(), jsonOnly()));
+  // ukd-c's record: its id (u32 length, bytes), its i64 priority, then its u32 arch and launch places.
+  const std::string id = std::string("\x05\0\0\0ukd-c", 9);
+  const std::size_t at = bytes.find(id);
+  ASSERT_NE(at, std::string::npos);
+  for (const std::size_t field : {at + id.size() + 8, at + id.size() + 12}) {
+    std::string hostile = bytes;
+    hostile.replace(field, 4, std::string("\x40\0\0\0", 4));  // place 64 of a file with one list
+    std::string why;
+    EXPECT_FALSE(ukdpack::detail::parseShardIndex(std::make_shared<const std::string>(resealed(hostile)), why));
+    EXPECT_NE(why.find("names a list a kernel of two/b.kdp.json does not have"), std::string::npos) << why;
+    writeBytes(t, resealed(hostile));
+    const DescriptorSet s = ukdpack::loadShard(t.root());
+    EXPECT_FALSE(s.fromIndex);
+    EXPECT_EQ(describe(s), json);
+  }
 }
 
 // An index dated after the present (a clock ahead, a copy dated ahead) says nothing

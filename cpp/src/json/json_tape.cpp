@@ -26,11 +26,12 @@ static_assert(sizeof(JsonNode) <= 80, "JsonNode grew past 80 bytes");
 
 class TapeScanner {
  public:
-  TapeScanner(JsonTape& tape, std::string_view text) : tape_(tape), text_(text) {}
+  TapeScanner(JsonTape& tape, std::string_view text, std::size_t values) : tape_(tape), text_(text), values_(values) {}
 
   bool run() {
-    tape_.nodes_.reserve(text_.size() / 16 + 4);
-    tape_.kids_.reserve(text_.size() / 16 + 4);
+    const std::size_t expected = std::max(text_.size() / 16 + 4, values_);
+    tape_.nodes_.reserve(expected);
+    tape_.kids_.reserve(expected);
     if (text_.substr(0, 3) == "\xEF\xBB\xBF") pos_ = 3;  // a byte order mark, at the start only
     if (!skipBlanks() || !value(newNode(), 0) || !skipBlanks()) return false;
     return pos_ == text_.size() || fail(pos_);
@@ -522,23 +523,24 @@ class TapeScanner {
 
   JsonTape& tape_;
   std::string_view text_;
+  std::size_t values_;
   std::size_t pos_ = 0;
   std::vector<std::uint32_t> pending_;
   std::vector<Open> open_;
   std::optional<Diagnostic> problem_;
 };
 
-Result<std::unique_ptr<JsonTape>> JsonTape::read(std::shared_ptr<const std::string> text) {
+Result<std::unique_ptr<JsonTape>> JsonTape::read(std::shared_ptr<const std::string> text, std::size_t values) {
   auto tape = std::make_unique<JsonTape>();
   tape->text_ = std::move(text);
-  TapeScanner scanner(*tape, *tape->text_);
+  TapeScanner scanner(*tape, *tape->text_, values);
   if (scanner.run()) return Result<std::unique_ptr<JsonTape>>::success(std::move(tape));
   if (auto problem = scanner.problem()) return Result<std::unique_ptr<JsonTape>>::failure(std::move(*problem));
   return Result<std::unique_ptr<JsonTape>>::failure(syntaxError(*tape->text_));
 }
 
-std::unique_ptr<JsonTape> JsonTape::scan(std::shared_ptr<const std::string> text) {
-  auto read = JsonTape::read(std::move(text));
+std::unique_ptr<JsonTape> JsonTape::scan(std::shared_ptr<const std::string> text, std::size_t values) {
+  auto read = JsonTape::read(std::move(text), values);
   if (!read) return nullptr;
   return std::move(read).value();
 }

@@ -126,9 +126,11 @@ class JsonTape {
   // The tape of `text`, or the diagnostic of what is wrong with it (file left
   // empty: the caller fills it in). The text must be UTF-8 (firstInvalidUtf8):
   // parseDescriptorText checks that first.
-  static Result<std::unique_ptr<JsonTape>> read(std::shared_ptr<const std::string> text);
+  // `values`: how many values the caller expects the text to hold, when it knows
+  // better than the text's size says (a KDP's skeleton: a "{}" per kernel).
+  static Result<std::unique_ptr<JsonTape>> read(std::shared_ptr<const std::string> text, std::size_t values = 0);
   // The same, with nothing for a text read refuses.
-  static std::unique_ptr<JsonTape> scan(std::shared_ptr<const std::string> text);
+  static std::unique_ptr<JsonTape> scan(std::shared_ptr<const std::string> text, std::size_t values = 0);
 
   const JsonNode& root() const { return nodes_.front(); }
   const std::shared_ptr<const std::string>& text() const { return text_; }

@@ -141,7 +141,10 @@ Loader::FileRead Loader::readFile(const WalkedFile& f, const fs::path& root, std
       // Nothing is kept when a span is not exactly one kernelDescriptors object or
       // the pack says anything: the file is then read as written.
       auto skeletonText = skeleton ? std::make_shared<const std::string>(std::move(*skeleton)) : nullptr;
-      auto tape = skeletonText ? detail::JsonTape::scan(skeletonText) : nullptr;
+      // A node per kernel's "{}" and a few dozen for the pack's own fields: the tape
+      // is not grown (and copied) on the way.
+      constexpr std::size_t kPackValues = 64;
+      auto tape = skeletonText ? detail::JsonTape::scan(skeletonText, entry->kernels.size() + kPackValues) : nullptr;
       std::size_t next = 0;
       bool fits = tape != nullptr;
       const auto reader =

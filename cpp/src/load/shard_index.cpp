@@ -6,10 +6,11 @@
 // identity (str), u32 folder count and each folder the walk entered below the root
 // (str, sorted), u32 file count and per file its path (str), type (str), u64 size,
 // binding digest hex (str), u8 spans and,
-// with spans, u32 kernel count and per kernel u32 list index, u64 begin, u64
-// end, id (str), i64 priority, u8 has arch, [u32 count, str...], u32 launch
-// count, str...; then the file's skeleton (str: its text with each kernel's
-// object cut to "{}"). A str is a u32 length and its bytes.
+// with spans, u32 list count and each distinct arch or launch list its kernels name
+// (u32 count, str...), u32 kernel count and per kernel u32 list index, u64 begin, u64
+// end, id (str), i64 priority, u32 its arch list (UINT32_MAX: its pack's), u32 its
+// sorted launch names' list; then the file's skeleton (str: its text with each
+// kernel's object cut to "{}"). A str is a u32 length and its bytes.
 #include "ukdpack/load/shard_index.hpp"
 
 #include <fcntl.h>
@@ -45,10 +46,11 @@ namespace detail {
 namespace {
 
 constexpr char kMagic[4] = {'U', 'K', 'D', 'X'};
-// Format 4: the folders the walk entered, so that a load need not walk a shard none of
-// whose folders changed since (format 3 had none; format 2 no skeletons; format 1
-// bound by sha256, which a load paid on every descriptor byte).
-constexpr std::uint32_t kFormat = 4;
+// Format 5: each file's arch and launch lists once, each kernel naming its two by place
+// (format 4 wrote them with every kernel); format 4 listed the folders the walk enters,
+// so that a load need not walk a shard none of whose folders changed (format 3 had none;
+// format 2 no skeletons; format 1 bound by sha256, which a load paid on every descriptor byte).
+constexpr std::uint32_t kFormat = 5;
 constexpr std::size_t kDigestSize = 16;
 constexpr std::size_t kHeaderSize = 4 + 4 + 8 + kDigestSize;
 // An index larger than this is no index this reader wrote (a shard's descriptors are at most 256 MiB a file).
@@ -119,21 +121,6 @@ class Reader {
   std::size_t at_;
   bool ok_ = true;
 };
-
-// Reads a list of strings (u32 count, str...) into `lists`, unless it equals the
-// list at `last` (kernels of a pack nearly all name the same ones); its place there.
-// `items` is the caller's scratch.
-std::uint32_t list(Reader& r, std::vector<std::vector<std::string_view>>& lists, std::uint32_t& last,
-                   std::vector<std::string_view>& items) {
-  items.clear();
-  const std::uint32_t n = r.count(4);
-  for (std::uint32_t i = 0; i < n && r.ok(); ++i) items.push_back(r.str());
-  if (last >= lists.size() || lists[last] != items) {
-    last = static_cast<std::uint32_t>(lists.size());
-    lists.push_back(items);
-  }
-  return last;
-}
 
 // Whether `rel` is a path the walk could give below a root: '/'-separated UTF-8 names,
 // none empty or dot-prefixed (so no "." or ".."), not absolute, not under the
@@ -269,10 +256,14 @@ std::optional<ShardIndex> parseShardIndex(std::shared_ptr<const std::string> byt
     file.digest = r.str();
     file.spans = r.uint(1) != 0;
     if (!file.spans) continue;
-    const std::uint32_t kernels = r.count(4 + 8 + 8 + 4 + 8 + 1 + 4);
+    const std::uint32_t lists = r.count(4);
+    file.lists.resize(lists);
+    for (std::vector<std::string_view>& l : file.lists) {
+      const std::uint32_t n = r.count(4);
+      for (std::uint32_t i = 0; i < n && r.ok(); ++i) l.push_back(r.str());
+    }
+    const std::uint32_t kernels = r.count(4 + 8 + 8 + 4 + 8 + 4 + 4);
     file.kernels.reserve(kernels);
-    std::uint32_t lastArch = IndexedKernel::kPackArches, lastLaunches = IndexedKernel::kPackArches;
-    std::vector<std::string_view> items;
     for (std::uint32_t k = 0; k < kernels && r.ok(); ++k) {
       IndexedKernel& kernel = file.kernels.emplace_back();
       kernel.listIndex = static_cast<std::uint32_t>(r.uint(4));
@@ -280,10 +271,15 @@ std::optional<ShardIndex> parseShardIndex(std::shared_ptr<const std::string> byt
       kernel.end = r.uint(8);
       kernel.id = r.str();
       kernel.priority = static_cast<std::int64_t>(r.uint(8));
-      if (r.uint(1) != 0) kernel.arch = list(r, file.lists, lastArch, items);
-      kernel.launches = list(r, file.lists, lastLaunches, items);
+      kernel.arch = static_cast<std::uint32_t>(r.uint(4));
+      kernel.launches = static_cast<std::uint32_t>(r.uint(4));
       if (kernel.begin > kernel.end || kernel.end > file.size) {
         why = name + " places a kernel of " + std::string(file.rel) + " outside the file";
+        return std::nullopt;
+      }
+      if ((kernel.arch != IndexedKernel::kPackArches && kernel.arch >= lists) || kernel.launches >= lists) {
+        if (!r.ok()) break;  // the records end early: worded below
+        why = name + " names a list a kernel of " + std::string(file.rel) + " does not have";
         return std::nullopt;
       }
     }
@@ -796,22 +792,38 @@ Result<ShardIndexDraft> draftShardIndex(const DescriptorSet& set, const Previous
       kernels.emplace_back(&item, m);
     }
     body.u8(1);
-    body.u32(static_cast<std::uint32_t>(kernels.size()));
+    // The file's distinct arch and launch lists, in the order its kernels first name
+    // them; each kernel then names its two by place.
+    std::map<std::vector<std::string>, std::uint32_t> listAt;
+    std::vector<const std::vector<std::string>*> lists;
+    std::vector<std::pair<std::uint32_t, std::uint32_t>> places;
+    const auto placeOf = [&](std::vector<std::string> l) {
+      const auto [it, added] = listAt.emplace(std::move(l), static_cast<std::uint32_t>(lists.size()));
+      if (added) lists.push_back(&it->first);
+      return it->second;
+    };
     for (const auto& [item, m] : kernels) {
+      const Kernel& k = m->kernel();
+      const std::set<std::string> launches = launchNamesOf(k);
+      const std::uint32_t arch = k.arch ? placeOf(*k.arch) : detail::IndexedKernel::kPackArches;
+      places.emplace_back(arch, placeOf(std::vector<std::string>(launches.begin(), launches.end())));
+    }
+    body.u32(static_cast<std::uint32_t>(lists.size()));
+    for (const std::vector<std::string>* l : lists) {
+      body.u32(static_cast<std::uint32_t>(l->size()));
+      for (const std::string& item : *l) body.str(item);
+    }
+    body.u32(static_cast<std::uint32_t>(kernels.size()));
+    for (std::size_t i = 0; i < kernels.size(); ++i) {
+      const auto& [item, m] = kernels[i];
       const Kernel& k = m->kernel();
       body.u32(static_cast<std::uint32_t>(m->index));
       body.u64(item->begin_offset());
       body.u64(item->end_offset());
       body.str(k.id);
       body.u64(static_cast<std::uint64_t>(k.priority));
-      body.u8(k.arch ? 1 : 0);
-      if (k.arch) {
-        body.u32(static_cast<std::uint32_t>(k.arch->size()));
-        for (const std::string& a : *k.arch) body.str(a);
-      }
-      const std::set<std::string> launches = launchNamesOf(k);
-      body.u32(static_cast<std::uint32_t>(launches.size()));
-      for (const std::string& l : launches) body.str(l);
+      body.u32(places[i].first);
+      body.u32(places[i].second);
     }
     detail::IndexedFile spans;
     spans.size = text->size();

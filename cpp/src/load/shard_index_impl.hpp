@@ -45,8 +45,8 @@ struct IndexedFile {
   // (packSkeleton), what the pack's own reader reads; checked at parse to have
   // "{}" at each kernel's place (skeletonPlaces).
   std::string_view skeleton;
-  // The distinct arch and launch lists its kernels name (a kernel's list equal
-  // to the one before it in the file is not listed again).
+  // The distinct arch and launch lists its kernels name, each once (a kernel's
+  // `arch` and `launches` are places in it).
   std::vector<std::vector<std::string_view>> lists;
 };
 

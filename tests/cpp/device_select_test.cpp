@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -133,6 +134,30 @@ TEST(Select, StubMatchersAcceptEveryProblem) {
   EXPECT_EQ(picked(sm, Json::object()), "ukd-b2");
 }
 
+namespace {
+
+// The kept kernels of the tree at `t` (`kept` of them) in the order a matcher that
+// accepts none is asked them: every one, in rank order; and the state manager.
+struct Ranked {
+  std::unique_ptr<StateManager> sm;
+  std::vector<std::string> asked;
+};
+Ranked rankedKernels(const TempTree& t, std::size_t kept) {
+  const ukdpack::DescriptorSet set = ukdpack::loadShard(t.root());
+  EXPECT_TRUE(set.ok()) << dump(set.diagnostics);
+  Registry r;
+  r.addDispatch("sym_one", std::make_shared<ukdpack::DeclaredDispatchHandler>(std::vector<std::string>{}));
+  const auto dtype = std::make_shared<DtypeMatcher>();
+  r.addMatcher("eng_match", dtype);
+  Ranked out{std::make_unique<StateManager>(set, r, ""), {}};
+  EXPECT_EQ(out.sm->kept().size(), kept) << dump(out.sm->diagnostics());
+  EXPECT_EQ(picked(*out.sm, {{"dtype", "INT"}}), "none");
+  out.asked = dtype->asked;
+  return out;
+}
+
+}  // namespace
+
 // The rank order at its edges: negative and multi-byte priorities, ids that share
 // their first 8 bytes (the whole id decides), a shorter id that is a prefix of
 // others, and a UUID written in upper case (ranked by its lower-case key).
@@ -147,17 +172,9 @@ TEST(Select, RankOrderIsPriorityThenIdKeyAtEveryEdge) {
                                              kernel("neg-one", -1, "FLOAT", 5), kernel("neg-big", -70000, "FLOAT", 6),
                                              kernel("big", 70000, "FLOAT", 7), kernel(upper, 0, "FLOAT", 8),
                                              kernel(lower, 0, "FLOAT", 9), kernel("one", 1, "FLOAT", 10)})));
-  const ukdpack::DescriptorSet set = ukdpack::loadShard(t.root());
-  ASSERT_TRUE(set.ok()) << dump(set.diagnostics);
-  Registry r;
-  r.addDispatch("sym_one", std::make_shared<ukdpack::DeclaredDispatchHandler>(std::vector<std::string>{}));
-  const auto dtype = std::make_shared<DtypeMatcher>();
-  r.addMatcher("eng_match", dtype);
-  const StateManager sm(set, r, "");
-  ASSERT_EQ(sm.kept().size(), 10u) << dump(sm.diagnostics());
-  // No kernel accepts: every one is asked, in rank order.
-  EXPECT_EQ(picked(sm, {{"dtype", "INT"}}), "none");
-  EXPECT_EQ(dtype->asked, (std::vector<std::string>{"big", "one", lower, upper, "kern", "kernel-a10", "kernel-a2",
+  const Ranked ranked = rankedKernels(t, 10);
+  const StateManager& sm = *ranked.sm;
+  EXPECT_EQ(ranked.asked, (std::vector<std::string>{"big", "one", lower, upper, "kern", "kernel-a10", "kernel-a2",
                                                     "kernel-b", "neg-one", "neg-big"}));
   ASSERT_NE(sm.find(ukdpack::idKey(upper)), nullptr);
   EXPECT_EQ(sm.find(ukdpack::idKey(upper))->kernel()->id, upper);
@@ -188,17 +205,8 @@ TEST(Select, RankOrderOfUuidIdsIsTheirTextsOrder) {
     want.emplace_back(-priority, id);
   }
   t.write("r.kdp.json", ukdtest::kdp("kdp-r", kernels));
-  const ukdpack::DescriptorSet set = ukdpack::loadShard(t.root());
-  ASSERT_TRUE(set.ok()) << dump(set.diagnostics);
-  Registry r;
-  r.addDispatch("sym_one", std::make_shared<ukdpack::DeclaredDispatchHandler>(std::vector<std::string>{}));
-  const auto dtype = std::make_shared<DtypeMatcher>();
-  r.addMatcher("eng_match", dtype);
-  const StateManager sm(set, r, "");
-  ASSERT_EQ(sm.kept().size(), 300u) << dump(sm.diagnostics());
-  EXPECT_EQ(picked(sm, {{"dtype", "INT"}}), "none");
   std::sort(want.begin(), want.end());
   std::vector<std::string> ids;
   for (const auto& [p, id] : want) ids.push_back(id);
-  EXPECT_EQ(dtype->asked, ids);
+  EXPECT_EQ(rankedKernels(t, 300).asked, ids);
 }

@@ -4,12 +4,14 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <fstream>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "runtime_support.hpp"
 #include "ukdpack/load/loader.hpp"
+#include "ukdpack/load/shard_index.hpp"
 #include "ukdpack/select/registry.hpp"
 #include "ukdpack/select/state_manager.hpp"
 
@@ -137,14 +139,22 @@ TEST(Select, StubMatchersAcceptEveryProblem) {
 namespace {
 
 // The kept kernels of the tree at `t` (`kept` of them) in the order a matcher that
-// accepts none is asked them: every one, in rank order; and the state manager.
+// accepts none is asked them: every one, in rank order; and the state manager. With
+// `throughIndex`, the tree gets a shard index first and is loaded through it: the state
+// manager then takes the index's selection tables, made at its writing.
 struct Ranked {
   std::unique_ptr<StateManager> sm;
   std::vector<std::string> asked;
 };
-Ranked rankedKernels(const TempTree& t, std::size_t kept) {
+Ranked rankedKernels(const TempTree& t, std::size_t kept, bool throughIndex = false) {
+  if (throughIndex) {
+    auto built = ukdpack::buildShardIndex(t.root());
+    EXPECT_TRUE(built) << (built ? "" : built.error().str());
+    if (built) std::ofstream(t.root() / ukdpack::kShardIndexFile, std::ios::binary) << built.value();
+  }
   const ukdpack::DescriptorSet set = ukdpack::loadShard(t.root());
   EXPECT_TRUE(set.ok()) << dump(set.diagnostics);
+  EXPECT_EQ(set.selection != nullptr, throughIndex) << set.indexReason;
   Registry r;
   r.addDispatch("sym_one", std::make_shared<ukdpack::DeclaredDispatchHandler>(std::vector<std::string>{}));
   const auto dtype = std::make_shared<DtypeMatcher>();
@@ -172,14 +182,19 @@ TEST(Select, RankOrderIsPriorityThenIdKeyAtEveryEdge) {
                                              kernel("neg-one", -1, "FLOAT", 5), kernel("neg-big", -70000, "FLOAT", 6),
                                              kernel("big", 70000, "FLOAT", 7), kernel(upper, 0, "FLOAT", 8),
                                              kernel(lower, 0, "FLOAT", 9), kernel("one", 1, "FLOAT", 10)})));
-  const Ranked ranked = rankedKernels(t, 10);
-  const StateManager& sm = *ranked.sm;
-  EXPECT_EQ(ranked.asked, (std::vector<std::string>{"big", "one", lower, upper, "kern", "kernel-a10", "kernel-a2",
-                                                    "kernel-b", "neg-one", "neg-big"}));
-  ASSERT_NE(sm.find(ukdpack::idKey(upper)), nullptr);
-  EXPECT_EQ(sm.find(ukdpack::idKey(upper))->kernel()->id, upper);
-  EXPECT_EQ(sm.find("kernel-a2")->kernel()->id, "kernel-a2");
-  EXPECT_EQ(sm.find("kernel-a"), nullptr);
+  for (const bool throughIndex : {false, true}) {
+    SCOPED_TRACE(throughIndex ? "through the index" : "from the JSON");
+    const Ranked ranked = rankedKernels(t, 10, throughIndex);
+    const StateManager& sm = *ranked.sm;
+    EXPECT_EQ(ranked.asked, (std::vector<std::string>{"big", "one", lower, upper, "kern", "kernel-a10", "kernel-a2",
+                                                      "kernel-b", "neg-one", "neg-big"}));
+    ASSERT_NE(sm.find(ukdpack::idKey(upper)), nullptr);
+    EXPECT_EQ(sm.find(ukdpack::idKey(upper))->kernel()->id, upper);
+    ASSERT_NE(sm.find(upper), nullptr);
+    EXPECT_EQ(sm.find("kernel-a2")->kernel()->id, "kernel-a2");
+    EXPECT_EQ(sm.find("kernel-a"), nullptr);
+    for (const ukdpack::KernelDefinition& d : sm.kept()) EXPECT_EQ(sm.find(d.kernel()->id), &d) << d.kernel()->id;
+  }
 }
 
 // Ids that are all UUIDs rank by priority, then the id's text, at the digits' edges
@@ -209,4 +224,5 @@ TEST(Select, RankOrderOfUuidIdsIsTheirTextsOrder) {
   std::vector<std::string> ids;
   for (const auto& [p, id] : want) ids.push_back(id);
   EXPECT_EQ(rankedKernels(t, 300).asked, ids);
+  EXPECT_EQ(rankedKernels(t, 300, true).asked, ids);
 }

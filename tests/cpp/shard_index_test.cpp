@@ -14,6 +14,7 @@
 #include "ukdpack/load/shard_index.hpp"
 #include "ukdpack/plan/plan.hpp"
 #include "ukdpack/select/integrity.hpp"
+#include "ukdpack/select/state_manager.hpp"
 
 using ukdpack::DescriptorSet;
 using ukdpack::LoaderOptions;
@@ -151,13 +152,13 @@ TEST(ShardIndex, AnIndexOfAnEarlierFormatIsNotRead) {
   writeShard(t);
   const std::string written = writeIndex(t);
   ASSERT_GT(written.size(), 8u);
-  for (const char format : {1, 2, 3, 4}) {
+  for (const char format : {1, 2, 3, 4, 5}) {
     std::string bytes = written;
     bytes[4] = format;  // the u32 format, little-endian
     writeBytes(t, bytes);
     const DescriptorSet s = ukdpack::loadShard(t.root());
     EXPECT_FALSE(s.fromIndex);
-    EXPECT_EQ(s.indexReason, "index.ukdx has format " + std::to_string(format) + "; this reader reads format 5");
+    EXPECT_EQ(s.indexReason, "index.ukdx has format " + std::to_string(format) + "; this reader reads format 6");
     EXPECT_EQ(describe(s), describe(ukdpack::loadShard(t.root(), jsonOnly())));
   }
 }
@@ -485,6 +486,88 @@ TEST(ShardIndex, AKernelNamingAListItsFileDoesNotHaveIsNotRead) {
 
 // An index dated after the present (a clock ahead, a copy dated ahead) says nothing
 // of the files' times: every file is read and checked against it.
+// A load through the index hands its set the selection tables the writer made from the
+// JSON load; a state manager over either set ranks and finds alike (device_select_test
+// runs the ranking's edges both ways).
+TEST(ShardIndex, ALoadThroughTheIndexCarriesTheJsonLoadsSelectionTables) {
+  TempTree t;
+  writeShard(t);
+  const auto [json, indexed] = jsonAndIndexed(t);
+  ASSERT_TRUE(indexed.fromIndex) << indexed.indexReason;
+  EXPECT_EQ(json.selection, nullptr);
+  ASSERT_NE(indexed.selection, nullptr);
+  const ukdpack::SelectionTables want = ukdpack::selectionTablesOf(json);
+  EXPECT_EQ(want.members, 5u);
+  EXPECT_EQ(indexed.selection->ranking, want.ranking);
+  EXPECT_EQ(indexed.selection->idSlots, want.idSlots);
+  // ukd-a (priority 7) first, then the others by id: ukd-b, ukd-c, ukd-d (the second
+  // pack's), ukd-s (the first pack's reference).
+  EXPECT_EQ(want.ranking, (std::vector<std::uint32_t>{0, 1, 3, 4, 2}));
+  const ukdpack::StateManager sm(indexed, ukdpack::stubRegistry(indexed), "gfx90a");
+  for (const char* id : {"ukd-a", "ukd-b", "ukd-s", "ukd-c", "ukd-d"}) {
+    ASSERT_NE(sm.find(id), nullptr) << id;
+    EXPECT_EQ(sm.find(id)->kernel()->id, id);
+  }
+  EXPECT_EQ(sm.find("ukd-"), nullptr);
+  // A set edited after its load (a member gone) is ranked anew, not by tables made for another.
+  DescriptorSet edited = indexed;
+  edited.packs.front().members.erase(edited.packs.front().members.begin());
+  const ukdpack::StateManager again(edited, ukdpack::stubRegistry(edited), "gfx90a");
+  EXPECT_EQ(again.find("ukd-a"), nullptr);
+  ASSERT_NE(again.find("ukd-d"), nullptr);
+  EXPECT_EQ(again.kept().size(), 4u);
+}
+
+// The tables end the index: the ranking's u32s, then the id table's (16 slots for 5 members).
+std::size_t rankingAt(const std::string& bytes) { return bytes.size() - 16 * 4 - 4 - 5 * 4; }
+std::size_t slotsAt(const std::string& bytes) { return bytes.size() - 16 * 4; }
+
+// Tables that are not an order of the members and a table of their places are never
+// read, digest or not: a start-up indexes with them unchecked.
+TEST(ShardIndex, SelectionTablesOutOfRangeAreNotRead) {
+  TempTree t;
+  writeShard(t);
+  const std::string written = writeIndex(t);
+  ASSERT_EQ(written[rankingAt(written) - 4], 5);
+  const auto u32At = [](std::string& b, std::size_t at, std::uint32_t v) {
+    for (int i = 0; i < 4; ++i) b[at + static_cast<std::size_t>(i)] = static_cast<char>((v >> (8 * i)) & 0xFF);
+  };
+  std::string twice = written;  // one member ranked twice
+  u32At(twice, rankingAt(twice) + 4, 0);
+  std::string past = written;  // a member past the last
+  u32At(past, rankingAt(past), 5);
+  std::string slotPast = written;  // an id slot naming a sixth member
+  std::size_t used = slotsAt(written);
+  while (written[used] == 0) used += 4;
+  u32At(slotPast, used, 6);
+  std::string full = written;  // every slot taken: a probe would never end
+  for (std::size_t i = 0; i < 16; ++i) u32At(full, slotsAt(full) + 4 * i, static_cast<std::uint32_t>(i % 5 + 1));
+  for (const std::string& bytes : {twice, past, slotPast, full}) {
+    writeBytes(t, resealed(bytes));
+    const DescriptorSet s = ukdpack::loadShard(t.root());
+    EXPECT_FALSE(s.fromIndex);
+    EXPECT_EQ(s.selection, nullptr);
+    EXPECT_NE(s.indexReason.find("selection tables are not an order and a table of its kernels"), std::string::npos)
+        << s.indexReason;
+  }
+}
+
+// Tables in range but not the kernels' own (another order, written by whoever can edit
+// an index): a load takes them, as it takes the index's priorities; ukdpack-validate
+// compares them with the JSON load's and says so.
+TEST(ShardIndex, ValidateTellsTablesThatAreNotTheKernelsOwn) {
+  TempTree t;
+  writeShard(t);
+  std::string bytes = writeIndex(t);
+  std::swap(bytes[rankingAt(bytes)], bytes[rankingAt(bytes) + 4]);
+  writeBytes(t, resealed(bytes));
+  const ukdpack::ShardIndexCheck check = ukdpack::checkShardIndex(t.root());
+  EXPECT_TRUE(check.binds) << check.why;
+  EXPECT_EQ(check.difference, "the index ranks the kernels in another order");
+  writeIndex(t);
+  EXPECT_EQ(ukdpack::checkShardIndex(t.root()).difference, "");
+}
+
 TEST(ShardIndex, AnIndexDatedAheadIsCheckedFileByFile) {
   TempTree t;
   writeShard(t);

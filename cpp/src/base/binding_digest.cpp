@@ -19,4 +19,6 @@ std::string bindingDigestHex(const void* data, std::size_t size) {
   return out;
 }
 
+std::uint64_t stableHash64(std::string_view bytes) { return XXH3_64bits(bytes.data(), bytes.size()); }
+
 }  // namespace ukdpack::detail

@@ -6,10 +6,16 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <string>
+#include <string_view>
 
 namespace ukdpack::detail {
 
 std::string bindingDigestHex(const void* data, std::size_t size);
+
+// XXH3-64 of `bytes`: the same on every machine and build, so that a table placed by
+// it can be written into an index by one process and probed by another.
+std::uint64_t stableHash64(std::string_view bytes);
 
 }  // namespace ukdpack::detail

@@ -283,6 +283,7 @@ DescriptorSet run(detail::Loader& loader, const std::vector<fs::path>& roots, co
   }
   DescriptorSet set = loader.take();
   set.indexIds();
+  if (set.fromIndex) set.selection = loader.selectionFor(set);
   set.maxDecompressedBytes = options.maxDecompressedBytes;  // spent where launch code is loaded
   return set;
 }
@@ -312,6 +313,13 @@ DescriptorSet loadShardReadingEveryFile(const fs::path& root) {
   Loader loader(LoaderOptions{});
   loader.lookForIndex(nullptr, true);
   return run(loader, {root}, LoaderOptions{});
+}
+
+std::shared_ptr<const SelectionTables> Loader::selectionFor(const DescriptorSet& set) const {
+  if (!boundIndex_ || !boundIndex_->selection) return nullptr;
+  std::size_t members = 0;
+  for (const Pack& p : set.packs) members += p.members.size();
+  return members == boundIndex_->selection->members ? boundIndex_->selection : nullptr;
 }
 
 std::vector<const IndexedFile*> Loader::bindIndex(const fs::path& root, const std::vector<WalkedFile>& walked,

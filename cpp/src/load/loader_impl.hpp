@@ -72,6 +72,9 @@ class Loader {
   }
   void resolve();
   DescriptorSet take() { return std::move(set_); }
+  // The bound index's selection tables when they were made for `set`'s members (a set
+  // the load left as the index's writer loaded it); else nullptr.
+  std::shared_ptr<const SelectionTables> selectionFor(const DescriptorSet& set) const;
   std::vector<Diagnostic>& diags() { return set_.diagnostics; }
 
  private:

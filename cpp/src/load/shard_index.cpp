@@ -10,7 +10,9 @@
 // (u32 count, str...), u32 kernel count and per kernel u32 list index, u64 begin, u64
 // end, id (str), i64 priority, u32 its arch list (UINT32_MAX: its pack's), u32 its
 // sorted launch names' list; then the file's skeleton (str: its text with each
-// kernel's object cut to "{}"). A str is a u32 length and its bytes.
+// kernel's object cut to "{}"); then the set's selection tables (ukdpack/load/loader.hpp):
+// u32 member count and that many u32 (the ranking), u32 slot count and that many u32
+// (the id table). A str is a u32 length and its bytes.
 #include "ukdpack/load/shard_index.hpp"
 
 #include <fcntl.h>
@@ -46,11 +48,12 @@ namespace detail {
 namespace {
 
 constexpr char kMagic[4] = {'U', 'K', 'D', 'X'};
-// Format 5: each file's arch and launch lists once, each kernel naming its two by place
+// Format 6: the set's selection tables, so that a start-up through the index neither
+// ranks nor hashes its kernels; format 5: each file's arch and launch lists once, each kernel naming its two by place
 // (format 4 wrote them with every kernel); format 4 listed the folders the walk enters,
 // so that a load need not walk a shard none of whose folders changed (format 3 had none;
 // format 2 no skeletons; format 1 bound by sha256, which a load paid on every descriptor byte).
-constexpr std::uint32_t kFormat = 5;
+constexpr std::uint32_t kFormat = 6;
 constexpr std::size_t kDigestSize = 16;
 constexpr std::size_t kHeaderSize = 4 + 4 + 8 + kDigestSize;
 // An index larger than this is no index this reader wrote (a shard's descriptors are at most 256 MiB a file).
@@ -104,6 +107,16 @@ class Reader {
     const std::string_view s = bytes_.substr(at_, n);
     at_ += n;
     return s;
+  }
+  // `n` u32s into `out`, one copy of their bytes (the tables run to a u32 per kernel).
+  void u32s(std::size_t n, std::vector<std::uint32_t>& out) {
+    if (!ok_ || left() / 4 < n) return static_cast<void>(fail());
+    out.resize(n);
+    for (std::size_t i = 0; i < n; ++i) {
+      const auto* b = reinterpret_cast<const unsigned char*>(bytes_.data() + at_ + 4 * i);
+      out[i] = std::uint32_t{b[0]} | std::uint32_t{b[1]} << 8 | std::uint32_t{b[2]} << 16 | std::uint32_t{b[3]} << 24;
+    }
+    at_ += 4 * n;
   }
   // A count of records each at least `minSize` bytes: more than could fit is a damaged index.
   std::uint32_t count(std::size_t minSize) {
@@ -164,6 +177,30 @@ std::string listingProblem(const ShardIndex& index) {
       return "a file '" + std::string(file.rel) + "'";
   }
   return "";
+}
+
+// Whether `t` is a ranking of its members (each once) and an id table whose probes end
+// (the size the writer gives, each member in it once): what a start-up relies on
+// without rereading the kernels; whether the order is the kernels' own, ukdpack-validate
+// and the packer's confirmation say.
+bool tablesInRange(const SelectionTables& t) {
+  std::size_t size = 16;
+  while (size < 2 * t.members) size *= 2;
+  if (t.ranking.size() != t.members || t.idSlots.size() != size) return false;
+  std::vector<bool> seen(t.members, false);
+  for (const std::uint32_t g : t.ranking) {
+    if (g >= t.members || seen[g]) return false;
+    seen[g] = true;
+  }
+  seen.assign(t.members, false);
+  std::size_t placed = 0;
+  for (const std::uint32_t s : t.idSlots) {
+    if (s == 0) continue;
+    if (s > t.members || seen[s - 1]) return false;
+    seen[s - 1] = true;
+    ++placed;
+  }
+  return placed == t.members;
 }
 
 std::int64_t mtimeNs(const struct stat& st) {
@@ -288,6 +325,17 @@ std::optional<ShardIndex> parseShardIndex(std::shared_ptr<const std::string> byt
       why = name + "'s skeleton of " + std::string(file.rel) + " does not fit its kernels' spans";
       return std::nullopt;
     }
+  }
+  if (r.ok()) {
+    auto tables = std::make_shared<SelectionTables>();
+    tables->members = r.count(4);
+    r.u32s(tables->members, tables->ranking);
+    r.u32s(r.count(4), tables->idSlots);
+    if (r.ok() && !tablesInRange(*tables)) {
+      why = name + "'s selection tables are not an order and a table of its kernels";
+      return std::nullopt;
+    }
+    index.selection = std::move(tables);
   }
   if (!r.ok() || r.left() != 0) {
     why = name + "'s records do not fit its body (at byte " + std::to_string(r.at()) + ")";
@@ -705,6 +753,16 @@ std::string firstDifference(const std::vector<std::string>& json, const std::vec
   return "";
 }
 
+// Whether the selection tables a load through the index took are those of the JSON
+// load, worded; empty when they are.
+std::string tablesDifference(const DescriptorSet& json, const DescriptorSet& indexed) {
+  if (!indexed.selection) return "the index's selection tables are not the set's";
+  const SelectionTables want = selectionTablesOf(json);
+  if (indexed.selection->ranking != want.ranking) return "the index ranks the kernels in another order";
+  if (indexed.selection->idSlots != want.idSlots) return "the index's id table is not the kernels'";
+  return "";
+}
+
 }  // namespace
 
 }  // namespace detail
@@ -840,6 +898,13 @@ Result<ShardIndexDraft> draftShardIndex(const DescriptorSet& set, const Previous
     }
     body.str(*skeleton);
   }
+  // What a state manager makes of the set: written here, from the JSON load, so that a
+  // start-up through the index takes it.
+  const SelectionTables tables = selectionTablesOf(set);
+  body.u32(static_cast<std::uint32_t>(tables.members));
+  for (const std::uint32_t g : tables.ranking) body.u32(g);
+  body.u32(static_cast<std::uint32_t>(tables.idSlots.size()));
+  for (const std::uint32_t slot : tables.idSlots) body.u32(slot);
   const std::string b = body.take();
   detail::Writer header;
   std::string out(detail::kMagic, 4);
@@ -865,8 +930,10 @@ Result<std::string> confirmShardIndex(const fs::path& root, ShardIndexDraft draf
   // The load through it must bind, and every kernel read from its span must be the
   // JSON load's (ukdpack-validate compares the whole set), held as digests.
   const DescriptorSet indexed = detail::loadShardWithIndex(root, *index);
-  const std::string difference = indexed.fromIndex ? detail::firstKernelDifference(draft.expected, indexed)
-                                                   : "it does not bind: " + indexed.indexReason;
+  std::string difference = indexed.fromIndex ? detail::firstKernelDifference(draft.expected, indexed)
+                                             : "it does not bind: " + indexed.indexReason;
+  // Its members are the JSON load's (above): their tables, made again, are what it must carry.
+  if (difference.empty()) difference = detail::tablesDifference(indexed, indexed);
   if (!difference.empty()) {
     return R::failure(makeError(codes::SHARD_INDEX, kShardIndexFile, "",
                                 "the load through the index written differs from the JSON load: " + difference));
@@ -890,6 +957,7 @@ ShardIndexCheck checkShardIndex(const fs::path& root) {
     return check;
   }
   check.difference = detail::firstDifference(detail::describeSet(json), detail::describeSet(indexed));
+  if (check.difference.empty()) check.difference = detail::tablesDifference(json, indexed);
   return check;
 }
 

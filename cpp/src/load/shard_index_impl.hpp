@@ -76,6 +76,10 @@ struct ShardIndex {
   // give, checked when the index is parsed.
   std::vector<std::string_view> folders;
   std::vector<IndexedFile> files;
+  // The set's selection tables as the writer made them from its JSON load (a
+  // permutation and a table of places in range, checked when parsed); the load hands
+  // them to its set when it binds and holds the members they were made for.
+  std::shared_ptr<const SelectionTables> selection;
   // The index file's modification time (ns since the epoch) when it was read from a
   // shard and is not in the future (a clock ahead, a copy dated ahead): a KDP of the
   // size the index records and an older modification time is taken as the one the

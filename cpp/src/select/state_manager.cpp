@@ -25,72 +25,6 @@ bool listRunsOn(const std::vector<std::string>& list, const std::string& arch) {
          std::any_of(list.begin(), list.end(), [&](const std::string& a) { return targetRunsOn(a, arch); });
 }
 
-// Whether `s` holds an upper-case ASCII letter, 8 bytes at a time (every kept
-// kernel's id is asked): a byte of each word in 'A'..'Z' sets its top bit.
-bool hasUpper(std::string_view s) {
-  constexpr std::uint64_t ones = 0x0101010101010101ULL;
-  std::size_t i = 0;
-  for (; i + 8 <= s.size(); i += 8) {
-    std::uint64_t x = 0;
-    std::memcpy(&x, s.data() + i, 8);
-    const std::uint64_t low = x & (ones * 127);
-    if (((ones * (127 + 'Z' + 1) - low) & ~x & (low + ones * (127 - ('A' - 1))) & (ones * 128)) != 0) return true;
-  }
-  for (; i < s.size(); ++i)
-    if (static_cast<unsigned char>(s[i] - 'A') < 26) return true;
-  return false;
-}
-
-// A kept kernel's place in selection order: priority (higher first), then id
-// key, then its place in kept_.
-struct Rank {
-  std::int64_t priority;
-  std::uint64_t prefix;  // the key's first 8 bytes, big-endian: orders as the text does
-  std::size_t index;
-};
-
-// Sorts `order` by priority (higher first), then key, then index. A stable LSD
-// radix sort on (priority, prefix), a pass per byte that is not the same in
-// every record (100,000 kernels: about a third of a comparison sort's time);
-// the rare runs of equal prefixes are then sorted by their whole keys.
-void rankOrder(std::vector<Rank>& order, const std::vector<std::string_view>& keys) {
-  const std::size_t n = order.size();
-  // Byte b of the 16-byte key: 0-7 the prefix (least significant first), 8-15
-  // the priority, flipped so that a higher priority is a smaller key.
-  const auto byteOf = [](const Rank& r, int b) -> unsigned {
-    if (b < 8) return static_cast<unsigned>((r.prefix >> (8 * b)) & 0xFF);
-    const std::uint64_t p = ~(static_cast<std::uint64_t>(r.priority) ^ (std::uint64_t{1} << 63));
-    return static_cast<unsigned>((p >> (8 * (b - 8))) & 0xFF);
-  };
-  std::vector<std::array<std::uint32_t, 256>> counts(16);
-  for (auto& c : counts) c.fill(0);
-  for (const Rank& r : order)
-    for (int b = 0; b < 16; ++b) ++counts[static_cast<std::size_t>(b)][byteOf(r, b)];
-  std::vector<Rank> other(n);
-  for (int b = 0; b < 16; ++b) {
-    std::array<std::uint32_t, 256>& c = counts[static_cast<std::size_t>(b)];
-    if (std::find(c.begin(), c.end(), static_cast<std::uint32_t>(n)) != c.end()) continue;  // one value: no pass
-    std::uint32_t at = 0;
-    for (std::uint32_t& k : c) {
-      const std::uint32_t here = k;
-      k = at;
-      at += here;
-    }
-    for (const Rank& r : order) other[c[byteOf(r, b)]++] = r;
-    order.swap(other);
-  }
-  // Equal (priority, prefix): the whole keys decide, then kept_'s order (already so).
-  for (std::size_t i = 0; i < n;) {
-    std::size_t j = i + 1;
-    while (j < n && order[j].priority == order[i].priority && order[j].prefix == order[i].prefix) ++j;
-    if (j - i > 1) {
-      std::stable_sort(order.begin() + static_cast<std::ptrdiff_t>(i), order.begin() + static_cast<std::ptrdiff_t>(j),
-                       [&](const Rank& a, const Rank& b) { return keys[a.index] < keys[b.index]; });
-    }
-    i = j;
-  }
-}
-
 }  // namespace
 
 bool kernelRunsOn(const Pack& pack, const Kernel& kernel, const std::string& arch) {
@@ -119,62 +53,41 @@ StateManager::StateManager(std::shared_ptr<const DescriptorSet> set, const Regis
     cache_ = std::make_shared<ArchiveCache>(ArchiveCache::kDefaultMaxVerifiedBytes, set_->maxDecompressedBytes);
   }
   build(registry);
-  // One pass over the kept kernels (each member read once): its id key, and its
-  // ranking record, sorted as small contiguous records: the key's first 8 bytes
-  // settle almost every tie of priority without reaching into scattered strings.
-  // A kernel's id is nearly always its own key (a lower-case UUID): the key is
-  // then a view of the id in the shared set, and only the others are kept here.
-  const std::size_t n = kept_.size();
-  keys_.reserve(n);
-  std::vector<Rank> order(n);
-  std::size_t tableSize = 16;
-  while (tableSize < 2 * n) tableSize *= 2;
-  const std::size_t mask = tableSize - 1;
-  std::vector<std::uint32_t> home(n);  // each key's slot in the table below, hashed while the key is at hand
-  for (std::size_t i = 0; i < n; ++i) {
-    // The member's id and priority: a set read through a shard index builds no kernel for them.
-    const PackMember& m = *kept_[i].member;
-    const std::string_view id = m.id();
-    const bool upper = hasUpper(id);
-    if (std::string key = upper ? idKey(id) : std::string(); !upper || key == id) {
-      keys_.emplace_back(id);
-    } else {
-      keys_.emplace_back(ownKeys_.emplace_back(std::move(key)));
-    }
-    const std::string_view key = keys_.back();
-    std::uint64_t prefix = 0;
-    for (std::size_t b = 0; b < 8; ++b)
-      prefix = (prefix << 8) | (b < key.size() ? static_cast<unsigned char>(key[b]) : 0U);
-    order[i] = Rank{m.priority(), prefix, i};
-    const std::size_t hash = std::hash<std::string_view>{}(key);
-    home[i] = static_cast<std::uint32_t>(hash & mask);
+  // The set's order and id table over all its members: those its load read from the
+  // shard's index, else made here. Filtered to the kept kernels, the order is theirs: a
+  // kept kernel's place in kept_ follows its place in the set.
+  std::size_t total = 0;
+  std::vector<std::size_t> base;  // per pack, the g of its first member
+  base.reserve(set_->packs.size());
+  for (const Pack& pack : set_->packs) {
+    base.push_back(total);
+    total += pack.members.size();
   }
-  keySlots_.assign(tableSize, 0);
-  // The slots are hashed first and fetched ahead: a table of 100,000 kernels is
-  // larger than the cache, and waiting on each slot in turn was most of its build.
-  // Ids are unique (the load refuses a second one); were one not, find() meets the
-  // first one inserted first, as a map's emplace keeps it.
-  constexpr std::size_t kAhead = 16;
-  for (std::size_t i = 0; i < n; ++i) {
-    if (i + kAhead < n) __builtin_prefetch(&keySlots_[home[i + kAhead]], 1);
-    std::size_t slot = home[i];
-    while (keySlots_[slot] != 0) slot = (slot + 1) & mask;
-    keySlots_[slot] = static_cast<std::uint32_t>(i + 1);
-  }
-  rankOrder(order, keys_);
-  if (catalogOfKept_.empty()) {
-    ranked_.resize(order.size());
-    for (std::size_t i = 0; i < order.size(); ++i) ranked_[i] = order[i].index;
-    return;
+  // A set's tables are taken when made for its members (one its load read; any other,
+  // a set edited since or built by hand, is made again here).
+  const SelectionTables* given = set_->selection.get();
+  const bool fits = given != nullptr && given->members == total && given->ranking.size() == total &&
+                    given->idSlots.size() >= std::max<std::size_t>(16, 2 * total) &&
+                    (given->idSlots.size() & (given->idSlots.size() - 1)) == 0;
+  tables_ = fits ? set_->selection : std::make_shared<const SelectionTables>(selectionTablesOf(*set_));
+  keptOf_.assign(total, 0);
+  for (std::size_t k = 0; k < kept_.size(); ++k) {
+    const Pack* pack = kept_[k].pack;
+    const std::size_t g = base[static_cast<std::size_t>(pack - set_->packs.data())] +
+                          static_cast<std::size_t>(kept_[k].member - pack->members.data());
+    keptOf_[g] = static_cast<std::uint32_t>(k + 1);
   }
   // A slotted engine's kernels run only in its slot programs: each goes to its
   // slot's catalog, which so keeps the same order as select()'s.
-  ranked_.reserve(order.size());
-  for (const Rank& r : order) {
-    if (SlotCatalog* catalog = catalogOfKept_[r.index]) {
-      catalog->kept.push_back(&kept_[r.index]);
+  ranked_.reserve(kept_.size());
+  for (const std::uint32_t g : tables_->ranking) {
+    const std::uint32_t k = g < total ? keptOf_[g] : 0;
+    if (k == 0) continue;
+    SlotCatalog* catalog = catalogOfKept_.empty() ? nullptr : catalogOfKept_[k - 1];
+    if (catalog != nullptr) {
+      catalog->kept.push_back(&kept_[k - 1]);
     } else {
-      ranked_.push_back(r.index);
+      ranked_.push_back(k - 1);
     }
   }
   catalogOfKept_ = {};  // only the constructor uses it
@@ -308,18 +221,18 @@ void StateManager::warnUnregistered(const std::map<std::string, HeuristicRoleMap
   }
 }
 
-std::size_t StateManager::keptIndexOf(std::string_view key) const {
-  if (keySlots_.empty()) return kept_.size();
-  const std::size_t mask = keySlots_.size() - 1;
-  for (std::size_t slot = std::hash<std::string_view>{}(key)&mask; keySlots_[slot] != 0; slot = (slot + 1) & mask) {
-    if (keys_[keySlots_[slot] - 1] == key) return keySlots_[slot] - 1;
-  }
-  return kept_.size();
-}
-
 const KernelDefinition* StateManager::find(std::string_view kernelId) const {
-  const std::size_t i = keptIndexOf(idKey(kernelId));
-  return i == kept_.size() ? nullptr : &kept_[i];
+  const std::string key = idKey(kernelId);
+  const std::vector<std::uint32_t>& slots = tables_->idSlots;
+  const std::size_t mask = slots.size() - 1;
+  // A member not kept is passed over: the kept one of its key may lie further on.
+  std::size_t slot = tables_->home(key);
+  for (std::size_t probes = 0; probes < slots.size() && slots[slot] != 0; ++probes, slot = (slot + 1) & mask) {
+    const std::uint32_t g = slots[slot] - 1;
+    const std::uint32_t k = g < keptOf_.size() ? keptOf_[g] : 0;
+    if (k != 0 && sameIdKey(kept_[k - 1].member->id(), key)) return &kept_[k - 1];
+  }
+  return nullptr;
 }
 
 const std::vector<BoundMatcher>& KernelDefinition::matchers() const {

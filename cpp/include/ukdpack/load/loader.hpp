@@ -110,6 +110,27 @@ class KernelPlaces {
 
 }  // namespace detail
 
+struct DescriptorSet;
+
+// The order a state manager tries a set's kernels in and its table to find one by id,
+// over every member of the set: packs in order, each pack's members in order, the g-th
+// of them numbered g. A state manager makes them for a set that carries none; a shard's
+// index carries them, written at pack time, so that a start-up through it makes neither.
+struct SelectionTables {
+  std::size_t members = 0;  // the members they were made for
+  // Every g in selection order: priority (higher first), then id key (idKey), then g.
+  std::vector<std::uint32_t> ranking;
+  // Open addressing, linear probing from home(key): a slot holds g + 1, 0 is empty; the
+  // size is a power of two at least twice `members` (at least 16). Of equal keys, the
+  // lower g is met first.
+  std::vector<std::uint32_t> idSlots;
+  // The first slot a key is looked for in.
+  std::size_t home(std::string_view key) const;
+};
+
+// The tables of `set` as it stands.
+SelectionTables selectionTablesOf(const DescriptorSet& set);
+
 struct DescriptorSet {
   std::vector<std::filesystem::path> roots;  // absolute, in the order given
   std::vector<Pack> packs;                   // each with its resolved kernels
@@ -145,6 +166,11 @@ struct DescriptorSet {
   // had changed since the index was written (each file is still looked at). Only
   // with fromIndex.
   bool listedByIndex = false;
+  // The selection tables of a load through a shard's index, read from it (written from
+  // the pack-time JSON load, which ukdpack-validate compares them with): a state manager
+  // takes them rather than rank and hash every kernel at start-up. They are the set's as
+  // loaded; nullptr for any other load. Whoever edits a set's members resets it.
+  std::shared_ptr<const SelectionTables> selection;
   // LoaderOptions::maxDecompressedBytes of the load: what loading its launch code may decompress.
   std::uint64_t maxDecompressedBytes = kDefaultMaxDecompressedBytes;
 

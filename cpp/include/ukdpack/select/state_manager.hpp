@@ -182,9 +182,6 @@ class StateManager {
   void drop(const Pack& pack, const PackMember& m, const std::string& symbol, const std::string& code,
             const std::string& reason);
 
-  // The index into kept_ of the kernel whose id key is `key`, or kept_.size().
-  std::size_t keptIndexOf(std::string_view key) const;
-
   // On the heap, so that the pointers in kept_ survive moving the manager.
   std::shared_ptr<const DescriptorSet> set_;
   std::string arch_;
@@ -193,16 +190,11 @@ class StateManager {
   // alive, and the bound matchers (a deque: its lists stay put as it grows).
   std::vector<std::shared_ptr<const DispatchHandler>> handlers_;
   std::deque<std::vector<BoundMatcher>> packMatchers_;
-  // Built once kept_ is final: per kept_ index its id key, an open-addressing
-  // table of those keys (a slot holds a kept_ index + 1; 0 is empty; its size a
-  // power of two at least twice kept_'s), and kept_'s indices in selection
-  // order, so neither find() nor select() rescans or re-sorts per call; flat
-  // arrays, not a node per kernel. Keys view the kernels' ids in set_, or
-  // ownKeys_ for an id that is not its own key (a deque: its strings stay put),
-  // so a manager is moved, not copied.
-  std::deque<std::string> ownKeys_;
-  std::vector<std::string_view> keys_;
-  std::vector<std::uint32_t> keySlots_;
+  // The set's selection tables (its load's, else made from it), per member (g) its
+  // kept_ index + 1 (0: not kept), and kept_'s indices in selection order, so neither
+  // find() nor select() rescans or re-sorts per call; flat arrays, not a node per kernel.
+  std::shared_ptr<const SelectionTables> tables_;
+  std::vector<std::uint32_t> keptOf_;
   std::vector<std::size_t> ranked_;
   std::vector<DroppedKernel> dropped_;
   std::vector<DroppedKernel> filtered_;

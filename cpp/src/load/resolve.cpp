@@ -24,8 +24,13 @@ namespace ukdpack::detail {
 // stays, each later one is refused and not loaded.
 void Loader::uniqueIds() {
   std::unordered_map<std::string, Holder>& seen = holders_;
+  // Room for what is claimed below: a pack read through a shard index claims no kernel.
+  const auto claimsKernels = [&](const Pack& p) {
+    return !(set_.fromIndex && !p.members.empty() && p.members.front().deferred());
+  };
   std::size_t ids = order_.size();
-  for (const Pack& p : set_.packs) ids += p.members.size();
+  for (const Pack& p : set_.packs)
+    if (claimsKernels(p)) ids += p.members.size();
   seen.reserve(ids);
   auto where = [&](const Holder& h) {
     const std::string path = h.path != nullptr ? *h.path : jsonPathIndex("$.kernelDescriptors", h.member);
@@ -60,7 +65,7 @@ void Loader::uniqueIds() {
       Pack& p = set_.packs[s.index];
       // Through a shard index the pack-time load found every kernel id unique in these
       // very bytes: its kernels are not claimed one by one (no reference names them).
-      if (set_.fromIndex && !p.members.empty() && p.members.front().deferred()) continue;
+      if (!claimsKernels(p)) continue;
       // Only inline kernels so far (a pack's file, path by place): read from the
       // member, which a shard index's load holds without building the kernel.
       keepMembers(p.members, [&](const PackMember& m) {

@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "ukdpack/load/loader.hpp"
@@ -17,5 +18,12 @@ namespace ukdpack::detail {
 // One sentence, with "did you mean <folder>/<arch>?" when a folder below is
 // named like an arch; nullopt when it holds a shard.
 std::optional<std::string> noShardIn(const std::filesystem::path& folder, const std::vector<WalkedFile>& files);
+
+// What of a folder's listing the walk looks at, one rule for walkRoot and for a load
+// that takes a shard's files from its index (listingUnchanged): a name ending ".json"
+// (a descriptor, or a file it reports), and any folder but the root's archive folder
+// (kArchiveFolder, a real folder: never entered). Everything else it passes over unread.
+bool isJsonName(std::string_view name);
+bool isArchiveFolder(bool atRoot, std::string_view name, bool realFolder);
 
 }  // namespace ukdpack::detail

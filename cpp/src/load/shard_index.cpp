@@ -32,6 +32,7 @@
 #include "base/utf8.hpp"
 #include "json/json_tape.hpp"
 #include "load/loader_impl.hpp"
+#include "load/shard_folder.hpp"
 #include "load/shard_index_impl.hpp"
 #include "model/object_reader.hpp"
 
@@ -406,10 +407,9 @@ bool listingUnchanged(const fs::path& root, const OpenFolder& shard, const Shard
   for (fs::directory_iterator it(root, ec), end; !ec && it != end; it.increment(ec)) {
     const std::string name = it->path().filename().string();
     std::error_code e2;
-    const bool isDir = it->is_directory(e2);  // a link to a folder included: the walk names it
-    const bool isJson = name.size() >= 5 && name.compare(name.size() - 5, 5, ".json") == 0;
-    if (!isDir && !isJson) continue;  // no business of the walk (the index, say)
-    if (isDir && name == kArchiveFolder && !it->is_symlink(e2)) continue;
+    const bool isDir = it->is_directory(e2);    // a link to a folder included: the walk names it
+    if (!isDir && !isJsonName(name)) continue;  // no business of the walk (the index, say)
+    if (isArchiveFolder(true, name, isDir && !it->is_symlink(e2))) continue;
     if (top.count(name) == 0) return false;
     ++seen;
   }

@@ -94,7 +94,7 @@ void walkFolder(const fs::path& folder, const std::string& relFolder, const Walk
     const fs::file_type type = entryType(e, isLink, ec);
     const bool isDir = type == fs::file_type::directory;
     const bool realDir = isDir && !isLink;
-    const bool isJson = name.size() >= 5 && name.compare(name.size() - 5, 5, ".json") == 0;
+    const bool isJson = detail::isJsonName(name);
     if (name.front() == '.') {
       if (realDir || isJson) note(rel, "dot-prefixed path");
       continue;
@@ -117,7 +117,7 @@ void walkFolder(const fs::path& folder, const std::string& relFolder, const Walk
     if (realDir) {
       // The archive folder of a shard is not walked; descriptors in it are a
       // mistake (an authored root may not use the name).
-      if (relFolder.empty() && name == kArchiveFolder) {
+      if (detail::isArchiveFolder(relFolder.empty(), name, realDir)) {
         if (holdsDescriptors(e.path())) {
           diags.push_back(makeError(codes::KPACK_FOLDER, rel, "",
                                     "a top-level folder named 'kpack' would collide with the archive folder "
@@ -173,6 +173,14 @@ std::vector<WalkedFile> walkRoot(const fs::path& root, std::vector<Diagnostic>& 
   std::sort(out.begin(), out.end(), [](const WalkedFile& a, const WalkedFile& b) { return a.rel < b.rel; });
   if (folders != nullptr) std::sort(folders->begin(), folders->end());
   return out;
+}
+
+bool detail::isJsonName(std::string_view name) {
+  return name.size() >= 5 && name.compare(name.size() - 5, 5, ".json") == 0;
+}
+
+bool detail::isArchiveFolder(bool atRoot, std::string_view name, bool realFolder) {
+  return atRoot && realFolder && name == kArchiveFolder;
 }
 
 std::optional<std::string> detail::noShardIn(const fs::path& folder, const std::vector<WalkedFile>& files) {

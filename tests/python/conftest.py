@@ -50,6 +50,19 @@ HEAVY = frozenset({
     "test_remote_exec_fixture",
     # The same farm, and packs of a small tree through it (two units, two arches).
     "test_remote_exec_pack",
+    # A resident server started per test, packs (with compiles) handed to it (17 s).
+    "test_resident",
+    # Each waits out a timeout by design (2-3 s); the dead-server and 5xx tests stay quick.
+    "test_remote_cache::test_a_silent_server_costs_one_timeout",
+    "test_remote_hostile::test_dvc_pull_stops_at_its_timeout",
+    # Packs a slotted engine with real compiles; slots' validate and tool tests stay quick.
+    "test_init::test_init_slots_writes_a_slotted_engine_that_validates_and_packs",
+    # Compile for generic targets and feature variants with clang-19 (1-3.5 s each); the
+    # target table's own tests and the other packs of targets stay quick.
+    "test_targets::test_prebuilt_generic_object_packs_into_its_members_shards_only",
+    "test_targets::test_hip_kernel_compiled_once_for_its_generic_family",
+    "test_targets::test_generic_build_on_an_arch_in_no_family_builds_for_the_arch",
+    "test_targets::test_feature_variants_share_one_shard_and_the_runtime_picks_by_target_id",
 })
 
 

@@ -1,11 +1,8 @@
 #include "ukdpack/select/state_manager.hpp"
 
 #include <algorithm>
-#include <array>
 #include <atomic>
 #include <cstdint>
-#include <cstring>
-#include <deque>
 #include <exception>
 #include <functional>
 #include <mutex>

@@ -88,6 +88,12 @@ std::size_t SelectionTables::home(std::string_view key) const {
   return static_cast<std::size_t>(detail::stableHash64(key)) & (idSlots.size() - 1);
 }
 
+std::size_t SelectionTables::idSlotsFor(std::size_t members) {
+  std::size_t size = 16;
+  while (size < 2 * members) size *= 2;
+  return size;
+}
+
 SelectionTables selectionTablesOf(const DescriptorSet& set) {
   SelectionTables out;
   std::size_t n = 0;
@@ -102,8 +108,7 @@ SelectionTables selectionTablesOf(const DescriptorSet& set) {
   keys.reserve(n);
   std::vector<Rank> order;
   order.reserve(n);
-  std::size_t size = 16;
-  while (size < 2 * n) size *= 2;
+  const std::size_t size = SelectionTables::idSlotsFor(n);
   const std::size_t mask = size - 1;
   std::vector<std::uint32_t> home;  // each key's first slot, hashed while the key is at hand
   home.reserve(n);

@@ -185,9 +185,7 @@ std::string listingProblem(const ShardIndex& index) {
 // without rereading the kernels; whether the order is the kernels' own, ukdpack-validate
 // and the packer's confirmation say.
 bool tablesInRange(const SelectionTables& t) {
-  std::size_t size = 16;
-  while (size < 2 * t.members) size *= 2;
-  if (t.ranking.size() != t.members || t.idSlots.size() != size) return false;
+  if (t.ranking.size() != t.members || t.idSlots.size() != SelectionTables::idSlotsFor(t.members)) return false;
   std::vector<bool> seen(t.members, false);
   for (const std::uint32_t g : t.ranking) {
     if (g >= t.members || seen[g]) return false;

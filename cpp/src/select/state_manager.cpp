@@ -64,8 +64,7 @@ StateManager::StateManager(std::shared_ptr<const DescriptorSet> set, const Regis
   // a set edited since or built by hand, is made again here).
   const SelectionTables* given = set_->selection.get();
   const bool fits = given != nullptr && given->members == total && given->ranking.size() == total &&
-                    given->idSlots.size() >= std::max<std::size_t>(16, 2 * total) &&
-                    (given->idSlots.size() & (given->idSlots.size() - 1)) == 0;
+                    given->idSlots.size() == SelectionTables::idSlotsFor(total);
   tables_ = fits ? set_->selection : std::make_shared<const SelectionTables>(selectionTablesOf(*set_));
   keptOf_.assign(total, 0);
   for (std::size_t k = 0; k < kept_.size(); ++k) {

@@ -126,6 +126,8 @@ struct SelectionTables {
   std::vector<std::uint32_t> idSlots;
   // The first slot a key is looked for in.
   std::size_t home(std::string_view key) const;
+  // The size of the id table of `members` members.
+  static std::size_t idSlotsFor(std::size_t members);
 };
 
 // The tables of `set` as it stands.

@@ -8,6 +8,7 @@
 #include <fstream>
 
 #include "base/binding_digest.hpp"
+#include "base/files.hpp"
 #include "load/shard_index_impl.hpp"
 #include "runtime_support.hpp"
 #include "ukdpack/load/loader.hpp"
@@ -185,6 +186,43 @@ TEST(ShardIndex, LoadsWhatTheJsonLoadsAndIsByteReproducible) {
   LoaderOptions authoredLike;
   authoredLike.sourceFiles = true;
   EXPECT_FALSE(ukdpack::loadShard(t.root(), authoredLike).fromIndex);
+}
+
+// An index of a megabyte or more is read into pages of its own (base/files.hpp,
+// readRegularFileHeld), not a string: every byte as written, whatever the size
+// against the 2 MiB pages, and a shard with such an index loads what its JSON loads.
+TEST(ShardIndex, ABigIndexIsReadIntoPagesOfItsOwnByteForByte) {
+  TempTree t;
+  for (const std::size_t size : {std::size_t{0}, std::size_t{4095}, std::size_t{1} << 20, (std::size_t{2} << 20) + 3,
+                                 (std::size_t{5} << 20) - 1}) {
+    std::string bytes(size, '\0');
+    for (std::size_t i = 0; i < size; ++i) bytes[i] = static_cast<char>((i * 131 + i / 4099) & 0xff);
+    t.write("bytes.bin", bytes);
+    auto held = ukdpack::detail::readRegularFileHeld(t.path("bytes.bin"), std::uint64_t{1} << 30);
+    ASSERT_TRUE(held) << held.error().str();
+    EXPECT_TRUE(held.value().bytes == bytes) << size;
+    EXPECT_NE(held.value().owner, nullptr) << size;
+    auto over = ukdpack::detail::readRegularFileHeld(t.path("bytes.bin"), size == 0 ? 0 : size - 1);
+    EXPECT_EQ(static_cast<bool>(over), size == 0) << size;
+  }
+  ukdtest::writeGenerics(t);
+  constexpr int kPacks = 12, kKernels = 1300;
+  for (int p = 0; p < kPacks; ++p) {
+    Json kernels = Json::array();
+    for (int k = 0; k < kKernels; ++k) {
+      const std::string id = "ukd-" + std::to_string(p) + "-" + std::to_string(k);
+      kernels.push_back(ukdtest::single(id, "k" + std::to_string(k), "K" + id));
+    }
+    t.write("big/p" + std::to_string(p) + ".kdp.json",
+            ukdtest::kdp("kdp-" + std::to_string(p), kernels, "udd-1", "ued-1", {"gfx90a"}));
+  }
+  const DescriptorSet json = ukdpack::loadShard(t.root(), jsonOnly());
+  ASSERT_TRUE(json.diagnostics.empty()) << ukdtest::dump(json.diagnostics);
+  const std::string index = writeIndex(t);
+  ASSERT_GE(index.size(), std::size_t{1} << 20) << "the shard's index no longer takes the held pages";
+  const DescriptorSet indexed = ukdpack::loadShard(t.root());
+  EXPECT_TRUE(indexed.fromIndex) << indexed.indexReason;
+  EXPECT_EQ(describe(indexed), describe(json));
 }
 
 // What the state manager ranks and filters on comes from the index's records, the

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include <fcntl.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -104,6 +105,65 @@ Result<std::string> readRegularFile(const std::filesystem::path& path, std::uint
   if (!read) return Result<std::string>::failure(read.error());
   out.resize(read.value().size());
   return Result<std::string>::success(std::move(out));
+}
+
+namespace {
+
+// Below this a file is read into a std::string: the pages of its own would cost more
+// (two system calls) than the zero-fill they save.
+constexpr std::size_t kHeldPagesFrom = std::size_t{1} << 20;
+constexpr std::size_t kHugePage = std::size_t{2} << 20;
+
+// Anonymous pages for `size` bytes, starting on a 2 MiB boundary and advised to be
+// huge pages (where the kernel's transparent huge pages allow it); nullptr when
+// they cannot be had.
+std::shared_ptr<char> hugeAdvisedPages(std::size_t size) {
+  const std::size_t length = (size + kHugePage - 1) / kHugePage * kHugePage;
+  void* got = ::mmap(nullptr, length + kHugePage, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (got == MAP_FAILED) return nullptr;
+  // The mapping is trimmed to the aligned `length` bytes: only an aligned 2 MiB
+  // range can be a huge page.
+  const auto base = reinterpret_cast<std::uintptr_t>(got);
+  const std::uintptr_t start = (base + kHugePage - 1) / kHugePage * kHugePage;
+  if (start > base) ::munmap(got, start - base);
+  if (const std::uintptr_t end = start + length, mapped = base + length + kHugePage; mapped > end)
+    ::munmap(reinterpret_cast<void*>(end), mapped - end);
+  auto* pages = reinterpret_cast<char*>(start);
+  ::madvise(pages, length, MADV_HUGEPAGE);  // advice only: refused, the pages are small
+  return std::shared_ptr<char>(pages, [length](char* p) { ::munmap(p, length); });
+}
+
+}  // namespace
+
+Result<HeldBytes> readRegularFileHeld(const std::filesystem::path& path, std::uint64_t maxBytes) {
+  using Out = Result<HeldBytes>;
+  auto opened = openRegularFile(path);
+  if (!opened) return Out::failure(opened.error());
+  const RegularFile& f = opened.value();
+  if (f.size > maxBytes) {
+    return Out::failure(makeError(codes::READ_FAILED, "", "",
+                                  "file is larger than expected (" + std::to_string(f.size) + " bytes, at most " +
+                                      std::to_string(maxBytes) + ")"));
+  }
+  const auto size = static_cast<std::size_t>(f.size);
+  std::shared_ptr<char> pages = size >= kHeldPagesFrom ? hugeAdvisedPages(size) : nullptr;
+  if (!pages) {
+    auto read = readRegularFile(path, maxBytes);
+    if (!read) return Out::failure(read.error());
+    auto text = std::make_shared<const std::string>(std::move(read.value()));
+    const std::string_view bytes(*text);
+    return Out::success(HeldBytes{std::move(text), bytes});
+  }
+  std::size_t done = 0;
+  while (done < size) {
+    const ssize_t n = ::read(f.fd.get(), pages.get() + done, size - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return Out::failure(cannotRead(errno));
+    if (n == 0) break;  // shrank while read: what is there
+    done += static_cast<std::size_t>(n);
+  }
+  const std::string_view bytes(pages.get(), done);
+  return Out::success(HeldBytes{std::shared_ptr<const void>(std::move(pages)), bytes});
 }
 
 Result<std::string> sha256OfRegularFile(const std::filesystem::path& path) {

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -48,6 +49,19 @@ Result<std::string> readRegularFile(const std::filesystem::path& path, std::uint
 // buffer serves many files without being cleared again): a view of its first bytes.
 Result<std::string_view> readRegularFileInto(const std::filesystem::path& path, std::uint64_t maxBytes,
                                              std::string& buffer);
+
+// A file's bytes held in memory of their own (views into them stay valid while
+// `owner` or a copy of it lives).
+struct HeldBytes {
+  std::shared_ptr<const void> owner;
+  std::string_view bytes;
+};
+
+// The whole content of the regular file at `path`, as readRegularFile reads it, into
+// memory that is not zero-filled first: a large file (1 MiB or more) is read into
+// pages of its own, advised to be huge pages, so that a start-up reading a big
+// shard's index does not fault in (and zero) several thousand 4 KiB pages for it.
+Result<HeldBytes> readRegularFileHeld(const std::filesystem::path& path, std::uint64_t maxBytes);
 
 // The lowercase hex sha256 of the regular file at `path`, read in chunks (a
 // model file may be large), opened as openRegularFile opens it.

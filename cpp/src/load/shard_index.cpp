@@ -245,6 +245,10 @@ bool indexApplies(const LoaderOptions& options) {
 
 std::optional<ShardIndex> parseShardIndex(std::shared_ptr<const std::string> bytes, std::string& why) {
   const std::string_view all(*bytes);
+  return parseShardIndex(all, std::move(bytes), why);
+}
+
+std::optional<ShardIndex> parseShardIndex(std::string_view all, std::shared_ptr<const void> owner, std::string& why) {
   const std::string name = kShardIndexFile;
   if (all.size() < kHeaderSize) {
     why = name + " is truncated: " + std::to_string(all.size()) + " bytes, shorter than its header";
@@ -344,7 +348,7 @@ std::optional<ShardIndex> parseShardIndex(std::shared_ptr<const std::string> byt
     why = name + " lists " + problem + " that no walk of a shard gives";
     return std::nullopt;
   }
-  index.bytes = std::move(bytes);
+  index.bytes = std::move(owner);
   return index;
 }
 
@@ -355,12 +359,12 @@ std::optional<ShardIndex> readShardIndex(const fs::path& root, std::string& why)
     why = std::string("the shard has no ") + kShardIndexFile;
     return std::nullopt;
   }
-  auto read = readRegularFile(path, kMaxIndexBytes);
+  auto read = readRegularFileHeld(path, kMaxIndexBytes);
   if (!read) {
     why = std::string("cannot read ") + kShardIndexFile + ": " + read.error().message;
     return std::nullopt;
   }
-  std::optional<ShardIndex> index = parseShardIndex(std::make_shared<const std::string>(std::move(read.value())), why);
+  std::optional<ShardIndex> index = parseShardIndex(read.value().bytes, std::move(read.value().owner), why);
   struct stat st{};
   if (index && ::stat(path.c_str(), &st) == 0) {
     const std::int64_t written = mtimeNs(st);

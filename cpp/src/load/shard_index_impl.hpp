@@ -69,7 +69,7 @@ class OpenFolder {
 };
 
 struct ShardIndex {
-  std::shared_ptr<const std::string> bytes;  // what every view points into
+  std::shared_ptr<const void> bytes;  // holds what every view points into
   std::string_view writer;
   // Every folder the walk entered below the shard's root when the index was written
   // (sorted), and the files it found (in walk order): each a path the walk could
@@ -157,7 +157,9 @@ bool indexApplies(const LoaderOptions& options);
 // it is missing or does not read.
 std::optional<ShardIndex> readShardIndex(const std::filesystem::path& root, std::string& why);
 
-// The bytes of an index (the reader's parse of them, for tests and tools).
+// The bytes of an index (the reader's parse of them, for tests and tools): `all`,
+// which `owner` keeps alive for the index's views.
+std::optional<ShardIndex> parseShardIndex(std::string_view all, std::shared_ptr<const void> owner, std::string& why);
 std::optional<ShardIndex> parseShardIndex(std::shared_ptr<const std::string> bytes, std::string& why);
 
 // Reads one inline kernel from its span of `text` as the JSON load reads it

@@ -915,9 +915,11 @@ def _produce_and_publish(opts: PackOptions, reporter: Reporter, report: PackRepo
                 premade[plan.arch] = early
 
     def make_arch(plan: ArchPlan, made: Mapping[tuple[str, str, str], Product | Problem],
-                  versions: Mapping[str, str], last: bool) -> ArchResult | _Finishing:
+                  versions: Mapping[str, str], last: bool,
+                  before_finish: Callable[[], None] | None = None) -> ArchResult | _Finishing:
         """One arch's shard, under its lock: prepared here, then finished on a thread of
-        its own (``_Finishing``), or here when it is the ``last`` left."""
+        its own (``_Finishing``), or here when it is the ``last`` left. ``before_finish``
+        runs between the two (an earlier arch's finishing is waited for there)."""
         arch = plan.arch
         with contextlib.ExitStack() as held:
             held.enter_context(publish.shard_lock(out_root, arch, opts.lock_timeout, say))
@@ -929,6 +931,8 @@ def _produce_and_publish(opts: PackOptions, reporter: Reporter, report: PackRepo
                 return ArchResult(arch, ok=True, dormant=True)
             assembling = assembler(plan, made, versions)
             prepared = assembling.prepare()
+            if before_finish is not None:
+                before_finish()
             if prepared and not last:
                 return _Finishing(assembling, held.pop_all())
             result = assembling.finish() if prepared else assembling.result
@@ -936,19 +940,23 @@ def _produce_and_publish(opts: PackOptions, reporter: Reporter, report: PackRepo
         return result
 
     # An arch whose objects are all made while others still compile is made then: its
-    # shard is ready by the time the last compile ends. One at a time (the one before
-    # finished first), as after the compiles: a pack of many arches holds two at most.
+    # shard is ready by the time the last compile ends. It is prepared while the one
+    # before finishes, and finished once that one has: as after the compiles, a pack of
+    # many arches holds two at most (one finishing, one being prepared).
     made_early: dict[str, ArchResult | _Finishing] = {}
     by_arch = {p.arch: p for p in plans}
+
+    def finish_earlier() -> None:
+        for before in made_early.values():
+            if isinstance(before, _Finishing):
+                before.join()
 
     def arch_ready(arch: str, made: Mapping[tuple[str, str, str], Product | Problem]) -> None:
         plan = by_arch.get(arch)
         if plan is None or not plan.members or arch in made_early or len(plans) < 2:
             return
-        for before in made_early.values():
-            if isinstance(before, _Finishing):
-                before.join()
-        made_early[arch] = make_arch(plan, made, producer.versions(), last=False)
+        made_early[arch] = make_arch(plan, made, producer.versions(), last=False,
+                                     before_finish=finish_earlier)
 
     reporter.batch_started(len(jobs), f"producing for {', '.join(opts.arches)}")
     try:

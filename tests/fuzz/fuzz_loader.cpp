@@ -2,11 +2,14 @@
 // each "<relative path>\n<content>", separated by NUL bytes. They are written
 // into a scratch shard folder and loaded with loadShard, so the walk, the
 // JSON scanner (the tape), the typed readers and the reference checks all run.
+// Then the shard's index is built for them, edited as the input's "index.ukdx"
+// segment says, sealed again and loaded through (throughTheIndex).
 #include <unistd.h>
 
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -14,8 +17,11 @@
 #include <string_view>
 #include <system_error>
 
+#include "base/binding_digest.hpp"
+#include "load/shard_index_impl.hpp"
 #include "ukdpack/json/json_spans.hpp"
 #include "ukdpack/load/loader.hpp"
+#include "ukdpack/load/shard_index.hpp"
 
 namespace fs = std::filesystem;
 
@@ -97,6 +103,50 @@ void checkReader(std::string_view text) {
   }
 }
 
+// Walk what loaded, through the finders and each kernel, as a consumer would (a
+// kernel read through an index is built from its span here).
+void walk(const ukdpack::DescriptorSet& set) {
+  for (const ukdpack::Pack& pack : set.packs) {
+    (void)set.findPack(pack.id);
+    (void)set.dispatchOf(pack);
+    if (const ukdpack::Engine* engine = set.engineOf(pack)) (void)set.metadataOf(*engine);
+    for (const ukdpack::PackMember& m : pack.members) (void)set.findKernel(m.kernel().id);
+  }
+}
+
+// The index drafted from `json`, the shard at `root` as loaded (none when it says anything),
+// edited by `edits` (5 bytes an edit: a little-endian u32 place in the body, taken
+// modulo its size, and a byte XORed in there), sealed with its body's digest again so
+// that the edits reach the records behind the digest check, then loaded through. The
+// load must be memory-safe whatever the records say (a sealed index is trusted, as the
+// packer's own is); through the unedited index it must load what the JSON loads.
+void throughTheIndex(const fs::path& root, std::string_view edits, const ukdpack::DescriptorSet& json) {
+  auto drafted = ukdpack::draftShardIndex(json);
+  if (!drafted) return;
+  std::string bytes = std::move(drafted.value().bytes);
+  constexpr std::size_t kHeader = 32;  // magic, format, body size, body digest (16)
+  if (bytes.size() <= kHeader) std::abort();
+  const std::size_t body = bytes.size() - kHeader;
+  for (std::size_t i = 0; i + 5 <= edits.size(); i += 5) {
+    std::uint32_t at = 0;
+    std::memcpy(&at, edits.data() + i, 4);
+    bytes[kHeader + at % body] = static_cast<char>(bytes[kHeader + at % body] ^ edits[i + 4]);
+  }
+  const std::string hex = ukdpack::detail::bindingDigestHex(bytes.data() + kHeader, body);
+  for (std::size_t i = 0; i < 16; ++i) bytes[16 + i] = static_cast<char>(std::stoi(hex.substr(2 * i, 2), nullptr, 16));
+  {
+    std::ofstream out(root / ukdpack::kShardIndexFile, std::ios::binary | std::ios::trunc);
+    out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+  }
+  const ukdpack::DescriptorSet indexed = ukdpack::loadShard(root);
+  walk(indexed);
+  if (edits.size() < 5 && !indexed.fromIndex) std::abort();  // its own index, unedited, binds
+  if (edits.size() < 5 && ukdpack::detail::describeSet(indexed) != ukdpack::detail::describeSet(json)) std::abort();
+  // ukdpack-validate's reading of an edited index: every file read and cut at the
+  // spans the records give, whatever its time.
+  if (edits.size() >= 5) (void)ukdpack::checkShardIndex(root);
+}
+
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
@@ -108,6 +158,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   if (ec) return 0;
 
   std::size_t start = 0;
+  std::string_view indexEdits;
   for (int index = 0; start <= input.size() && index < 16; ++index) {
     std::size_t end = input.find('\0', start);
     if (end == std::string_view::npos) end = input.size();
@@ -119,6 +170,10 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
       rel = std::string(file.substr(0, nl));
       file = file.substr(nl + 1);
     }
+    if (rel == ukdpack::kShardIndexFile) {  // not a file: the index's edits
+      indexEdits = file;
+      continue;
+    }
     // The in-memory parser on its own, as the Python binding calls it, against
     // nlohmann's, and the spans against it.
     checkReader(file);
@@ -129,12 +184,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   }
 
   const ukdpack::DescriptorSet set = ukdpack::loadShard(root);
-  // Walk what loaded, through the finders, as a consumer would.
-  for (const ukdpack::Pack& pack : set.packs) {
-    (void)set.findPack(pack.id);
-    (void)set.dispatchOf(pack);
-    if (const ukdpack::Engine* engine = set.engineOf(pack)) (void)set.metadataOf(*engine);
-    for (const ukdpack::PackMember& m : pack.members) (void)set.findKernel(m.kernel().id);
-  }
+  walk(set);
+  throughTheIndex(root, indexEdits, set);
   return 0;
 }

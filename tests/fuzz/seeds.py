@@ -24,15 +24,23 @@ def _write(folder: Path, data: bytes) -> None:
 
 
 def loader_inputs() -> list[bytes]:
-    """One input per corpus tree or shard: its JSON files, path and content."""
-    out = []
+    """One input per corpus tree or shard: its JSON files, path and content. Every
+    other one with room for it also carries an ``index.ukdx`` segment: three edits of
+    the index the target builds for the files (5 bytes each, a little-endian place in
+    its body and a byte XORed in there), taken from the files' digest; the rest load
+    through their index unedited."""
+    out: list[bytes] = []
     for case in sorted(p for p in CORPUS.iterdir() if p.is_dir()):
         for top in ("tree", "shard"):
             root = case / top
             files = sorted(p for p in root.rglob("*.json") if p.is_file()) if root.is_dir() else []
             if files:
-                out.append(b"\0".join(p.relative_to(root).as_posix().encode() + b"\n"
-                                      + p.read_bytes() for p in files[:MAX_FILES]))
+                data = b"\0".join(p.relative_to(root).as_posix().encode() + b"\n"
+                                  + p.read_bytes() for p in files[:MAX_FILES])
+                if len(out) % 2 and len(files) < MAX_FILES:
+                    edits = bytes(b or 1 for b in hashlib.sha256(data).digest()[:15])  # no NUL: it ends a segment
+                    data += b"\0index.ukdx\n" + edits
+                out.append(data)
     return out
 
 

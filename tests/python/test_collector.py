@@ -63,3 +63,36 @@ def test_a_pack_runs_with_it_off_and_gives_it_back(monkeypatch: pytest.MonkeyPat
     gc.enable()
     packing.pack(None, None)  # type: ignore[arg-type]
     assert seen == [False] and gc.isenabled()
+
+
+def test_trim_hands_back_only_a_large_free_heap(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A trim of a few free MiB would be faulted in again by the next phase: it is
+    skipped below ``TRIM_FROM_BYTES`` and done from there on (and always where the C
+    library cannot say how much is free)."""
+    trims: list[int] = []
+    free = [0]
+
+    class Libc:
+        def __init__(self, knows: bool) -> None:
+            self.malloc_trim = trims.append
+            self.free_bytes = (lambda: free[0]) if knows else None
+
+    monkeypatch.setattr(collector, "_libc", lambda: Libc(True))
+    for free[0] in (0, 2 << 20, collector.TRIM_FROM_BYTES - 1):
+        collector.trim()
+    assert trims == []
+    free[0] = collector.TRIM_FROM_BYTES
+    collector.trim()
+    assert trims == [0]
+    monkeypatch.setattr(collector, "_libc", lambda: Libc(False))
+    collector.trim()
+    assert trims == [0, 0]
+
+
+def test_trim_reads_this_c_librarys_free_heap() -> None:
+    """On glibc (this machine's), both functions are found and the free heap reads as a
+    byte count, so the threshold is really applied."""
+    libc = collector._libc()
+    assert libc.malloc_trim is not None and libc.free_bytes is not None
+    assert 0 <= libc.free_bytes() < 1 << 40
+    collector.trim()

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any, NoReturn, cast
 
 from ukdpack import __version__
 from ukdpack.errors import UkdError, UsageError, escape_controls, has_controls, quote_name
-from ukdpack.produce.compiler import DEFAULT_JOB_TIMEOUT
+from ukdpack.produce.limits import DEFAULT_JOB_TIMEOUT
 from ukdpack.redact import redact, redactor
 from ukdpack.reports import print_report, report
 from ukdpack.words import count

@@ -55,6 +55,9 @@ HEAVY = frozenset({
     # Each waits out a timeout by design (2-3 s); the dead-server and 5xx tests stay quick.
     "test_remote_cache::test_a_silent_server_costs_one_timeout",
     "test_remote_hostile::test_dvc_pull_stops_at_its_timeout",
+    # Compiles the example for gfx908, which no other quick test packs (5 s); verify's
+    # other tests stay quick on gfx90a.
+    "test_verify::test_a_fresh_shard_of_the_generated_engine_verifies",
     # Packs a slotted engine with real compiles; slots' validate and tool tests stay quick.
     "test_init::test_init_slots_writes_a_slotted_engine_that_validates_and_packs",
     # Compile for generic targets and feature variants with clang-19 (1-3.5 s each); the

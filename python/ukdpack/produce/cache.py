@@ -50,6 +50,7 @@ from ukdpack.digest import canonical_json, sha256_hex
 from ukdpack.errors import UkdError
 from ukdpack.files import write_atomic
 from ukdpack.produce import compiler, early_compiles
+from ukdpack.produce.limits import DEFAULT_JOB_TIMEOUT
 
 VERSION = early_compiles.CACHE_LAYOUT
 
@@ -638,7 +639,7 @@ class VerifyReport:
 
 def verify(cache: CompileCache, sample: int | None = None, jobs: int = 1,
            compilers: Mapping[str, str | None] | None = None,
-           timeout: float = compiler.DEFAULT_JOB_TIMEOUT) -> VerifyReport:
+           timeout: float = DEFAULT_JOB_TIMEOUT) -> VerifyReport:
     """Recompile ``sample`` entries picked at random (all when None) and compare the bytes
     with the cached object. Builds are reproducible, so a difference means the entry is
     damaged or poisoned. Entries whose source, headers or compiler are not as they were

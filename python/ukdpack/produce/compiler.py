@@ -41,6 +41,7 @@ from ukdpack.produce.command_line import CLANG_DEVICE_FLAGS
 from ukdpack.produce.command_line import key_argv as key_argv  # the cache key's part
 from ukdpack.produce.early_compiles import spawn
 from ukdpack.produce.early_compiles import tool_env as tool_env  # used here too
+from ukdpack.produce.limits import DEFAULT_JOB_TIMEOUT
 
 INSTALL_HINT = {
     "hip": "pass --hipcc PATH, set UKDPACK_HIPCC, or install one (Debian: apt-get install "
@@ -462,8 +463,6 @@ class CompileOutcome:
     message: str  # the compiler's stderr (on failure, what to show)
 
 
-#: Seconds one compile (or one builder call) may take before its arch fails.
-DEFAULT_JOB_TIMEOUT = 1800.0
 
 
 def run_compile(argv: list[str], output: Path, depfile: Path, cwd: Path,

@@ -36,6 +36,7 @@ from ukdpack.files import FileRange, read_regular, unnamed_file
 from ukdpack.produce import codeobject, compiler, early_compiles
 from ukdpack.produce.cache import CompileCache, base_key
 from ukdpack.produce.compiler import CompileOutcome, Compiler
+from ukdpack.produce.limits import DEFAULT_JOB_TIMEOUT
 from ukdpack.produce.plan import Job
 from ukdpack.spool import DEFAULT_LEVEL as ARCHIVE_LEVEL
 from ukdpack.spool import RECORDS_OFFSET, SpooledRecord
@@ -187,7 +188,7 @@ class Producer:
 
     def __init__(self, root: Path, cache: CompileCache, jobs: int,
                  compilers: Mapping[str, str | None] | None = None,
-                 timeout: float = compiler.DEFAULT_JOB_TIMEOUT,
+                 timeout: float = DEFAULT_JOB_TIMEOUT,
                  remote: RemoteTier | None = None, spool_dir: Path | None = None,
                  remote_exec: RemoteExecTier | None = None) -> None:
         self.root = root

@@ -33,7 +33,7 @@ from ukdpack.errors import Problem, UkdError, UsageError, escape_controls, has_c
 from ukdpack.files import found_at, read_regular
 from ukdpack.produce import cache_admin, early_compiles
 from ukdpack.produce.cache import CompileCache, default_cache_dir
-from ukdpack.produce.compiler import DEFAULT_JOB_TIMEOUT
+from ukdpack.produce.limits import DEFAULT_JOB_TIMEOUT
 from ukdpack.produce.plan import ArchPlan, Job, Launch, plan_arch
 from ukdpack.produce.producers import Producer, Product
 from ukdpack.progress import Reporter

@@ -75,28 +75,47 @@ Result<RegularFile> openRegularFile(const std::filesystem::path& path) {
   return R::success(std::move(out));
 }
 
-Result<std::string_view> readRegularFileInto(const std::filesystem::path& path, std::uint64_t maxBytes,
-                                             std::string& buffer) {
-  using Out = Result<std::string_view>;
+namespace {
+
+// The regular file at `path`, opened as openRegularFile opens it, when it is at most
+// `maxBytes` long.
+Result<RegularFile> openAtMost(const std::filesystem::path& path, std::uint64_t maxBytes) {
   auto opened = openRegularFile(path);
-  if (!opened) return Out::failure(opened.error());
-  const RegularFile& f = opened.value();
-  if (f.size > maxBytes) {
-    return Out::failure(makeError(codes::READ_FAILED, "", "",
-                                  "file is larger than expected (" + std::to_string(f.size) + " bytes, at most " +
-                                      std::to_string(maxBytes) + ")"));
+  if (opened && opened.value().size > maxBytes) {
+    return Result<RegularFile>::failure(makeError(codes::READ_FAILED, "", "",
+                                                  "file is larger than expected (" +
+                                                      std::to_string(opened.value().size) + " bytes, at most " +
+                                                      std::to_string(maxBytes) + ")"));
   }
-  const auto size = static_cast<std::size_t>(f.size);
-  if (buffer.size() < size) buffer.resize(size);
+  return opened;
+}
+
+// Up to `size` bytes of `fd` into `into`: how many there were (fewer when the file
+// shrank while read).
+Result<std::size_t> readUpTo(int fd, char* into, std::size_t size) {
   std::size_t done = 0;
   while (done < size) {
-    const ssize_t n = ::read(f.fd.get(), buffer.data() + done, size - done);
+    const ssize_t n = ::read(fd, into + done, size - done);
     if (n < 0 && errno == EINTR) continue;
-    if (n < 0) return Out::failure(cannotRead(errno));
+    if (n < 0) return Result<std::size_t>::failure(cannotRead(errno));
     if (n == 0) break;  // shrank while read: what is there
     done += static_cast<std::size_t>(n);
   }
-  return Out::success(std::string_view(buffer.data(), done));
+  return Result<std::size_t>::success(done);
+}
+
+}  // namespace
+
+Result<std::string_view> readRegularFileInto(const std::filesystem::path& path, std::uint64_t maxBytes,
+                                             std::string& buffer) {
+  using Out = Result<std::string_view>;
+  auto opened = openAtMost(path, maxBytes);
+  if (!opened) return Out::failure(opened.error());
+  const auto size = static_cast<std::size_t>(opened.value().size);
+  if (buffer.size() < size) buffer.resize(size);
+  auto done = readUpTo(opened.value().fd.get(), buffer.data(), size);
+  if (!done) return Out::failure(done.error());
+  return Out::success(std::string_view(buffer.data(), done.value()));
 }
 
 Result<std::string> readRegularFile(const std::filesystem::path& path, std::uint64_t maxBytes) {
@@ -137,33 +156,22 @@ std::shared_ptr<char> hugeAdvisedPages(std::size_t size) {
 
 Result<HeldBytes> readRegularFileHeld(const std::filesystem::path& path, std::uint64_t maxBytes) {
   using Out = Result<HeldBytes>;
-  auto opened = openRegularFile(path);
+  auto opened = openAtMost(path, maxBytes);
   if (!opened) return Out::failure(opened.error());
-  const RegularFile& f = opened.value();
-  if (f.size > maxBytes) {
-    return Out::failure(makeError(codes::READ_FAILED, "", "",
-                                  "file is larger than expected (" + std::to_string(f.size) + " bytes, at most " +
-                                      std::to_string(maxBytes) + ")"));
+  const int fd = opened.value().fd.get();
+  const auto size = static_cast<std::size_t>(opened.value().size);
+  if (std::shared_ptr<char> pages = size >= kHeldPagesFrom ? hugeAdvisedPages(size) : nullptr) {
+    auto done = readUpTo(fd, pages.get(), size);
+    if (!done) return Out::failure(done.error());
+    const std::string_view bytes(pages.get(), done.value());
+    return Out::success(HeldBytes{std::shared_ptr<const void>(std::move(pages)), bytes});
   }
-  const auto size = static_cast<std::size_t>(f.size);
-  std::shared_ptr<char> pages = size >= kHeldPagesFrom ? hugeAdvisedPages(size) : nullptr;
-  if (!pages) {
-    auto read = readRegularFile(path, maxBytes);
-    if (!read) return Out::failure(read.error());
-    auto text = std::make_shared<const std::string>(std::move(read.value()));
-    const std::string_view bytes(*text);
-    return Out::success(HeldBytes{std::move(text), bytes});
-  }
-  std::size_t done = 0;
-  while (done < size) {
-    const ssize_t n = ::read(f.fd.get(), pages.get() + done, size - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) return Out::failure(cannotRead(errno));
-    if (n == 0) break;  // shrank while read: what is there
-    done += static_cast<std::size_t>(n);
-  }
-  const std::string_view bytes(pages.get(), done);
-  return Out::success(HeldBytes{std::shared_ptr<const void>(std::move(pages)), bytes});
+  auto text = std::make_shared<std::string>(size, '\0');
+  auto done = readUpTo(fd, text->data(), size);
+  if (!done) return Out::failure(done.error());
+  text->resize(done.value());
+  const std::string_view bytes(*text);
+  return Out::success(HeldBytes{std::shared_ptr<const void>(std::move(text)), bytes});
 }
 
 Result<std::string> sha256OfRegularFile(const std::filesystem::path& path) {

@@ -29,8 +29,8 @@ def paused(*, freeze: bool = False) -> Iterator[None]:
 
 #: The free heap below which a trim hands nothing back. The next phase faults those
 #: pages in again, so a trim of little costs more than it saves: an edit of a
-#: 1,000-kernel tree had 2-8 MiB free at each of its three trims (about 700 page faults,
-#: 25 ms of CPU). A 10,000-kernel pack has 19-24 MiB free at each of its trims.
+#: 1,000-kernel tree had 2-8 MiB free at each of its three trims (about 1,100 page
+#: faults, 25 ms of CPU). A 10,000-kernel pack has 19-27 MiB free at each of its trims.
 TRIM_FROM_BYTES = 16 << 20
 
 

@@ -2,7 +2,7 @@
 // each "<relative path>\n<content>", separated by NUL bytes. They are written
 // into a scratch shard folder and loaded with loadShard, so the walk, the
 // JSON scanner (the tape), the typed readers and the reference checks all run.
-// Then the shard's index is built for them, edited as the input's "index.ukdx"
+// Then the shard's index is drafted from that load, edited as the input's "index.ukdx"
 // segment says, sealed again and loaded through (throughTheIndex).
 #include <unistd.h>
 

@@ -13,7 +13,8 @@ Layout under the cache folder: ``v1/objects/<ab>/<sha256>``,
 read from an object: kernels, target, signatures), ``v1/compilers/`` (each
 compiler's fingerprint, compiler.identify), ``v1/file-digests.json`` (the digests
 of files lookups read, by path and stat: FileDigests), ``v1/shard-parts/`` (the packer's
-record of each published shard's parts: ukdpack.shard.reuse) and ``v1/early/`` (what the
+record of each published shard's parts: ukdpack.shard.reuse), ``v1/hits/`` (each command
+line's last hits, read in place of their manifests: hits.py) and ``v1/early/`` (what the
 next pack of a command line may compile before it is planned: early_compiles.py). Every
 record but the early ones carries a digest binding it to its key: a record that fails it
 is ignored and rewritten (an early one only starts compiles the packer checks before it
@@ -49,7 +50,7 @@ from ukdpack.authored.kinds import of_producer
 from ukdpack.digest import canonical_json, sha256_hex
 from ukdpack.errors import UkdError
 from ukdpack.files import write_atomic
-from ukdpack.produce import compiler, early_compiles
+from ukdpack.produce import compiler, early_compiles, hits
 from ukdpack.produce.limits import DEFAULT_JOB_TIMEOUT
 
 VERSION = early_compiles.CACHE_LAYOUT
@@ -238,6 +239,8 @@ class CompileCache:
         self._warn_lock = threading.Lock()  # apart: a write under _lock may fail and warn
         self._warn = warn
         self.unusable: str | None = None  # why writes stopped, once one failed
+        #: the record of the pack's hits (hits.py), read in place of their manifests
+        self.hits: hits.HitsRecord | None = None
 
     def _write(self, path: Path, data: bytes) -> bool:
         """Write a record; False (after the one warning) when the folder cannot take it."""
@@ -322,27 +325,82 @@ class CompileCache:
     def _manifest(self, base_key: str) -> list[dict[str, Any]]:
         """The manifest's entries; none when it is unreadable or fails its digest (an
         altered entry could name another valid object, which the object check can't see)."""
+        return self._manifest_read(base_key)[0]
+
+    def _manifest_read(self, base_key: str) -> tuple[list[dict[str, Any]], _Stamp | None, int]:
+        """``_manifest``, the stamp of the file read and when it was read (ns)."""
+        read_ns = time.time_ns()
         try:
-            raw = _read_bytes(self._record("manifests", base_key, ".json"))
+            with open(self._record("manifests", base_key, ".json"), "rb") as f:
+                seen = _stamp(os.fstat(f.fileno()))
+                raw = f.read()
             doc = json.loads(raw)
         except (OSError, ValueError, RecursionError):
-            return []
+            return [], None, read_ns
         entries = doc.get("entries") if isinstance(doc, dict) else None
         if not isinstance(entries, list) or (doc.get("digest") != _bound_text(base_key, raw)
                                              and doc.get("digest") != _bound(base_key, entries)):
-            return []
-        return [e for e in entries if isinstance(e, dict)
-                and isinstance(e.get("deps"), dict) and isinstance(e.get("object"), str)]
+            return [], None, read_ns
+        return [e for e in entries if isinstance(e, dict) and isinstance(e.get("deps"), dict)
+                and isinstance(e.get("object"), str)], seen, read_ns
 
     def lookup(self, base_key: str, root: Path) -> Hit | None:
-        """A cached compile whose every input still has its recorded digest."""
-        for entry in reversed(self._manifest(base_key)):
+        """A cached compile whose every input still has its recorded digest: the newest
+        entry of its manifest that has, as the pack before remembered it (hits.py) where
+        the manifest is unchanged, else as read."""
+        record = self.hits
+        if record is not None:
+            found = record.remembered(base_key)
+            if found is not None:
+                hit = self._remembered(base_key, root, found)
+                if hit is not None:
+                    record.keep(base_key, found)
+                    return hit
+        entries, seen, read_ns = self._manifest_read(base_key)
+        for entry in reversed(entries):
             deps = _absolute(entry["deps"], root)
             if self.digests.all_match(deps):
                 data = self.get_object(entry["object"])
                 if data is not None:
+                    if record is not None and seen is not None and entry is entries[-1]:
+                        shared, own = hits.split(entry["deps"])
+                        record.keep(base_key, hits.Remembered(seen, read_ns, entry["object"],
+                                                              shared, own))
                     return Hit(data, tuple(deps), entry["object"])
         return None
+
+    def _remembered(self, base_key: str, root: Path, found: hits.Remembered) -> Hit | None:
+        """The hit the pack before had, where its manifest is the very file it read then
+        (so the entry is still its newest) and every input and the object still check."""
+        try:
+            now = _stamp(os.stat(self._record("manifests", base_key, ".json")))
+        except OSError:
+            return None
+        if not trusted(found.manifest, found.read_ns, now):
+            return None
+        own = _absolute(found.own, root)
+        if not (self.digests.all_match(found.shared) and self.digests.all_match(own)):
+            return None
+        data = self.get_object(found.object)
+        if data is None:
+            return None
+        return Hit(data, (*found.shared, *own), found.object)
+
+    def forget_hits(self) -> None:
+        """Remove every record of packs' hits (hits.py), as far as the folder allows."""
+        folder = os.path.join(self._folder, hits.RECORD_FOLDER)
+        with contextlib.suppress(OSError):
+            for name in os.listdir(folder):
+                with contextlib.suppress(OSError):
+                    os.unlink(os.path.join(folder, name))
+
+    def save_hits(self) -> None:
+        """Write the record of this run's hits (hits.py) when it differs from the one
+        read; quietly skipped where the folder cannot take it, as the digests are."""
+        if self.hits is not None and self.unusable is None:
+            data = self.hits.body()
+            if data is not None:
+                self._write_quietly(self.hits.path, data)
 
     def recorded_deps(self, base_key: str, root: Path) -> list[str] | None:
         """The files (absolute) the newest recorded compile of ``base_key`` read, whatever
@@ -643,7 +701,10 @@ def verify(cache: CompileCache, sample: int | None = None, jobs: int = 1,
     """Recompile ``sample`` entries picked at random (all when None) and compare the bytes
     with the cached object. Builds are reproducible, so a difference means the entry is
     damaged or poisoned. Entries whose source, headers or compiler are not as they were
-    are skipped: a pack would not use them either."""
+    are skipped: a pack would not use them either. The records of packs' hits (hits.py)
+    go first: a record is checked against no compile, so the next pack reads the
+    manifests this checks, and records its hits again."""
+    cache.forget_hits()
     rerunnable: list[tuple[str, dict[str, Any], dict[str, Any]]] = []
     unrerunnable = broken = 0
     for key, entry in cache.entries():

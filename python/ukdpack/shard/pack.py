@@ -31,7 +31,7 @@ from ukdpack.authored.model import Kdp, Uhd, Ukd
 from ukdpack.authored.validate import check_tree
 from ukdpack.errors import Problem, UkdError, UsageError, escape_controls, has_controls
 from ukdpack.files import found_at, read_regular
-from ukdpack.produce import cache_admin, early_compiles
+from ukdpack.produce import cache_admin, early_compiles, hits
 from ukdpack.produce.cache import CompileCache, default_cache_dir
 from ukdpack.produce.limits import DEFAULT_JOB_TIMEOUT
 from ukdpack.produce.plan import ArchPlan, Job, Launch, plan_arch
@@ -842,6 +842,8 @@ def _pack(opts: PackOptions, reporter: Reporter) -> PackReport:
         return report
 
     cache = CompileCache(opts.cache_dir or default_cache_dir())
+    cache.hits = hits.HitsRecord(hits.record_path(cache.folder, root, out_root, opts.group,
+                                                  opts.arches))
     remote = None
     if opts.remote is not None:  # imported only for a pack that uses the tier
         from ukdpack.produce.remote import RemoteTier
@@ -978,6 +980,7 @@ def _produce_and_publish(opts: PackOptions, reporter: Reporter, report: PackRepo
     report.compiles, report.failed_jobs = producer.compiles, producer.failed
     report.compiled_early = producer.compiled_early
     producer.cache.save_digests()
+    producer.cache.save_hits()
     reused = len(jobs) - producer.compiles - producer.failed
     reporter.batch_finished(f"{count(len(jobs), 'code object')}: {producer.compiles} compiled, "
                             f"{reused} from cache or prebuilt"

@@ -33,6 +33,8 @@ if TYPE_CHECKING:
     from ukdpack.produce.remote import RemoteConfig
     from ukdpack.produce.remote_exec import RemoteExecConfig
 
+    _Subparsers = argparse._SubParsersAction[argparse.ArgumentParser]
+
 Handler = Callable[[argparse.Namespace], int]
 
 #: The last ``validate``'s tree, left for the process's end: ``python -m ukdpack`` ends
@@ -704,20 +706,7 @@ def _owner(parser: argparse.ArgumentParser, args: argparse.Namespace
         parser = subs[0].choices[name]
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(
-        prog="ukdpack",
-        description="Validate, pack and inspect GPU kernel descriptor trees.")
-    parser.add_argument("--version", action="version", version=f"ukdpack {__version__}")
-    parser.add_argument("--cmakedir", action=_CmakeDir,
-                        help="print the folder of ukdpack's CMake package (for "
-                        "-Dukdpack_DIR=...) and exit")
-    # Subcommand parsers are _Parsers too (argparse makes them of the parent's class);
-    # typed as plain parsers for the commands' add_parser hooks.
-    sub = cast("argparse._SubParsersAction[argparse.ArgumentParser]",
-               parser.add_subparsers(dest="command", metavar="COMMAND"))
-    sub.required = True
-
+def _add_validate(sub: _Subparsers) -> None:
     p = sub.add_parser("validate", help="check every authored-tree rule, without compiling")
     p.add_argument("root", help="descriptor root folder")
     p.add_argument("--exclude-folder", action="append", default=[], metavar="NAME",
@@ -725,6 +714,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="print the verdict as JSON")
     p.set_defaults(handler=cmd_validate)
 
+
+def _add_pack(sub: _Subparsers) -> None:
     p = sub.add_parser("pack", help="pack one shard per arch from an authored tree")
     p.add_argument("--source-root", required=True, metavar="R", help="authored descriptor root")
     p.add_argument("--out-root", required=True, metavar="O", help="where OUT/<arch>/ shards go")
@@ -778,6 +769,8 @@ def build_parser() -> argparse.ArgumentParser:
                    "$UKDPACK_REMOTE_EXEC_MODE)")
     p.set_defaults(handler=cmd_pack)
 
+
+def _add_dvc_status(sub: _Subparsers) -> None:
     p = sub.add_parser("dvc-status", help="which DVC outputs under a root are present")
     p.add_argument("root", help="descriptor root folder")
     p.add_argument("--json", action="store_true", help="print the status as JSON")
@@ -787,6 +780,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--outputs", action="store_true", help="print every output path, one a line")
     p.set_defaults(handler=cmd_dvc_status)
 
+
+def _add_dvc_pull(sub: _Subparsers) -> None:
     p = sub.add_parser("dvc-pull", help="fetch the missing DVC outputs under a root with DVC")
     p.add_argument("root", help="descriptor root folder")
     p.add_argument("--remote", metavar="NAME", help="remote for outputs that name none")
@@ -795,6 +790,8 @@ def build_parser() -> argparse.ArgumentParser:
                    "else $UKDPACK_DVC_PULL_TIMEOUT)")
     p.set_defaults(handler=cmd_dvc_pull)
 
+
+def _add_inspect(sub: _Subparsers) -> None:
     p = sub.add_parser("inspect", help="what a packed shard holds: engines, packs, kernels, "
                                        "launches, toc keys, code objects")
     p.add_argument("shard", help="a shard folder (OUT_ROOT/<arch>/)")
@@ -803,6 +800,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="print the shard as JSON")
     p.set_defaults(handler=cmd_inspect)
 
+
+def _add_verify(sub: _Subparsers) -> None:
     p = sub.add_parser("verify", help="check a shard against what its source root says it "
                                       "must hold, without compiling")
     p.add_argument("shard", help="a shard folder (OUT_ROOT/<arch>/)")
@@ -815,6 +814,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="print the verdict as JSON")
     p.set_defaults(handler=cmd_verify)
 
+
+def _add_desk_check(sub: _Subparsers) -> None:
     p = sub.add_parser("desk-check", help="the whole-set rules over a packed shard")
     p.add_argument("shard", help="a shard folder (OUT_ROOT/<arch>/)")
     p.add_argument("--arch", action="append", metavar="A",
@@ -822,6 +823,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="print the verdict as JSON")
     p.set_defaults(handler=cmd_desk_check)
 
+
+def _add_diff(sub: _Subparsers) -> None:
     p = sub.add_parser("diff", help="kernels and launches added, removed and changed between "
                                     "two shards")
     p.add_argument("a", metavar="SHARD_A", help="the old shard")
@@ -829,6 +832,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="print the differences as JSON")
     p.set_defaults(handler=cmd_diff)
 
+
+def _add_generate(sub: _Subparsers) -> None:
     p = sub.add_parser("generate", help="expand a YAML engine description into descriptors")
     p.add_argument("config", metavar="CONFIG.yaml", help="the generate config (docs/generate.md)")
     p.add_argument("--out", required=True, metavar="R", help="folder the descriptors go to")
@@ -841,6 +846,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="refuse a config that makes more kernels than this (default 100000)")
     p.set_defaults(handler=cmd_generate)
 
+
+def _add_migrate(sub: _Subparsers) -> None:
     p = sub.add_parser("migrate", help="rewrite a legacy descriptor tree into today's form "
                                        "(docs/migrate.md)")
     p.add_argument("root", help="the legacy descriptor root")
@@ -853,6 +860,8 @@ def build_parser() -> argparse.ArgumentParser:
                         "still copies them (repeatable)")
     p.set_defaults(handler=cmd_migrate)
 
+
+def _add_cache(sub: _Subparsers) -> None:
     p = sub.add_parser("cache", help="the compile cache: stats, verify, config (size "
                                      "limit), prune, clear")
     cache_sub = p.add_subparsers(dest="cache_command", metavar="ACTION")
@@ -890,17 +899,72 @@ def build_parser() -> argparse.ArgumentParser:
     verify_p.add_argument("--hipcc", metavar="PATH", help="HIP compiler to try first")
     verify_p.add_argument("--nvcc", metavar="PATH", help="CUDA compiler to try first")
 
+
+def _add_completion(sub: _Subparsers) -> None:
     p = sub.add_parser("completion", help="print a shell completion script (bash, zsh): "
                                           "docs/cli.md, \"Shell completion\"")
     p.add_argument("shell", choices=("bash", "zsh"), help="the shell it is for")
     p.set_defaults(handler=cmd_completion)
 
-    from ukdpack.doctor.command import add_parser as add_doctor
-    from ukdpack.init.command import add_parser as add_init
-    from ukdpack.resident.command import add_parser as add_resident
-    add_init(sub)
-    add_doctor(sub)
-    add_resident(sub)
+
+def _add_init(sub: _Subparsers) -> None:
+    from ukdpack.init.command import add_parser
+
+    add_parser(sub)
+
+
+def _add_doctor(sub: _Subparsers) -> None:
+    from ukdpack.doctor.command import add_parser
+
+    add_parser(sub)
+
+
+def _add_resident(sub: _Subparsers) -> None:
+    from ukdpack.resident.command import add_parser
+
+    add_parser(sub)
+
+
+#: Each command's subparser, made by build_parser (all of them, or the one a command
+#: line names), in the order ``ukdpack --help`` lists them.
+_COMMANDS: dict[str, Callable[[_Subparsers], None]] = {
+    "validate": _add_validate,
+    "pack": _add_pack,
+    "dvc-status": _add_dvc_status,
+    "dvc-pull": _add_dvc_pull,
+    "inspect": _add_inspect,
+    "verify": _add_verify,
+    "desk-check": _add_desk_check,
+    "diff": _add_diff,
+    "generate": _add_generate,
+    "migrate": _add_migrate,
+    "cache": _add_cache,
+    "completion": _add_completion,
+    "init": _add_init,
+    "doctor": _add_doctor,
+    "resident": _add_resident,
+}
+
+
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The command line's parser: every command's subparser, or with ``command`` (one of
+    ``_COMMANDS``) that command's alone. argparse's ~150 options cost about 10 ms to make,
+    paid by every command before it starts; a command line needs the one it names."""
+    parser = _Parser(
+        prog="ukdpack",
+        description="Validate, pack and inspect GPU kernel descriptor trees.")
+    parser.add_argument("--version", action="version", version=f"ukdpack {__version__}")
+    parser.add_argument("--cmakedir", action=_CmakeDir,
+                        help="print the folder of ukdpack's CMake package (for "
+                        "-Dukdpack_DIR=...) and exit")
+    # Subcommand parsers are _Parsers too (argparse makes them of the parent's class);
+    # typed as plain parsers for the commands' add_parser hooks.
+    sub = cast("argparse._SubParsersAction[argparse.ArgumentParser]",
+               parser.add_subparsers(dest="command", metavar="COMMAND"))
+    sub.required = True
+    for name, add in _COMMANDS.items():
+        if command is None or name == command:
+            add(sub)
     return parser
 
 
@@ -985,8 +1049,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     While it runs, SIGINT, SIGTERM and SIGHUP are handled by ``_interrupt``; after one of
     them they stay ignored (the process is ending), otherwise the previous handlers are
     put back."""
-    parser = made_parser or build_parser()
-    args, extra = parser.parse_known_args(argv)
+    given = sys.argv[1:] if argv is None else list(argv)
+    # A command line naming a command first needs that command's subparser alone; any
+    # other (help, a misspelt command) gets them all, to list them.
+    parser = made_parser or build_parser(given[0] if given and given[0] in _COMMANDS else None)
+    args, extra = parser.parse_known_args(given)
     if extra:  # said by the command they were given to, with that command's usage
         _owner(parser, args).error(f"unrecognized arguments: {' '.join(extra)}")
     handler: Handler = args.handler

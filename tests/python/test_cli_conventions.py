@@ -19,6 +19,7 @@ from pack_support import REPO, read_json, run_pack, write_json
 from shard_support import ukdpack
 
 import ukdpack as package
+from ukdpack import cli
 
 VALIDATE = Path(sys.executable).parent / "ukdpack-validate"
 CORPUS = REPO / "tests" / "corpus"
@@ -333,3 +334,25 @@ def test_a_reader_that_goes_away_ends_the_command_quietly(
     err = p.stderr.read().decode()
     assert p.wait(timeout=60) == 141, err
     assert err == "", err
+
+
+def _subparsers(parser: Any) -> dict[str, Any]:
+    found = [a for a in parser._actions if a.__class__.__name__ == "_SubParsersAction"]
+    return dict(found[0].choices) if found else {}
+
+
+@pytest.mark.parametrize("command", sorted(cli._COMMANDS))
+def test_a_command_line_gets_its_commands_parser_as_the_full_one_has_it(command: str) -> None:
+    """main makes only the subparser its command line names: it must be the very parser
+    the full one holds (its help, every option's default), and the only one made."""
+    alone, full = cli.build_parser(command), cli.build_parser()
+    assert list(_subparsers(alone)) == [command]
+    mine, theirs = _subparsers(alone)[command], _subparsers(full)[command]
+    assert mine.format_help() == theirs.format_help()
+    def options(parser: Any) -> list[tuple[Any, ...]]:
+        return [(a.dest, a.default, tuple(a.option_strings), a.required, a.type)
+                for a in parser._actions] + [tuple(sorted(parser._defaults.items()))]
+
+    assert options(mine) == options(theirs)
+    for name, sub in _subparsers(mine).items():  # cache and resident have actions
+        assert sub.format_help() == _subparsers(theirs)[name].format_help()

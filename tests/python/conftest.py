@@ -7,6 +7,7 @@ import shutil
 import signal
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -97,6 +98,24 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 
 SIGNATURES = DATA / "signatures.hip"
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _temporary_folder(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """Every process a test starts gets a temporary folder of this session's (TMPDIR):
+    a pack a test kills cannot remove its compiles' folders (``ukdpack-cc-*``), which
+    would otherwise pile up in the system's /tmp run after run. pytest removes the
+    folders of old sessions."""
+    folder = tmp_path_factory.mktemp("tmp")
+    before = os.environ.get("TMPDIR")
+    os.environ["TMPDIR"] = str(folder)
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop("TMPDIR", None)
+        else:
+            os.environ["TMPDIR"] = before
 
 
 @pytest.fixture(scope="session")

@@ -67,6 +67,11 @@ HEAVY = frozenset({
     "test_targets::test_hip_kernel_compiled_once_for_its_generic_family",
     "test_targets::test_generic_build_on_an_arch_in_no_family_builds_for_the_arch",
     "test_targets::test_feature_variants_share_one_shard_and_the_runtime_picks_by_target_id",
+    # The same (1.2-3.6 s each), which kept --quick over its two minutes.
+    "test_targets::test_prebuilt_generic_object_for_an_arch_outside_its_family_fails_that_arch",
+    "test_targets::test_a_target_the_compiler_cannot_build_fails_that_arch",
+    "test_targets::test_without_an_any_variant_a_device_of_unknown_setting_is_refused",
+    "test_slots_pack::test_a_slotted_engine_of_generic_objects_packs_loads_and_picks",
 })
 
 

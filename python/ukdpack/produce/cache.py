@@ -69,8 +69,8 @@ RACY_NS = 2_000_000_000
 #: Entries the digest manifest keeps at most: this run's, then the most recent others.
 MAX_RECORDED_FILES = 20_000
 
-# (size, mtime_ns, ctime_ns, inode, device): what must match for a digest to be reused.
-_Stamp = tuple[int, int, int, int, int]
+# What must match for a digest to be reused: the stamp a remembered hit has too.
+_Stamp = hits.Stamp
 
 
 def _stamp(st: os.stat_result) -> _Stamp:

@@ -36,7 +36,8 @@ HITS_FORMAT = "ukdpack-hits-1"
 #: The records' folder in the compile cache's version folder.
 RECORD_FOLDER = "hits"
 
-#: A manifest's stamp (cache._Stamp) and when it was read, in ns (cache.trusted).
+#: A file's (size, mtime_ns, ctime_ns, inode, device): what must match for a digest or a
+#: remembered hit to be reused (``cache.trusted``).
 Stamp = tuple[int, int, int, int, int]
 
 

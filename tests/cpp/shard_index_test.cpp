@@ -188,6 +188,29 @@ TEST(ShardIndex, LoadsWhatTheJsonLoadsAndIsByteReproducible) {
   EXPECT_FALSE(ukdpack::loadShard(t.root(), authoredLike).fromIndex);
 }
 
+// A folder of no descriptor files loads empty, and its index (of no files) binds to it
+// as any index binds to the files it lists: before, a load through it was told as not
+// through its index, with no reason given (found by fuzz_loader).
+TEST(ShardIndex, AnIndexOfNoDescriptorFilesBindsToAFolderOfNone) {
+  TempTree t;
+  t.write("notes.kdp.txt", std::string("{ \"id\": \"kdp-a\" }\n"));  // not named as a descriptor: not walked
+  const DescriptorSet json = ukdpack::loadShard(t.root(), jsonOnly());
+  ASSERT_TRUE(json.diagnostics.empty()) << ukdtest::dump(json.diagnostics);
+  ASSERT_TRUE(json.packs.empty());
+  writeIndex(t);
+  const DescriptorSet indexed = ukdpack::loadShard(t.root());
+  EXPECT_TRUE(indexed.fromIndex) << "'" << indexed.indexReason << "'";
+  EXPECT_EQ(indexed.indexReason, "");
+  EXPECT_EQ(describe(indexed), describe(json));
+  const auto check = ukdpack::checkShardIndex(t.root());
+  EXPECT_TRUE(check.present && check.binds && check.difference.empty()) << check.why << check.difference;
+  // A descriptor added since is a stale listing, told as one.
+  writeShard(t);
+  const DescriptorSet stale = ukdpack::loadShard(t.root());
+  EXPECT_FALSE(stale.fromIndex);
+  EXPECT_NE(stale.indexReason.find("is stale"), std::string::npos) << stale.indexReason;
+}
+
 // An index of a megabyte or more is read into pages of its own (base/files.hpp,
 // readRegularFileHeld), not a string: every byte as written, whatever the size
 // against the 2 MiB pages, and a shard with such an index loads what its JSON loads.

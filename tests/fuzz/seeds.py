@@ -16,6 +16,9 @@ TESTS = Path(__file__).resolve().parents[1]
 CORPUS = TESTS / "corpus"
 # The loader target writes at most 16 files per input.
 MAX_FILES = 16
+#: Loader inputs the fuzzer once found failing, replayed by every run: a folder whose only
+#: file is not named as a descriptor (its index, of no files, did not bind).
+LOADER_REGRESSIONS = (b"a.kdp.j\x89\x90{\n{ \"id\": \"kdp-a\", \"version\": \"1.0\" }\n",)
 
 
 def _write(folder: Path, data: bytes) -> None:
@@ -50,7 +53,7 @@ def files_named(*suffixes: str) -> list[bytes]:
 
 
 def main(out: Path) -> int:
-    seeds = {"fuzz_loader": loader_inputs(),
+    seeds = {"fuzz_loader": [*loader_inputs(), *LOADER_REGRESSIONS],
              "fuzz_kpack": files_named(".kpack"),
              "fuzz_codeobject": files_named(".hsaco", ".cubin", ".co")}
     for target, inputs in seeds.items():

@@ -98,12 +98,13 @@ void Loader::loadRoot(const fs::path& given, std::size_t index) {
   }
   // The files are read in parallel, each on its own; what they produced joins
   // the set in walk order, so diagnostics and ids come out as one thread's would.
-  std::vector<const IndexedFile*> entries;
+  // Bound (an entry per walked file, none for a shard of no descriptor files) or not.
+  std::optional<std::vector<const IndexedFile*>> entries;
   if (lookForIndex_) entries = bindIndex(root, walked, std::move(indexRead));
   std::vector<FileRead> reads(walked.size());
   const auto work = [&](std::size_t i, bool indexed, std::string& scratch) {
     try {
-      reads[i] = readFile(walked[i], root, index, indexed && !entries.empty() ? entries[i] : nullptr, scratch);
+      reads[i] = readFile(walked[i], root, index, indexed && entries ? (*entries)[i] : nullptr, scratch);
     } catch (...) {
       reads[i].failure = std::current_exception();
     }
@@ -116,7 +117,7 @@ void Loader::loadRoot(const fs::path& given, std::size_t index) {
     std::string scratch;
     for (std::size_t i = next++; i < walked.size(); i = next++) work(i, true, scratch);
   });
-  if (!entries.empty()) {
+  if (entries) {
     const auto stale =
         std::find_if(reads.begin(), reads.end(), [](const FileRead& r) { return !r.indexMismatch.empty(); });
     set_.fromIndex = stale == reads.end();
@@ -322,8 +323,9 @@ std::shared_ptr<const SelectionTables> Loader::selectionFor(const DescriptorSet&
   return members == boundIndex_->selection->members ? boundIndex_->selection : nullptr;
 }
 
-std::vector<const IndexedFile*> Loader::bindIndex(const fs::path& root, const std::vector<WalkedFile>& walked,
-                                                  IndexRead read) {
+std::optional<std::vector<const IndexedFile*>> Loader::bindIndex(const fs::path& root,
+                                                                 const std::vector<WalkedFile>& walked,
+                                                                 IndexRead read) {
   std::shared_ptr<const ShardIndex> index;
   if (givenIndex_ != nullptr) {
     ShardIndex copy = *givenIndex_;

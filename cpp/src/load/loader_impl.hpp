@@ -130,9 +130,9 @@ class Loader {
     std::string why;
   };
   // The index's record per walked file, when the index (the given one, else `read`)
-  // binds to the walk; else empty, the reason kept.
-  std::vector<const IndexedFile*> bindIndex(const fs::path& root, const std::vector<WalkedFile>& walked,
-                                            IndexRead read);
+  // binds to the walk (none for a walk of no files); else nullopt, the reason kept.
+  std::optional<std::vector<const IndexedFile*>> bindIndex(const fs::path& root, const std::vector<WalkedFile>& walked,
+                                                           IndexRead read);
   void commitFile(const WalkedFile& f, FileRead&& read, std::size_t rootIndex);
   bool kernelSourcesOk(const Kernel& kernel, const fs::path& root, std::vector<Diagnostic>& diags,
                        detail::RealFolders& folders) const;

@@ -53,10 +53,16 @@ find cpp tests/cpp tests/fuzz tests/device tests/cmake examples bench -path benc
 echo "== mypy --strict"
 mypy --strict python/ukdpack
 echo "== pytest"
+# pytest-xdist: the test modules spread over the cores (up to 4 workers), each module's
+# tests on one worker in their order, so a module's fixtures are made once and the tests
+# that build on an earlier one's state (the superbuilds) keep it. On 2 cores: 868 -> 597 s.
+workers=$(nproc)
+((workers > 4)) && workers=4
+xdist=(-n "$workers" --dist loadfile)
 if [ -n "$quick" ]; then
-  python -m pytest -q -m "not heavy and not slow" "$@"
+  python -m pytest -q -m "not heavy and not slow" "${xdist[@]}" "$@"
 else
-  python -m pytest "$@"
+  python -m pytest "${xdist[@]}" "$@"
 fi
 echo "== ctest"
 ctest --test-dir build/py --output-on-failure ${quick:+-j 2}

@@ -39,8 +39,13 @@ run_one() {
     return
   fi
   # -rss_limit_mb: the loader reads whole shards; the kpack target caps entries itself.
+  # -entropic=0 for the loader: its inputs have tens of thousands of features, and the
+  # entropic schedule's bookkeeping of them (UpdateFeatureFrequency) took 44 % of its time:
+  # 15 s without it ran 1,888 inputs (cov 9,686) against 1,023 (cov 9,589).
+  local schedule=()
+  [ "$t" = fuzz_loader ] && schedule=(-entropic=0)
   "$build/$t" -max_total_time="$seconds" -timeout=20 -rss_limit_mb=2048 -print_final_stats=1 \
-    -artifact_prefix="$build/crashes/$t/" "$build/corpus/$t" "$build/seeds/$t" \
+    "${schedule[@]}" -artifact_prefix="$build/crashes/$t/" "$build/corpus/$t" "$build/seeds/$t" \
     >"$build/$t.log" 2>&1
 }
 pids=() status=0

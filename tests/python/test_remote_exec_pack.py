@@ -125,6 +125,14 @@ def _worker_runs(remote: Farm) -> int:
                if p.name.startswith("worker"))
 
 
+def _left_by_compiles() -> set[str]:
+    """What hipcc left in the workers' temporary folder (they run with the suite's
+    TMPDIR): a folder named for its source's stem per compile, unless the action gives
+    the compile a temporary folder of its own."""
+    return {p.name for p in Path(os.environ["TMPDIR"]).iterdir()
+            if p.name.startswith(("k-", "k2-"))}
+
+
 def _warnings(text: str) -> list[str]:
     return [line for line in text.splitlines() if "warning" in line]
 
@@ -134,11 +142,14 @@ def test_a_farm_packs_byte_identical_shards_and_a_fresh_machine_compiles_nothing
     # Machine A: a cold farm runs every compile (none here).
     tree = _tree(tmp_path / "a")
     runs = _worker_runs(setup.farm)
+    left = _left_by_compiles()
     a = _pack(setup, tree, tmp_path / "out-a", tmp_path / "cache-a",
               "--remote-exec", setup.farm.url, *PROPERTY, "--json")
     assert a.rc == 0, a.err + setup.farm.log_tails()
     assert a.local_compiles == 0, a.err
     assert _worker_runs(setup.farm) == runs + 4
+    # The workers' compiles kept their temporary files to their own input roots.
+    assert _left_by_compiles() == left
     doc = json.loads(a.out)["remote_exec"]
     assert (doc["executed"], doc["cache_hits"], doc["local"], doc["refused"]) == \
         (4, 0, 0, 0), doc

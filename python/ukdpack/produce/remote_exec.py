@@ -280,6 +280,11 @@ def compile_spec(comp: compiler.Compiler, keyed: Sequence[str], rel: str,
     argv[-1] = spelled  # as written: pathlib would drop a leading "./"
     env = compiler.tool_env()
     chosen = {k: env[k] for k in compiler.IDENTITY_ENV[comp.kind] if k in env}
+    # The compile's temporary files in its own working directory, which the worker drops
+    # with the input root: the HIP toolchain leaves two folders per compile in TMPDIR,
+    # which a worker's own would gather by the hundred thousand (as a local compile's
+    # TMPDIR is a folder of its own, removed after it).
+    chosen["TMPDIR"] = "."
     platform = {**dict(properties), TOOLCHAIN_PROPERTY: comp.identity}
     return ActionSpec(tuple(argv), dict(inputs), (OBJECT, DEPFILE), folder, chosen, platform,
                       timeout)

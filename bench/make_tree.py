@@ -27,6 +27,7 @@ import random
 import shutil
 import subprocess
 import sys
+import tempfile
 import uuid
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -130,12 +131,20 @@ def _big_unit(v: int, table_words: int) -> str:
             "}\n")
 
 
+def run_compile(argv: list[str], cwd: str | None = None) -> None:
+    """One compile run directly, as the pack runs its own: with a temporary folder of its
+    own (``TMPDIR``) removed after it. The HIP toolchain leaves a folder per compile in
+    ``TMPDIR``, which would otherwise pile up in /tmp, thousands a full bench run."""
+    with tempfile.TemporaryDirectory(prefix="ukdpack-bench-cc-") as folder:
+        subprocess.run(argv, check=True, capture_output=True, cwd=cwd,
+                       env=dict(os.environ, HIP_PLATFORM="amd", TMPDIR=folder))
+
+
 def compile_objects(folder: Path, distinct: int, arch: str, jobs: int,
                     object_kib: int = 100) -> list[Path]:
     """``distinct`` real objects compiled by hipcc for ``arch``, each holding a table of
     about ``object_kib`` KiB (cached in ``folder``)."""
     folder.mkdir(parents=True, exist_ok=True)
-    env = dict(os.environ, HIP_PLATFORM="amd")
     words = object_kib * 256
 
     def one(v: int) -> Path:
@@ -144,9 +153,8 @@ def compile_objects(folder: Path, distinct: int, arch: str, jobs: int,
             src = folder / f"big{v:03d}.{object_kib}k.hip"
             src.write_text(_big_unit(v, words))
             tmp = out.with_suffix(".tmp")
-            subprocess.run(["hipcc", "--genco", f"--offload-arch={arch}", "-O3",
-                            "-fuse-cuid=none", str(src), "-o", str(tmp)], check=True, env=env,
-                           capture_output=True)
+            run_compile(["hipcc", "--genco", f"--offload-arch={arch}", "-O3",
+                         "-fuse-cuid=none", str(src), "-o", str(tmp)])
             tmp.replace(out)
         return out
 

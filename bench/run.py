@@ -150,9 +150,8 @@ def direct_compiles(tree: Path, arches: list[str]) -> float:
         for arch in arches:
             out = tree.parent / "direct.o"
             start = time.perf_counter()
-            subprocess.run(["hipcc", "--genco", f"--offload-arch={arch}", "-O3",
-                            "-fuse-cuid=none", str(src), "-o", str(out)], check=True, env=env(),
-                           capture_output=True)
+            make_tree.run_compile(["hipcc", "--genco", f"--offload-arch={arch}", "-O3",
+                         "-fuse-cuid=none", str(src), "-o", str(out)])
             total += time.perf_counter() - start
     return total
 
@@ -227,8 +226,7 @@ def compiles_alone(argvs: list[list[str]]) -> float:
     from concurrent.futures import ThreadPoolExecutor
 
     def one(argv: list[str]) -> None:
-        subprocess.run(argv, check=True, env=env(), capture_output=True,
-                       cwd=os.path.dirname(argv[-1]))
+        make_tree.run_compile(argv, cwd=os.path.dirname(argv[-1]))
 
     start = time.perf_counter()
     with ThreadPoolExecutor(max_workers=jobs()) as pool:

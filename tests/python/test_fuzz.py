@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import re
 import subprocess
 import sys
@@ -14,6 +15,9 @@ ROOT = Path(__file__).resolve().parents[2]
 TARGETS = ("fuzz_loader", "fuzz_kpack", "fuzz_codeobject")
 SECONDS = 30
 
+sys.path.insert(0, str(ROOT / "tests/fuzz"))
+import seeds  # noqa: E402  (tests/fuzz/seeds.py: what the seeds are made of)
+
 
 def test_seeds_cover_every_corpus_tree_and_shard(tmp_path: Path) -> None:
     r = subprocess.run([sys.executable, str(ROOT / "tests/fuzz/seeds.py"), str(tmp_path)],
@@ -22,8 +26,12 @@ def test_seeds_cover_every_corpus_tree_and_shard(tmp_path: Path) -> None:
              if any((c / top).rglob("*.json") for top in ("tree", "shard"))]
     counts = {t: len(list((tmp_path / t).iterdir())) for t in TARGETS}
     # Cases that differ only outside their JSON (a damaged archive, a broken object)
-    # make one seed between them: most cases still give a seed of their own.
-    assert len(cases) * 3 // 4 <= counts["fuzz_loader"] <= len(cases), (counts, r.stdout)
+    # make one seed between them: most cases still give a seed of their own. The
+    # inputs the fuzzer once found failing are seeds beside them.
+    regressions = len(seeds.LOADER_REGRESSIONS)
+    assert len(cases) * 3 // 4 <= counts["fuzz_loader"] - regressions <= len(cases), (counts, r.stdout)
+    for found in seeds.LOADER_REGRESSIONS:
+        assert (tmp_path / "fuzz_loader" / hashlib.sha1(found).hexdigest()).read_bytes() == found
     assert counts["fuzz_kpack"] >= 10 and counts["fuzz_codeobject"] >= 10, counts
     # The loader's input format: files as "<path>\n<content>", NUL-separated.
     seed = next((tmp_path / "fuzz_loader").iterdir()).read_bytes()

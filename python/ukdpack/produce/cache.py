@@ -69,15 +69,13 @@ RACY_NS = 2_000_000_000
 #: Entries the digest manifest keeps at most: this run's, then the most recent others.
 MAX_RECORDED_FILES = 20_000
 
-# What must match for a digest to be reused: the stamp a remembered hit has too.
-_Stamp = hits.Stamp
 
-
-def _stamp(st: os.stat_result) -> _Stamp:
+def _stamp(st: os.stat_result) -> hits.Stamp:
+    """What must match for a digest to be reused: the stamp a remembered hit has too."""
     return (st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino, st.st_dev)
 
 
-def trusted(recorded: _Stamp, taken_ns: int, now: _Stamp) -> bool:
+def trusted(recorded: hits.Stamp, taken_ns: int, now: hits.Stamp) -> bool:
     """Whether a digest taken at ``taken_ns`` of a file then stamped ``recorded`` still
     holds for the file stamped ``now``: every field equal, and the file last changed
     well before the digest was taken (else a rewrite within the timestamp granularity
@@ -327,7 +325,7 @@ class CompileCache:
         altered entry could name another valid object, which the object check can't see)."""
         return self._manifest_read(base_key)[0]
 
-    def _manifest_read(self, base_key: str) -> tuple[list[dict[str, Any]], _Stamp | None, int]:
+    def _manifest_read(self, base_key: str) -> tuple[list[dict[str, Any]], hits.Stamp | None, int]:
         """``_manifest``, the stamp of the file read and when it was read (ns)."""
         read_ns = time.time_ns()
         try:

@@ -16,6 +16,7 @@ from machine import need_nvcc
 from pack_support import EXAMPLE, REPO
 
 from ukdpack import _runtime
+from ukdpack.produce import compiler
 
 
 def _doctor(*args: str | Path, env: dict[str, str] | None = None
@@ -50,6 +51,12 @@ def test_doctor_finds_hipcc_and_the_extension_here(tmp_path: Path) -> None:
                                                      "dvc", "cache"]
     assert checks["hipcc"]["status"] == "ok" and checks["hipcc"]["required"]
     assert {"gfx90a", "gfx1030"} <= set(checks["hipcc"]["details"]["arches"])
+    # hipcc's fingerprint, the remote-execution workers' ukdpack-toolchain value: the one
+    # a pack with this hipcc keys its compiles by, on both lines.
+    toolchain = checks["hipcc"]["details"]["toolchain"]
+    assert toolchain == compiler.identify("hip", checks["hipcc"]["path"], None).identity
+    assert re.fullmatch(r"[0-9a-f]{64}", toolchain) and f"toolchain {toolchain};" in hip
+    assert not (tmp_path / "cache").exists()  # the doctor looks; it makes no cache
     assert not checks["nvcc"]["required"] and not checks["clang"]["required"]
     # The extension's report is the extension's own answer.
     info = _runtime.build_info()

@@ -1,7 +1,7 @@
 """The probes of ``ukdpack doctor``: each returns one ``Check``.
 
-Every probe is cheap (a ``--version`` and one arch listing per compiler, a walk of the
-cache folder) and never raises for what it finds: a tool that is missing, fails or
+Every probe is cheap (a ``--version`` and one arch listing per compiler, hipcc's
+fingerprint from the compile cache's record or taken anew, a walk of the cache folder) and never raises for what it finds: a tool that is missing, fails or
 hangs is a check that is not ok, with the way to get it.
 
 What a pack needs (``required``): the extension, hipcc (the ``hip`` kernel-source
@@ -141,9 +141,39 @@ def check_extension() -> Check:
                  details=details)
 
 
-def check_hipcc(explicit: str | None) -> Check:
+class _RecordsRead:
+    """The compile cache's compiler records, read and never written: the doctor looks."""
+
+    def __init__(self, cache_dir: Path | None) -> None:
+        from ukdpack.produce.cache import CompileCache, default_cache_dir
+
+        folder = cache_dir or default_cache_dir()
+        self._cache = CompileCache(folder) if folder.is_dir() else None
+
+    def compiler_record(self, key: str) -> Mapping[str, Any] | None:
+        return self._cache.compiler_record(key) if self._cache is not None else None
+
+    def put_compiler_record(self, key: str, record: Mapping[str, Any]) -> None:
+        pass
+
+
+def toolchain_of(path: str, cache_dir: Path | None) -> str | None:
+    """The fingerprint of the hipcc at ``path`` (what keys its compiles in the cache, and
+    the ``ukdpack-toolchain`` property remote-execution workers offer): the cache's record
+    of it when none of its files changed since, else taken anew (under a second); None
+    when hipcc cannot tell its version."""
+    from ukdpack.produce.compiler import identify
+
+    try:
+        return identify("hip", path, _RecordsRead(cache_dir)).identity
+    except UkdError:
+        return None
+
+
+def check_hipcc(explicit: str | None, cache_dir: Path | None = None) -> Check:
     """hipcc as a pack finds it (``--hipcc``, ``$UKDPACK_HIPCC``, PATH): version, the clang
-    it runs and the arches that clang builds."""
+    it runs, its fingerprint (the ``ukdpack-toolchain`` value) and the arches that clang
+    builds."""
     from ukdpack.produce.compiler import INSTALL_HINT, locate, tool_env
 
     try:
@@ -174,6 +204,9 @@ def check_hipcc(explicit: str | None) -> Check:
                      "set HIP_PLATFORM=amd", path, version, details)
     arches = clang_amdgpu_arches(clang) if clang else "hipcc did not name the clang it runs"
     details["arches"] = arches if isinstance(arches, list) else []
+    details["toolchain"] = toolchain = toolchain_of(path, cache_dir)
+    if toolchain:
+        what += f"; toolchain {toolchain}"
     return Check("hipcc", "ok", True, f"{path}: {what}; {_arch_summary(arches)}", path=path,
                  version=version, details=details)
 
@@ -335,5 +368,5 @@ def _size(n: int) -> str:
 def run_checks(source_root: Path, hipcc: str | None, nvcc: str | None,
                cache_dir: Path | None) -> list[Check]:
     """Every check, in the order the report prints them."""
-    return [check_extension(), check_hipcc(hipcc), check_clang(), check_nvcc(nvcc),
+    return [check_extension(), check_hipcc(hipcc, cache_dir), check_clang(), check_nvcc(nvcc),
             check_dvc(source_root), check_cache(cache_dir)]

@@ -421,9 +421,10 @@ def _remote_exec_config(args: argparse.Namespace) -> RemoteExecConfig | None:
     if not url:
         return None
     from ukdpack.produce import remote_exec
-    from ukdpack.remote.url import parse_url
+    from ukdpack.remote.url import exec_headers, parse_url
 
     parse_url(url)  # a usage error now (the URL shown redacted), not after the tree loads
+    exec_headers()  # likewise ($UKDPACK_REMOTE_EXEC_HEADERS, no value shown)
     mode = args.remote_exec_mode or os.environ.get("UKDPACK_REMOTE_EXEC_MODE") or "auto"
     if mode not in remote_exec.MODES:
         raise UsageError(f"$UKDPACK_REMOTE_EXEC_MODE: expected auto or require, found "

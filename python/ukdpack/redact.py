@@ -2,7 +2,8 @@
 
 A credential reaches ukdpack as the userinfo of a URL (``redis://:pw@host/0``) or from
 the environment (``$UKDPACK_REMOTE_CACHE_TOKEN``, ``$UKDPACK_REMOTE_CACHE_BASIC_AUTH``, and
-remote execution's ``$UKDPACK_REMOTE_EXEC_TOKEN``, ``$UKDPACK_REMOTE_EXEC_BASIC_AUTH``).
+remote execution's ``$UKDPACK_REMOTE_EXEC_TOKEN``, ``$UKDPACK_REMOTE_EXEC_BASIC_AUTH`` and
+the values of ``$UKDPACK_REMOTE_EXEC_HEADERS``).
 ``redact`` blanks every one of them in a text, whatever form it takes there: as given,
 percent-encoded or decoded, and escaped as ``repr`` or JSON write it (a token ending in
 ``\\r`` shows as ``tok\\r``), nested up to twice (the JSON of a message quoting a repr).
@@ -27,6 +28,9 @@ TOKEN_ENV = "UKDPACK_REMOTE_CACHE_TOKEN"  # bearer token (HTTP)
 BASIC_ENV = "UKDPACK_REMOTE_CACHE_BASIC_AUTH"  # user:password (HTTP basic, Redis ACL)
 EXEC_TOKEN_ENV = "UKDPACK_REMOTE_EXEC_TOKEN"  # bearer token (remote execution, gRPC)
 EXEC_BASIC_ENV = "UKDPACK_REMOTE_EXEC_BASIC_AUTH"  # user:password (remote execution)
+#: ``NAME=VALUE`` lines, gRPC metadata of every remote-execution call (a farm's API key
+#: header, BuildBuddy's ``x-buildbuddy-api-key``): each value is a secret
+EXEC_HEADERS_ENV = "UKDPACK_REMOTE_EXEC_HEADERS"
 BLANK = "***"
 
 #: ``scheme://`` then anything up to the last ``@`` before a space: the userinfo, however
@@ -97,6 +101,9 @@ def secrets() -> list[str]:
             found += [s, s.strip()]
         if basic.partition(":")[2].strip():
             found.append(_basic(basic.strip()))
+    for line in os.environ.get(EXEC_HEADERS_ENV, "").splitlines():
+        value = line.partition("=")[2]
+        found += [value, value.strip()]
     return [s for s in dict.fromkeys(found) if s]
 
 

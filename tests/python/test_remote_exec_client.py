@@ -16,7 +16,7 @@ from ukdpack.produce import remote_exec
 from ukdpack.produce.compiler import Compiler
 from ukdpack.redact import redact
 from ukdpack.remote.action import ActionSpec, build_action
-from ukdpack.remote.url import parse_url
+from ukdpack.remote.url import exec_headers, parse_url
 
 COMP = Compiler("hip", "/opt/rocm/bin/hipcc", "HIP version: 6", "f" * 64,
                 ("/opt/rocm/include",))
@@ -53,6 +53,31 @@ def test_credentials_become_metadata_and_are_redacted(monkeypatch: pytest.Monkey
         parse_url("grpc://farm:1")
 
 
+def test_headers_of_the_environment_become_metadata_and_their_values_are_secrets(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("UKDPACK_REMOTE_EXEC_HEADERS",
+                       "X-BuildBuddy-API-Key = Bb-Key-7788\r\n\nx-team=alpha beta\n")
+    assert exec_headers() == (("x-buildbuddy-api-key", "Bb-Key-7788"), ("x-team", "alpha beta"))
+    text = redact("refused key Bb-Key-7788 for team alpha beta")
+    assert "Bb-Key-7788" not in text and "alpha beta" not in text
+    monkeypatch.delenv("UKDPACK_REMOTE_EXEC_HEADERS")
+    assert exec_headers() == ()
+    for line, says in (("no-equals-Sign-Key9", "expected NAME=VALUE"),
+                       ("x key=Secret-Value9", "expected NAME=VALUE"),
+                       ("=Secret-Value9", "expected NAME=VALUE"),
+                       ("authorization=Secret-Value9", "credential's own header"),
+                       ("grpc-timeout=Secret-Value9", "grpc-"),
+                       ("x-key-bin=Secret-Value9", "binary"),
+                       ("x-key=", "printable ASCII"),
+                       ("x-key=Secret-Value9\x1b[2J", "printable ASCII"),
+                       ("x-key=Secret-Välue9", "printable ASCII")):
+        monkeypatch.setenv("UKDPACK_REMOTE_EXEC_HEADERS", "x-ok=1\n" + line)
+        with pytest.raises(UsageError) as e:
+            exec_headers()
+        assert says in str(e.value) and "line 2" in str(e.value), (line, str(e.value))
+        assert "Secret-V" not in str(e.value)
+
+
 def test_an_action_is_canonical_and_names_every_blob() -> None:
     spec = ActionSpec(("cc", "x.c"), {"b/x.h": b"h", "a.c": b"a", "b/c/y.h": b"y"},
                       ("out.o",), "b", {"Z": "1", "A": "2"}, {"k": "v"}, 30)
@@ -74,6 +99,8 @@ def test_a_compile_is_spelled_relative_to_its_input_root() -> None:
     assert spec.argv[0] == COMP.path and "-ffile-prefix-map=../..=." in spec.argv
     assert spec.argv[-1] == "../../sub/deep/k.hip"
     assert spec.platform == {"OSFamily": "linux", remote_exec.TOOLCHAIN_PROPERTY: "f" * 64}
+    # Its temporary files stay in its working directory, in the input root the worker drops.
+    assert spec.env["TMPDIR"] == "."
     top = remote_exec.compile_spec(COMP, ["--genco"], "k.hip", {"k.hip": b"x"}, (), 60)
     assert (top.working_directory, top.argv[-1]) == ("", "./k.hip")
     assert "-ffile-prefix-map=.=." in top.argv

@@ -38,6 +38,7 @@ ARCHES = ("gfx90a", "gfx1030")
 MINIMAL = REPO / "tests" / "corpus" / "ok_minimal" / "tree"
 SECRET = "s3cr3t-Pa55word"
 TOKEN = "t0ken-Xyzzy-123"
+KEY = "k3y-Plugh-456"  # a farm's API key header (BuildBuddy's x-buildbuddy-api-key)
 PROPERTY = ("--remote-exec-property", "OSFamily=linux")
 
 
@@ -243,17 +244,22 @@ def test_credentials_are_sent_but_never_printed(setup: Setup, tmp_path: Path) ->
     url = f"grpc://robot:{SECRET}@{host}"
     tree = _tree(tmp_path / "t")
     ok = _pack(setup, tree, tmp_path / "out", tmp_path / "cache", "--remote-exec", url,
-               *PROPERTY, "--json", env={"UKDPACK_REMOTE_EXEC_TOKEN": TOKEN})
+               *PROPERTY, "--json", env={"UKDPACK_REMOTE_EXEC_TOKEN": TOKEN,
+                                         "UKDPACK_REMOTE_EXEC_HEADERS": f"x-api-key={KEY}"})
     assert ok.rc == 0, ok.err
     assert json.loads(ok.out)["remote_exec"]["url"] == f"grpc://***@{host}"
+    header = _pack(setup, tree, tmp_path / "out", tmp_path / "cache", "--remote-exec", url,
+                   env={"UKDPACK_REMOTE_EXEC_HEADERS": f"x api key={KEY}"})
+    assert header.rc == 2 and "UKDPACK_REMOTE_EXEC_HEADERS, line 1" in header.err
     bad = _pack(setup, tree, tmp_path / "out", tmp_path / "cache", "--remote-exec",
                 f"grpx://robot:{SECRET}@{host}")
     assert bad.rc == 2 and "grpx://***@" in bad.err
     prop = _pack(setup, tree, tmp_path / "out", tmp_path / "cache", "--remote-exec", url,
                  "--remote-exec-property", "ukdpack-toolchain=x")
     assert prop.rc == 2 and "fingerprint" in prop.err
-    for text in (ok.out, ok.err, bad.out, bad.err, prop.out, prop.err):
+    for text in (ok.out, ok.err, bad.out, bad.err, prop.out, prop.err, header.out, header.err):
         assert SECRET not in text and TOKEN not in text and "robot" not in text
+        assert KEY not in text
 
 
 def test_a_farm_result_fills_the_team_cache_in_front_of_it(setup: Setup,

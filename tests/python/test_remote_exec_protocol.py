@@ -41,6 +41,7 @@ class Script:
     serve: bytes = OBJECT
     cached: bool = False  # the action cache holds a result, whose object was evicted
     calls: list[str] = field(default_factory=list)
+    metadata: list[dict[str, str]] = field(default_factory=list)  # each Execute call's
 
 
 def _done(name: str) -> operations_pb2.Operation:
@@ -58,6 +59,7 @@ class Execution(re_grpc.ExecutionServicer):
     def Execute(self, request: re_pb2.ExecuteRequest, context: grpc.ServicerContext
                 ) -> Iterator[operations_pb2.Operation]:
         self.script.calls.append("Execute")
+        self.script.metadata.append({k: str(v) for k, v in context.invocation_metadata()})
         if self.script.refuse_all:
             context.abort(grpc.StatusCode.UNAVAILABLE, "shedding load")
         yield operations_pb2.Operation(name="op-1", done=False)
@@ -178,3 +180,19 @@ def test_a_cached_result_whose_object_was_evicted_runs_the_action(
         ex.close()
     assert result.outputs == {"out.o": OBJECT} and not result.cached
     assert script.calls == ["Execute"]
+
+
+def test_the_environments_headers_reach_the_farm_with_every_call(
+        server: tuple[Script, str], monkeypatch: pytest.MonkeyPatch) -> None:
+    script, url = server
+    script.drop = 0
+    monkeypatch.setenv("UKDPACK_REMOTE_EXEC_HEADERS", "X-BuildBuddy-API-Key=Bb-Key-7788")
+    monkeypatch.setenv("UKDPACK_REMOTE_EXEC_TOKEN", "Tok-123456")
+    ex = _executor(url)
+    try:
+        ex.run(SPEC)
+    finally:
+        ex.close()
+    [sent] = script.metadata
+    assert sent["x-buildbuddy-api-key"] == "Bb-Key-7788"
+    assert sent["authorization"] == "Bearer Tok-123456"

@@ -33,7 +33,7 @@ from ukdpack.remote.protos.build.bazel.remote.execution.v2 import (
     remote_execution_pb2_grpc as re_grpc,
 )
 from ukdpack.remote.protos.google.bytestream import bytestream_pb2, bytestream_pb2_grpc
-from ukdpack.remote.url import ServiceUrl
+from ukdpack.remote.url import ServiceUrl, exec_headers
 
 #: Actions in flight by default: a farm's size, not this machine's cores.
 DEFAULT_JOBS = 64
@@ -104,7 +104,7 @@ class Executor:
         self._thread = threading.Thread(target=self._loop.run_forever, daemon=True,
                                         name="ukdpack-remote-exec")
         self._thread.start()
-        self._metadata = self.url.metadata()
+        self._metadata = self.url.metadata() + exec_headers()
         self._channel: grpc.aio.Channel | None = None
         self._tasks: set[concurrent.futures.Future[Any]] = set()
         self._lock = threading.Lock()

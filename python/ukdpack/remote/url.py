@@ -9,12 +9,15 @@ auth) or the environment (``$UKDPACK_REMOTE_EXEC_TOKEN``,
 from __future__ import annotations
 
 import base64
+import os
+import re
 import urllib.parse
 from dataclasses import dataclass
 
-from ukdpack.errors import UsageError
+from ukdpack.errors import UsageError, has_controls
 from ukdpack.redact import (
     EXEC_BASIC_ENV,
+    EXEC_HEADERS_ENV,
     EXEC_TOKEN_ENV,
     env_credential,
     redact_url,
@@ -24,6 +27,13 @@ from ukdpack.redact import (
 )
 
 SCHEMES = ("grpc", "grpcs")
+#: What a gRPC metadata name may be (lower case once read: HTTP/2 header names are).
+_HEADER_NAME = re.compile(r"[0-9a-z_.-]+")
+#: Names gRPC or HTTP/2 keep for themselves, and the one the credentials above use.
+_RESERVED = {"authorization": "it is the credential's own header: give the token in the URL "
+                              f"or ${EXEC_TOKEN_ENV}",
+             "content-type": "gRPC sets it", "te": "gRPC sets it", "user-agent": "gRPC sets it",
+             "host": "gRPC sets it"}
 
 
 @dataclass(frozen=True)
@@ -90,3 +100,32 @@ def parse_url(url: str, what: str = "--remote-exec") -> ServiceUrl:
         env_credential(name, spaces=name == EXEC_BASIC_ENV)
     return ServiceUrl(scheme.lower() == "grpcs://", parsed.hostname, port, instance, shown,
                       userinfo(url))
+
+
+def exec_headers() -> tuple[tuple[str, str], ...]:
+    """The metadata ``$UKDPACK_REMOTE_EXEC_HEADERS`` adds to every call: one ``NAME=VALUE``
+    per line (a farm's API key header: BuildBuddy's ``x-buildbuddy-api-key=KEY``), names
+    lower-cased. A usage error names the line and the header, never a value: every value
+    is a secret (``ukdpack.redact``)."""
+    out: list[tuple[str, str]] = []
+    for number, line in enumerate(os.environ.get(EXEC_HEADERS_ENV, "").splitlines(), 1):
+        if not line.strip():
+            continue
+        name, eq, value = line.partition("=")
+        name, value = name.strip().lower(), value.strip()
+        where = f"${EXEC_HEADERS_ENV}, line {number}"
+        if not eq or not name or not _HEADER_NAME.fullmatch(name):
+            raise UsageError(f"{where}: expected NAME=VALUE, a gRPC metadata name (letters, "
+                             "digits, '-', '_', '.') then '=' and its value; the line is not "
+                             "shown here")
+        why = ("gRPC keeps names starting with grpc- for itself" if name.startswith("grpc-")
+               else "a name ending in -bin carries binary values, which this does not send"
+               if name.endswith("-bin") else _RESERVED.get(name))
+        if why:
+            raise UsageError(f"{where}: header {name!r} cannot be set here: {why}")
+        if not value or has_controls(value) or not value.isascii():
+            raise UsageError(f"{where}: header {name!r} needs a value of printable ASCII "
+                             "characters, which gRPC metadata carries; its value is not shown "
+                             "here")
+        out.append((name, value))
+    return tuple(out)

@@ -103,7 +103,10 @@ def secrets() -> list[str]:
             found.append(_basic(basic.strip()))
     for line in os.environ.get(EXEC_HEADERS_ENV, "").splitlines():
         value = line.partition("=")[2]
-        found += [value, value.strip()]
+        # As a URL's token: a value too short to be a key ("x-debug=1") would blank
+        # every "1" printed.
+        if len(value.strip()) >= 4:
+            found += [value, value.strip()]
     return [s for s in dict.fromkeys(found) if s]
 
 

@@ -60,6 +60,9 @@ def test_headers_of_the_environment_become_metadata_and_their_values_are_secrets
     assert exec_headers() == (("x-buildbuddy-api-key", "Bb-Key-7788"), ("x-team", "alpha beta"))
     text = redact("refused key Bb-Key-7788 for team alpha beta")
     assert "Bb-Key-7788" not in text and "alpha beta" not in text
+    # A value too short to be a key is sent, and not blanked wherever it appears.
+    monkeypatch.setenv("UKDPACK_REMOTE_EXEC_HEADERS", "x-debug=1")
+    assert exec_headers() == (("x-debug", "1"),) and redact("1 of 1") == "1 of 1"
     monkeypatch.delenv("UKDPACK_REMOTE_EXEC_HEADERS")
     assert exec_headers() == ()
     for line, says in (("no-equals-Sign-Key9", "expected NAME=VALUE"),

@@ -29,7 +29,8 @@ def test_seeds_cover_every_corpus_tree_and_shard(tmp_path: Path) -> None:
     # make one seed between them: most cases still give a seed of their own. The
     # inputs the fuzzer once found failing are seeds beside them.
     regressions = len(seeds.LOADER_REGRESSIONS)
-    assert len(cases) * 3 // 4 <= counts["fuzz_loader"] - regressions <= len(cases), (counts, r.stdout)
+    assert len(cases) * 3 // 4 <= counts["fuzz_loader"] - regressions <= len(cases), \
+        (counts, r.stdout)
     for found in seeds.LOADER_REGRESSIONS:
         assert (tmp_path / "fuzz_loader" / hashlib.sha1(found).hexdigest()).read_bytes() == found
     assert counts["fuzz_kpack"] >= 10 and counts["fuzz_codeobject"] >= 10, counts

@@ -1,8 +1,9 @@
 """The probes of ``ukdpack doctor``: each returns one ``Check``.
 
 Every probe is cheap (a ``--version`` and one arch listing per compiler, hipcc's
-fingerprint from the compile cache's record or taken anew, a walk of the cache folder) and never raises for what it finds: a tool that is missing, fails or
-hangs is a check that is not ok, with the way to get it.
+fingerprint from the compile cache's record or taken anew, a walk of the cache folder)
+and never raises for what it finds: a tool that is missing, fails or hangs is a check
+that is not ok, with the way to get it.
 
 What a pack needs (``required``): the extension, hipcc (the ``hip`` kernel-source
 kind), a compile cache it can write and, when the root's DVC outputs are not all

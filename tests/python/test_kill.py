@@ -3,6 +3,7 @@ never a mix or nothing; the next pack cleans up after it."""
 
 from __future__ import annotations
 
+import os
 import random
 import shutil
 import signal
@@ -14,6 +15,8 @@ from pathlib import Path
 import pytest
 from pack_support import copy_example, run_pack, shard_files
 from reliability_support import ARCH, assert_loads, pack_argv, pack_env, residue, set_define
+
+from ukdpack import scratch
 
 TRIALS = 20
 SEED = 20261202
@@ -149,3 +152,45 @@ def test_kill_at_each_publish_step(setup: Setup, tmp_path: Path, point: str, nth
     # Once swapped, only the previous shard (now in staging) is at risk: the new one stays.
     swapped = point in ("exchanged", "rmtree") or (point, nth) == ("rmtree-partial", 3)
     assert kind == ("new" if swapped else "previous")
+
+
+def _compiling(folder: Path) -> bool:
+    """Whether a process still runs with ``folder`` on its command line (a compile the
+    killed pack started runs on: it is in a session of its own)."""
+    needle = str(folder).encode()
+    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
+        try:
+            if needle in cmdline.read_bytes():
+                return True
+        except OSError:
+            continue
+    return False
+
+
+def test_the_next_pack_sweeps_a_killed_packs_compile_folders(setup: Setup,
+                                                              tmp_path: Path) -> None:
+    temp = tmp_path / "tmp"
+    temp.mkdir()
+    env = pack_env(TMPDIR=str(temp))
+    set_define(setup.tree, "KILL_SWEEP", 1)
+    out = _trial_out(setup, tmp_path / "out")
+    proc = subprocess.Popen(pack_argv(setup.tree, out, setup.cache), env=env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 120
+    while not (left := list(temp.glob(f"{scratch.COMPILE}*"))):
+        assert proc.poll() is None and time.monotonic() < deadline, "no compile was seen"
+        time.sleep(0.01)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    while any(_compiling(f) for f in left) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert all((f / scratch.HELD_MARK).is_file() for f in left), left
+    # Left by the kill, and an hour old by the time of the next pack.
+    for folder in left:
+        os.utime(folder, (time.time() - 3600,) * 2)
+    set_define(setup.tree, "KILL_SWEEP", 2)  # the next pack compiles too
+    r = subprocess.run(pack_argv(setup.tree, out, setup.cache), env=env, capture_output=True,
+                       text=True, check=False)
+    assert r.returncode == 0, r.stderr
+    assert not any(f.exists() for f in left)
+    assert list(temp.iterdir()) == []  # its own folders went too

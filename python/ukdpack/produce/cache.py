@@ -37,7 +37,6 @@ import os
 import random
 import stat
 import sys
-import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
@@ -46,6 +45,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
+from ukdpack import scratch
 from ukdpack.authored.kinds import of_producer
 from ukdpack.digest import canonical_json, sha256_hex
 from ukdpack.errors import UkdError
@@ -769,7 +769,7 @@ def verify(cache: CompileCache, sample: int | None = None, jobs: int = 1,
         if sha256_hex(cached) != sha:
             return Verdict("differs", f"{where}: its object {sha[:16]} is damaged (its bytes "
                                       "are not the digest they are stored under)")
-        with tempfile.TemporaryDirectory(prefix="ukdpack-verify-") as tmp:
+        with scratch.Folder(scratch.VERIFY) as tmp:
             out, dep = Path(tmp) / "out.o", Path(tmp) / "out.d"
             argv = compiler.rerun_argv(comp, rerun["argv"], source, out, dep, root)
             outcome = compiler.run_compile(argv, out, dep, source.parent, timeout)

@@ -27,12 +27,12 @@ import shutil
 import signal
 import stat
 import subprocess
-import tempfile
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
+from ukdpack import scratch
 from ukdpack.digest import canonical_json, sha256_hex
 from ukdpack.errors import UkdError
 from ukdpack.files import kind_of, read_regular
@@ -282,7 +282,7 @@ def _run_tool(argv: Sequence[str], env: Mapping[str, str], timeout: float
     """(exit status, stdout, stderr) of a short tool run, in its own process group so a
     timeout stops whatever it started (a child holding the pipes would hang ``run``), with
     a temporary folder of its own (hipcc's probe leaves folders in it)."""
-    with tempfile.TemporaryDirectory(prefix="ukdpack-probe-") as temp:
+    with scratch.Folder(scratch.PROBE) as temp:
         proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                 stdin=subprocess.DEVNULL, env={**env, "TMPDIR": temp},
                                 cwd="/", start_new_session=True)

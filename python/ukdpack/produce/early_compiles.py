@@ -32,6 +32,8 @@ import os
 import stat
 import time
 
+from ukdpack import scratch
+
 try:  # built in: hashlib's start (OpenSSL) costs 2 ms more; 3.12 renamed it
     from _sha256 import sha256 as _sha256_of  # type: ignore[import-not-found]
 except ImportError:
@@ -53,7 +55,7 @@ SWITCH = "UKDPACK_EARLY_COMPILES"
 #: The output and depfile paths in a recorded command line (a compile's own folder's).
 OUTPUT, DEPFILE = "\0output", "\0depfile"
 #: How a compile's own folder (its output, depfile and TMPDIR) is named.
-FOLDER_PREFIX = "ukdpack-cc-"
+FOLDER_PREFIX = scratch.COMPILE
 #: The largest record read (one compile unit is about 500 bytes).
 MAX_RECORD_BYTES = 64 << 20
 
@@ -96,24 +98,9 @@ def fill(template: Sequence[str], folder: str) -> tuple[list[str], str, str]:
 
 
 def new_folder() -> str:
-    """A compile's own folder (mode 700) for its output and depfile, in the temporary
-    folder ``tempfile`` would pick first (``$TMPDIR``, ``$TEMP``, ``$TMP``, else ``/tmp``),
-    made without importing ``tempfile`` (with ``shutil`` and ``random``, about 4 ms before
-    an early compile could start); ``tempfile.mkdtemp`` where that folder takes none."""
-    base = next((os.environ[v] for v in ("TMPDIR", "TEMP", "TMP") if os.environ.get(v)),
-                "/tmp")
-    for _ in range(8):
-        path = os.path.abspath(os.path.join(base, FOLDER_PREFIX + os.urandom(8).hex()))
-        try:
-            os.mkdir(path, 0o700)
-            return path
-        except FileExistsError:
-            continue
-        except OSError:
-            break
-    import tempfile
-
-    return tempfile.mkdtemp(prefix=FOLDER_PREFIX)
+    """A compile's own folder (mode 700, held: ``scratch``) for its output, depfile and
+    ``TMPDIR``, in the temporary folder ``tempfile`` would pick first."""
+    return scratch.make(FOLDER_PREFIX)
 
 
 class Started:
@@ -146,9 +133,7 @@ class Started:
 
     @staticmethod
     def remove_folder(folder: str) -> None:
-        import shutil
-
-        shutil.rmtree(folder, ignore_errors=True)
+        scratch.remove(folder)
 
 
 _lock = _thread.allocate_lock()

@@ -19,7 +19,6 @@ import importlib
 import inspect
 import os
 import signal
-import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -28,7 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from ukdpack import _runtime
+from ukdpack import _runtime, scratch
 from ukdpack.authored.kinds import kind, of_producer
 from ukdpack.digest import sha256_hex
 from ukdpack.errors import Problem, UkdError
@@ -223,6 +222,7 @@ class Producer:
         # Each compile of this pack, as the next pack's early start reads it (early_compiles.py).
         self.early_units: list[early_compiles.Unit] = []
         self.compiled_early = 0  # compiles this pack took from the early start
+        self._sweep: threading.Thread | None = None  # scratch.sweep, at the first compile
 
     def early_record(self) -> list[early_compiles.Unit]:
         """This pack's compiles for the next pack's early start: none when the farm runs
@@ -230,10 +230,23 @@ class Producer:
         return [] if self.remote_exec is not None else list(self.early_units)
 
     def close(self) -> None:
-        """Drop the spool (its records are in the archives once they are written)."""
+        """Drop the spool (its records are in the archives once they are written) and
+        wait for the sweep of abandoned compile folders."""
         if self._spool is not None:
             os.close(self._spool)
             self._spool = None
+        if self._sweep is not None:
+            self._sweep.join()
+
+    def _sweep_once(self) -> None:
+        """At this pack's first local compile: remove, on a thread beside the compiles,
+        the compile folders that killed packs left in the temporary folder."""
+        with self._lock:
+            if self._sweep is not None:
+                return
+            self._sweep = threading.Thread(target=scratch.sweep, name="ukdpack-sweep",
+                                           daemon=True)
+            self._sweep.start()
 
     def _spool_fd(self) -> int:
         """The spool's descriptor, opened now if need be; -1 for no spool."""
@@ -590,6 +603,7 @@ class Producer:
         """Compile ``job`` here, or take the compile the early start began
         (early_compiles.py) where it is this very compile: the outcome and the
         compile's seconds."""
+        self._sweep_once()
         cwd = made.source.parent
         taken = early_compiles.take(made.template, str(cwd), made.comp.identity,
                                     made.source_sha256)
@@ -605,7 +619,7 @@ class Producer:
                 with self._lock:
                     self.compiled_early += 1
             return outcome, time.monotonic() - taken.started
-        with tempfile.TemporaryDirectory(prefix=early_compiles.FOLDER_PREFIX) as tmp, self._local_slots:
+        with scratch.Folder(scratch.COMPILE) as tmp, self._local_slots:
             argv, out, dep = early_compiles.fill(made.template, tmp)
             with self._lock:
                 if self._stopping.is_set():  # start no compile once the pack is ending
@@ -639,7 +653,7 @@ class Producer:
         tried: Mapping[str, str] | None = None
         for deps in (first, None):
             if deps is None:
-                with tempfile.TemporaryDirectory(prefix="ukdpack-scan-") as tmp, \
+                with scratch.Folder(scratch.SCAN) as tmp, \
                         self._local_slots:
                     if self._stopping.is_set():
                         raise _fail(job, "the pack was interrupted")

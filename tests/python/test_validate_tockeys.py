@@ -111,6 +111,19 @@ def test_joined_is_the_normalized_join(file: str) -> None:
         assert joined(file, name) == want, (file, name)
 
 
+@pytest.mark.parametrize("file", _FILES)
+def test_a_launchs_stem_read_off_its_name_is_its_joined_paths(file: str) -> None:
+    """The rule reads a prebuilt object's stem off the name as written, not the joined
+    path: the same stem for every corner of the name ('.', '..', empty, absolute)."""
+    from ukdpack.authored.model import joined
+
+    for name in [*_NAMES, "objects/009/obj018400.hsaco", "a/b.c.d", "sub/..dots.o"]:
+        want = tockey.stem_of("hsaco", {"file": name}, joined(file, name))
+        # the runtime's view is read only on the joined path's way, which needs none here
+        no_view: Any = None
+        assert tockey.launch_stem(file, "hsaco", name, no_view) == want, (file, name)
+
+
 def test_stem_of_is_the_file_name_less_its_extension() -> None:
     """A prebuilt object's stem is its file's name less the extension, as
     ``posixpath.splitext(posixpath.basename(...))`` gives it (a leading dot is no

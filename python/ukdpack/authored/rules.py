@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from ukdpack import _runtime
 from ukdpack.authored.kinds import COMPILED
 from ukdpack.authored.load import Tree
-from ukdpack.authored.tockey import identity_inputs, keyed_view, stem_of, view_inputs
+from ukdpack.authored.tockey import identity_inputs, keyed_view, launch_stem, view_inputs
 from ukdpack.errors import Problem
 
 if TYPE_CHECKING:
@@ -48,20 +48,20 @@ def _toc_keys(tree: Tree) -> list[Problem]:
     # (a tree of 100,000 kernels spends a second on them). In the models' order: packs
     # by file, each pack's kernels in order, each kernel's launches by name.
     rows = sorted(tree.dset.code_launches(COMPILED), key=lambda row: row[0])
-    launches = [(row, *view_inputs(row[1], row[6], row[7], row[8])) for row in rows]
     # One key is one stem: a launch whose stem no other launch has collides with none,
     # and its digest is left to the plans that need it (a tree of prebuilt objects with
-    # files named apart digests none here).
-    stems = [stem_of(row[6], fields, rel) for row, rel, fields in launches]
+    # files named apart digests none here, nor joins their paths).
+    stems = [launch_stem(row[1], row[6], row[7], row[8]) for row in rows]
     shared = {stem for stem, n in Counter(stems).items() if n > 1}
     seen: dict[str, tuple[Any, str, str, str, str]] = {}
     # Each distinct identity is keyed once (a unit's kernels share one object: 1,200
     # launches of the bench's hip tree make 41 keys); its launches take that key.
     made: dict[Hashable, tuple[str, dict[str, Any]]] = {}
     problems = []
-    for (row, rel, fields), stem in zip(launches, stems, strict=True):
+    for row, stem in zip(rows, stems, strict=True):
         if stem not in shared:
             continue
+        rel, fields = view_inputs(row[1], row[6], row[7], row[8])
         _, file, kernel_path, kernel_id, name, source_path, kind_name, _, _ = row
         inputs = identity_inputs(kind_name, fields, rel)
         found = made.get(inputs)

@@ -17,8 +17,8 @@ from ukdpack.authored.load import Tree
 from ukdpack.authored.model import Source, Ukd, joined
 from ukdpack.digest import canonical_json, sha256_hex
 
-__all__ = ["identity", "identity_inputs", "key_of", "keyed", "keyed_view", "launch_toc_key",
-           "normalized_build", "stem_of", "toc_key", "view_inputs"]
+__all__ = ["identity", "identity_inputs", "key_of", "keyed", "keyed_view", "launch_stem",
+           "launch_toc_key", "normalized_build", "stem_of", "toc_key", "view_inputs"]
 
 _NOT_STEM = re.compile(r"[^A-Za-z0-9_.-]")
 
@@ -37,6 +37,19 @@ def stem_of(kind_name: str, fields: Mapping[str, Any], rel: str | None) -> str:
     base = (posixpath.splitext((rel or "").rpartition("/")[2])[0] if k.stem_field == k.file_field
             else str(fields[k.stem_field]))
     return _NOT_STEM.sub("_", base) or "object"
+
+
+def launch_stem(file: str, kind_name: str, named: str | None, src: _runtime.Source) -> str:
+    """``stem_of`` a launch read from the runtime's set (``view_inputs``' arguments). Where
+    the stem is the named file's own name, it is read off the name as written: its last
+    component is the joined path's unless it is empty, '.' or '..' (those are joined)."""
+    k = kind(kind_name)
+    if named is not None and k.stem_field == k.file_field:
+        last = named.rpartition("/")[2]
+        if last not in ("", ".", ".."):
+            return _NOT_STEM.sub("_", posixpath.splitext(last)[0]) or "object"
+    rel, fields = view_inputs(file, kind_name, named, src)
+    return stem_of(kind_name, fields, rel)
 
 
 def toc_key(kind_name: str, fields: Mapping[str, Any], rel: str | None) -> str:

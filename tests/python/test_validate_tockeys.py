@@ -188,3 +188,21 @@ def test_no_kind_keys_its_object_by_the_symbol() -> None:
             tockey.identity_inputs(k.name, {**sample, k.symbol_field: "k2"}, "a/k.x")
         checked.append(k.name)
     assert {"hip", "hsaco"} <= set(checked)
+
+
+def test_a_prebuilt_identity_is_encoded_as_the_canonical_form() -> None:
+    """The toc key's digest of a prebuilt object's identity, spelled directly, is taken
+    over the very bytes ``canonical_json`` gives (a changed byte changes every key)."""
+    from ukdpack.digest import canonical_json
+
+    names = [*_NAMES, 'q"uote', "back\\slash", "tab\tnew\nline", "\x00\x1f\x7f", "é/ü.o",
+             "\u2028\u2029", "😀.co", "</script>"]
+    for kind_name in ("hsaco", "co", 'k"ind'):
+        for name in names:
+            ident = {"kind": kind_name, "file": name}
+            assert tockey._identity_json(ident) == canonical_json(ident), (kind_name, name)
+    # anything else takes the general encoder
+    for other in ({"kind": "hsaco", "file": None}, {"kind": "hsaco", "file": 1},
+                  {"kind": "hip", "source": "a.hip", "build": {"defines": {}, "flags": []}},
+                  {"file": "a", "kinds": "b"}):
+        assert tockey._identity_json(other) == canonical_json(other), other

@@ -90,7 +90,8 @@ py::dict kernelDict(const std::shared_ptr<const DescriptorSet>& owner, const Pac
   out["ref_path"] = jsonPathIndex("$.kernelDescriptors", m.index);  // where the KDP holds it
   out["view"] = kernelView(owner, k);                               // its launches, through the launch helpers
   const JsonText raw = m.raw();
-  out["raw"] = fromJson(raw.json());
+  // lean: a Document, read by the packer only for the packs it makes
+  out["raw"] = lean ? documentOf(raw) : fromJson(raw.json());
   if (lean) {
     // The sha256 of the bytes `raw` was read from (None for a value built otherwise): the
     // packer keys a pack's files by it rather than hashing `raw` again in Python.
@@ -624,7 +625,8 @@ void bindDescriptorSet(py::module_& m) {
           },
           "packs, less the views the packer's models do not read (root, engine_name, dispatch_symbol; per "
           "kernel arches, launches, packed, kinds, completed_metadata, base_dir, root), each kernel with "
-          "raw_sha256: the sha256 of the bytes its raw was read from (None when it was not read from them).")
+          "raw_sha256: the sha256 of the bytes its raw was read from (None when it was not read from them); "
+          "a kernel's raw is a Document where it was read from text (its value() the dict), else the dict.")
       .def(
           "code_launches",
           [](const PySet& s, const std::vector<std::string>& kinds) { return codeLaunchRows(s.set, kinds); },

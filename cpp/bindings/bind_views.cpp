@@ -131,6 +131,21 @@ std::optional<std::pair<std::string, std::optional<std::string>>> launchAt(const
   return std::nullopt;
 }
 
+namespace {
+
+// A document as written: the view keeps its file's text alive (not the set it was
+// loaded with, which a pack frees once its plans are made).
+struct DocumentView {
+  JsonText text;
+};
+
+}  // namespace
+
+py::object documentOf(const JsonText& document) {
+  if (document.text().empty()) return fromJson(document.json());
+  return py::cast(DocumentView{document});
+}
+
 py::object kernelView(std::shared_ptr<const void> owner, const Kernel& kernel) {
   return py::cast(KernelView{std::move(owner), &kernel});
 }
@@ -191,6 +206,14 @@ py::object slotOrNone(const std::optional<std::string>& slot) {
 }
 
 void bindViews(py::module_& m) {
+  py::class_<DocumentView>(m, "Document",
+                           "A descriptor's JSON as written (its file's text, which this keeps alive), read when asked.")
+      .def(
+          "value", [](const DocumentView& d) { return fromJson(d.text.json()); },
+          "The document as Python objects, read from its text (comments stepped over): a new dict each time.")
+      .def("__repr__", [](const DocumentView& d) {
+        return "<ukdpack Document of " + std::to_string(d.text.text().size()) + " bytes>";
+      });
   py::class_<SourceView>(m, "Source", "One kernel source as the runtime read it (read-only).")
       .def_property_readonly("kind", [](const SourceView& s) { return s.source->kind; })
       .def_property_readonly(

@@ -24,6 +24,12 @@ namespace py = pybind11;
 // document) keeps alive.
 py::object kernelView(std::shared_ptr<const void> owner, const Kernel& kernel);
 
+// A document as Python takes it from a load: a Document (bind_views.cpp) holding its
+// text, read into Python objects when asked (the packer converts the documents of the
+// packs it makes, not of every kernel it models); a value with no text (built in memory),
+// converted now.
+py::object documentOf(const JsonText& document);
+
 // Sorted launch names (launchNamesOf); empty for a single-launch kernel.
 std::vector<std::string> sortedLaunches(const Kernel& kernel);
 // Whether every launch has a packed code object (only those have launch code).

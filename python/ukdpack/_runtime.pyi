@@ -5,6 +5,10 @@ from typing import Any, ClassVar, Literal, TypedDict
 UkdLike = Mapping[str, Any] | str
 
 # Typed views of a loaded kernel, built on the launch helpers (cpp/bindings/bind_views.cpp)
+class Document:
+    # A descriptor's JSON as written (its file's text, which this keeps alive).
+    def value(self) -> dict[str, Any]: ...
+
 class Source:
     @property
     def kind(self) -> str: ...

@@ -1,6 +1,7 @@
 """What keeps a pack's memory down (bench/README.md, "Pack peak memory"): the tree's
-models share what the runtime gives once, and the runtime's set of the authored tree is
-freed once the rules and plans are done with it, with the answers the shards need kept."""
+models hold each kernel's document as its text until a pack makes that kernel's file,
+and the runtime's set of the authored tree is freed once the rules and plans are done
+with it, with the answers the shards need kept."""
 
 from __future__ import annotations
 
@@ -9,17 +10,39 @@ from pathlib import Path
 from pack_support import copy_example
 
 from ukdpack.authored.load import load_tree
+from ukdpack.authored.model import LazyDocument, read_document
+from ukdpack.digest import canonical_json
+from ukdpack.shard import packed
 
 
-def test_a_sources_fields_are_the_object_its_document_holds(tmp_path: Path) -> None:
-    tree = load_tree(copy_example(tmp_path / "tree"))
+def test_a_kernels_document_is_read_only_when_asked_and_reads_as_the_runtime_read_it(
+        tmp_path: Path) -> None:
+    """The models read no kernel's document (``raw``): a pack reads those of the packs it
+    makes, one file at a time, and keeps none. Read, a document is the runtime's own
+    reading of it (comments stepped over), and a source's fields are its entry there."""
+    root = copy_example(tmp_path / "tree")
+    kdp = next(root.rglob("*.kdp.json"))
+    kdp.write_text("// a comment the runtime steps over\n" + kdp.read_text())
+    tree = load_tree(root)
+    eager = {(k["file"], k["path"]): k["raw"] for p in tree.dset.packs for k in p["kernels"]}
+    docs = [m.ukd.raw for m in tree.members]
+    assert docs and all(isinstance(d, LazyDocument) for d in docs)
+    assert all(d._value is None for d in docs)  # modelling read none
     multi = 0
     for m in tree.members:
-        held = m.ukd.raw[m.ukd.launches_key]
+        whole = read_document(m.ukd.raw)
+        assert whole == eager[(m.ukd.file, m.ukd.json_path)]
+        held = whole[m.ukd.launches_key]
         for name, src in m.ukd.launches:
-            assert src.fields is (held if name is None else held[name])
+            assert src.fields == (held if name is None else held[name])
             multi += name is not None
     assert multi  # the example has kernels of several launches
+    assert all(d._value is None for d in docs)  # read for one use: nothing kept
+    # The encoders take a document as the dict it stands for.
+    first = docs[0]
+    assert canonical_json(first) == canonical_json(first.read())
+    assert packed.compact(first) == packed.compact(first.read())
+    assert dict(first) == first.read() and first._value is not None  # kept once looked into
 
 
 def test_document_keys_are_one_string_each(tmp_path: Path) -> None:

@@ -192,6 +192,34 @@ def test_a_repack_reads_back_only_the_edited_packs_kernels(
     assert shard_files(out / ARCH) == _cold(root, tmp_path, cache)
 
 
+def test_a_repack_reads_the_documents_of_the_edited_pack_alone(
+        tmp_path: Path, cache: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A kernel's document is read when its pack's files are made: a pack from scratch
+    reads every kernel's, a repack after one pack's edit that pack's alone (the others'
+    files are the previous shard's, keyed by the bytes each kernel was read from)."""
+    from ukdpack.authored.model import LazyDocument
+
+    root, out = _tree(tmp_path / "t"), tmp_path / "out"
+    read: list[str] = []
+    real = LazyDocument.read
+
+    def reading(doc: LazyDocument) -> dict[str, Any]:
+        value = real(doc)
+        read.append(str(value["id"]))
+        return value
+
+    monkeypatch.setattr(LazyDocument, "read", reading)
+    argv = ["pack", "--source-root", str(root), "--out-root", str(out), "--cache-dir",
+            str(cache), "--arch", ARCH, "--plain"]
+    assert cli.main(argv) == 0
+    assert sorted(read) == ["ka", "kb1", "kb2", "ku"]
+    read.clear()
+    _edit_metadata(root / "b/b.kdp.json", 9)
+    assert cli.main(argv) == 0
+    assert sorted(read) == ["kb1", "kb2"]
+    assert shard_files(out / ARCH) == _cold(root, tmp_path, cache)
+
+
 def test_a_kernels_part_of_the_key_is_the_bytes_it_was_read_from(tmp_path: Path,
                                                                  cache: Path) -> None:
     """A UKD is keyed by the sha256 of the bytes the runtime read it from (inline or in

@@ -177,8 +177,9 @@ def test_launch_at_keys_a_finding_by_kernel_and_launch(shard: Shard) -> None:
 
 def test_model_packs_are_packs_less_the_derived_views(shard: Shard) -> None:
     """The packer's models read model_packs(): the same packs and values, without the views
-    they never read, and with each kernel's ``raw_sha256``: the sha256 of the bytes its
-    ``raw`` was read from."""
+    they never read, each kernel's ``raw`` a Document (its value() the dict ``packs``
+    gives, a new one each time), and with each kernel's ``raw_sha256``: the sha256 of the
+    bytes its ``raw`` was read from."""
     dset = shard.load()
     full, lean = dset.packs, dset.model_packs()
     assert [p["id"] for p in lean] == [p["id"] for p in full]
@@ -190,7 +191,10 @@ def test_model_packs_are_packs_less_the_derived_views(shard: Shard) -> None:
             dropped = {"arches", "launches", "packed", "kinds", "completed_metadata", "base_dir",
                        "root"}
             assert set(mk) == set(fk) - dropped | {"raw_sha256"}
-            assert all(mk[k] == fk[k] for k in mk if k != "raw_sha256")
+            assert all(mk[k] == fk[k] for k in mk if k not in ("raw_sha256", "raw"))
+            assert isinstance(mk["raw"], _runtime.Document)
+            assert mk["raw"].value() == fk["raw"]
+            assert mk["raw"].value() is not mk["raw"].value()
             assert len(mk["raw_sha256"]) == 64  # test_pack_reuse checks it is of its bytes
     kernels = [k["raw_sha256"] for p in lean for k in p["kernels"]]
     assert len(set(kernels)) == len(kernels)

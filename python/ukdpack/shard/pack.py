@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 from ukdpack import _runtime, collector, reports
 from ukdpack.authored.kinds import kind, normalized_build
 from ukdpack.authored.load import ARCHIVE_FOLDER, Member, Tree, load_tree
-from ukdpack.authored.model import Kdp, Uhd, Ukd
+from ukdpack.authored.model import Kdp, Uhd, Ukd, read_document
 from ukdpack.authored.validate import check_tree
 from ukdpack.errors import Problem, UkdError, UsageError, escape_controls, has_controls
 from ukdpack.files import found_at, read_regular
@@ -552,11 +552,14 @@ class _Assembler:
         key = m.ukd.key
         mine = {ln.name: launches[(key, ln.name)] for ln in own if (key, ln.name) in launches}
         library = packed.library_path(library_from, self.archive_name)
-        doc = packed.packed_ukd(m.ukd.raw, self.arch, mine, library, m.ukd.launches_key,
+        raw = read_document(m.ukd.raw)  # read for this file alone: not kept by the model
+        doc = packed.packed_ukd(raw, self.arch, mine, library, m.ukd.launches_key,
                                 m.ukd.launch_names)
-        return doc, {"sha256": provenance.binding(doc), "provenance": self._provenance(m, own)}
+        return doc, {"sha256": provenance.binding(doc),
+                     "provenance": self._provenance(m, own, raw)}
 
-    def _provenance(self, m: Member, own: Sequence[Launch]) -> dict[str, Any]:
+    def _provenance(self, m: Member, own: Sequence[Launch], raw: Mapping[str, Any]
+                    ) -> dict[str, Any]:
         """The sidecar's provenance of one kernel: the same in every arch's shard (its
         launches and the compiler versions are), so made once per pack."""
         where = (m.ukd.file, m.ukd.json_path)
@@ -571,8 +574,8 @@ class _Assembler:
             prov["sources"] = {ln.name: _identity(m.ukd, ln) for ln in own}
         if kinds[0] in self.versions:
             prov["compiler"] = {"kind": kinds[0], "version": self.versions[kinds[0]]}
-        if "provenance" in m.ukd.raw:
-            prov["authored"] = m.ukd.raw["provenance"]
+        if "provenance" in raw:
+            prov["authored"] = raw["provenance"]
         if self.provenances is not None:
             self.provenances[where] = prov
         return prov

@@ -22,6 +22,7 @@ from typing import Any
 
 from ukdpack.authored.kinds import PACKED
 from ukdpack.authored.load import ARCHIVE_FOLDER
+from ukdpack.digest import mapping_as_dict
 
 #: Authored-only keys no packed descriptor carries: a ``$schema`` path is relative to
 #: the authored file and means nothing in a shard.
@@ -70,7 +71,7 @@ def library_path(descriptor_rel: str, archive_name: str) -> str:
 
 
 #: One encoder for every descriptor (``json.dumps`` with options makes one per call).
-_COMPACT = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False)
+_COMPACT = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, default=mapping_as_dict)
 
 
 def compact(doc: Any) -> bytes:

@@ -52,27 +52,22 @@ def _normalized_join(descriptor_file: str, name: str) -> str:
     return posixpath.normpath(posixpath.join(posixpath.dirname(descriptor_file), name))
 
 
-class LazyDocument(Mapping[str, Any]):
-    """A kernel's document (``Ukd.raw``) as the runtime read it: its text (its file's,
-    kept alive by this), turned into Python objects when read. ``read`` reads it anew
-    for one use and keeps nothing (a pack writing a kernel's packed form); the mapping
-    methods and ``plain`` read it once and keep the ``dict`` (the tools, which look at a
-    document field by field)."""
+class ReadOnce(Mapping[str, Any]):
+    """A mapping whose ``dict`` is read from the runtime when first looked into
+    (``_load``), then kept (``plain``)."""
 
-    __slots__ = ("_document", "_value")
+    __slots__ = ("_value",)
 
-    def __init__(self, document: _runtime.Document) -> None:
-        self._document = document
+    def __init__(self) -> None:
         self._value: dict[str, Any] | None = None
 
-    def read(self) -> dict[str, Any]:
-        """The document as a ``dict``: the kept one, else read now and not kept."""
-        return self._value if self._value is not None else self._document.value()
+    def _load(self) -> dict[str, Any]:
+        raise NotImplementedError
 
     def plain(self) -> dict[str, Any]:
-        """The document as a ``dict``, read now if not yet, and kept."""
+        """The ``dict``, read now if not yet, and kept."""
         if self._value is None:
-            self._value = self._document.value()
+            self._value = self._load()
         return self._value
 
     def __getitem__(self, key: str) -> Any:
@@ -83,6 +78,27 @@ class LazyDocument(Mapping[str, Any]):
 
     def __len__(self) -> int:
         return len(self.plain())
+
+
+class LazyDocument(ReadOnce):
+    """A kernel's document (``Ukd.raw``) as the runtime read it: its text (its file's,
+    kept alive by this), turned into Python objects when read. ``read`` reads it anew
+    for one use and keeps nothing (a pack writing a kernel's packed form); the mapping
+    methods and ``plain`` read it once and keep the ``dict`` (the tools, which look at a
+    document field by field)."""
+
+    __slots__ = ("_document",)
+
+    def __init__(self, document: _runtime.Document) -> None:
+        super().__init__()
+        self._document = document
+
+    def _load(self) -> dict[str, Any]:
+        return self._document.value()
+
+    def read(self) -> dict[str, Any]:
+        """The document as a ``dict``: the kept one, else read now and not kept."""
+        return self._value if self._value is not None else self._load()
 
     def __repr__(self) -> str:
         return repr(self.plain())

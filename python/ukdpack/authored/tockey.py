@@ -8,14 +8,14 @@ from __future__ import annotations
 
 import posixpath
 import re
-from collections.abc import Hashable, Iterator, Mapping
+from collections.abc import Hashable, Mapping
 from json.encoder import encode_basestring as _json_string
 from typing import Any
 
 from ukdpack import _runtime
 from ukdpack.authored.kinds import kind, normalized_build
 from ukdpack.authored.load import Tree
-from ukdpack.authored.model import Source, Ukd, joined
+from ukdpack.authored.model import ReadOnce, Source, Ukd, joined
 from ukdpack.digest import canonical_json, sha256_hex
 
 __all__ = ["identity", "identity_inputs", "key_of", "keyed", "keyed_view", "launch_stem",
@@ -113,7 +113,7 @@ def identity_inputs(kind_name: str, fields: Mapping[str, Any], rel: str | None) 
     k = kind(kind_name)
     # Kept where it stems the key (no kind does so today).
     symbol = k.symbol_field if k.symbol_field != k.stem_field else None
-    held = fields.held() if isinstance(fields, _ViewFields) else fields
+    held = fields.plain() if isinstance(fields, _ViewFields) else fields
     return (kind_name, rel, repr([item for item in held.items() if item[0] != symbol]))
 
 
@@ -126,30 +126,15 @@ def keyed_view(tree: Tree, file: str, json_path: str, kind_name: str, rel: str |
     return key, ident
 
 
-class _ViewFields(Mapping[str, Any]):
+class _ViewFields(ReadOnce):
     """A Source view's fields, read from the runtime when first asked (most kinds' toc
     keys need only the file: a tree of many prebuilt objects reads none)."""
 
-    __slots__ = ("_fields", "_src")
+    __slots__ = ("_src",)
 
     def __init__(self, src: _runtime.Source) -> None:
+        super().__init__()
         self._src = src
-        self._fields: Mapping[str, Any] | None = None
 
-    def held(self) -> Mapping[str, Any]:
-        """The fields, read now if not yet."""
-        return self._read()
-
-    def _read(self) -> Mapping[str, Any]:
-        if self._fields is None:
-            self._fields = self._src.fields
-        return self._fields
-
-    def __getitem__(self, name: str) -> Any:
-        return self._read()[name]
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._read())
-
-    def __len__(self) -> int:
-        return len(self._read())
+    def _load(self) -> dict[str, Any]:
+        return self._src.fields
